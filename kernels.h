@@ -1,0 +1,57 @@
+/* kernels.h - the numeric kernels, one table per instruction set. Knows nothing of Gemma.
+ *
+ * g3_kernels_get() returns the table for an ISA level; the forward pass calls only through a
+ * table, chosen once at start-up, so no #ifdef ever appears outside kernels.c. The scalar table
+ * is the reference every other table is tested against (tests/test-kernels.c).
+ *
+ * Determinism contract (every table): an output element's value depends only on its inputs,
+ * never on how many rows/tokens one call covers, on r0/r1 or on the thread that computes it.
+ * So logits are bit-identical for any thread count and for any split of a sequence into
+ * forward calls (prefill vs token-by-token), within one ISA table and one precision mode. */
+#ifndef G3_KERNELS_H
+#define G3_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum g3_isa { G3_ISA_SCALAR = 0, G3_ISA_AVX2 = 1, G3_ISA_AVX512 = 2 } g3_isa;
+
+typedef struct g3_kernels {
+    const char *name;  /* "scalar", "avx2", "avx512", "avx512bf16" */
+    g3_isa isa;
+
+    /* Y[t*ldy + r] = sum_k W[r*n_in + k] * X[t*ldx + k]   for t < n_tok, r0 <= r < r1.
+     * W: bf16 [rows][n_in] row-major (a Linear weight [out][in]); X: fp32 activations. */
+    void (*matmul_f32)(float *Y, size_t ldy, const uint16_t *W, const float *X, size_t ldx,
+                       int n_tok, int n_in, int r0, int r1);
+    /* Same with activations already rounded to bf16 (the fast path: vdpbf16ps where present). */
+    void (*matmul_bf16)(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X, size_t ldx,
+                        int n_tok, int n_in, int r0, int r1);
+
+    /* y = x * (1/sqrt(mean(x^2) + eps)) * w1p, where w1p already holds (1 + w). y may alias x. */
+    void (*rmsnorm)(float *y, const float *x, const float *w1p, int n, float eps);
+    /* out[i] = gelu_tanh(gate[i]) * up[i]; out may alias gate or up. */
+    void (*gelu_tanh_mul)(float *out, const float *gate, const float *up, int n);
+    /* In-place softmax over n values (max-subtracted, fp32). -inf entries get 0. */
+    void (*softmax)(float *x, int n);
+
+    float (*dot_f32)(const float *a, const float *b, int n);
+    float (*dot_bf16)(const float *a, const uint16_t *b, int n);   /* b is bf16 */
+    void (*axpy_f32)(float *y, float a, const float *x, int n);    /* y += a*x */
+    void (*axpy_bf16)(float *y, float a, const uint16_t *x, int n);/* y += a*x, x bf16 */
+    /* Round-to-nearest-even fp32 -> bf16, n values. */
+    void (*to_bf16)(uint16_t *dst, const float *src, int n);
+} g3_kernels;
+
+/* The best ISA this CPU supports (cpuid, checked once). */
+g3_isa g3_isa_detect(void);
+/* The table for an ISA level; NULL if the CPU cannot run it. */
+const g3_kernels *g3_kernels_get(g3_isa isa);
+/* Parses "scalar" / "avx2" / "avx512"; -1 if unknown. */
+int g3_isa_parse(const char *name);
+
+/* Split-half ("rotate_half", NeoX) RoPE on n_heads vectors of head_dim, in place, with per-pair
+ * cos/sin tables of head_dim/2 entries for this position. Scalar: cheap next to the matmuls. */
+void g3_rope(float *x, int n_heads, int head_dim, const float *cos_t, const float *sin_t);
+
+#endif

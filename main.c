@@ -1,0 +1,37 @@
+/* main.c - the gemma3 command: dispatches to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "print a checkpoint's configuration, parameters and memory needs"},
+    {"tokenize", cmd_tokenize, "text to token ids or pieces (like llama-tokenize)"},
+    {"eval", cmd_eval, "run the model over token ids and dump raw float32 logits"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gemma3 <command> [options]   (gemma3 <command> --help for its options)\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    return cli_usage_error("unknown command '%s' (try gemma3 --help)", argv[1]);
+}

@@ -1,0 +1,54 @@
+/* safetensors.h - read-only, mmap'd SafeTensors files (single file or sharded set).
+ * Knows nothing of Gemma: it validates the container and hands out tensor views. */
+#ifndef G3_SAFETENSORS_H
+#define G3_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum g3_dtype {
+    G3_DTYPE_F32, G3_DTYPE_F16, G3_DTYPE_BF16, G3_DTYPE_F64,
+    G3_DTYPE_I64, G3_DTYPE_I32, G3_DTYPE_I16, G3_DTYPE_I8, G3_DTYPE_U8, G3_DTYPE_BOOL,
+    G3_DTYPE_F8_E4M3, G3_DTYPE_F8_E5M2,
+} g3_dtype;
+
+const char *g3_dtype_name(g3_dtype dt); /* "BF16", ... */
+size_t g3_dtype_size(g3_dtype dt);      /* bytes per element */
+
+#define G3_MAX_DIMS 8
+
+typedef struct g3_tensor {
+    const char *name;            /* owned by the g3_st it came from */
+    g3_dtype dtype;
+    int n_dims;
+    int64_t shape[G3_MAX_DIMS];  /* C order */
+    int64_t n_elements;
+    const void *data;            /* points into the read-only mapping; never written */
+    size_t n_bytes;
+    const char *file;            /* path of the file holding it, for messages */
+} g3_tensor;
+
+typedef struct g3_st g3_st; /* an open checkpoint: one file or every shard of an index */
+
+/* Opens one .safetensors file. All validation happens here (header length, JSON shape, dtypes,
+ * shapes, offsets ordered/non-overlapping/inside the data region, span == shape x dtype size,
+ * duplicate names); on failure *out is NULL and the error names the file and the problem. */
+int g3_st_open_file(const char *path, g3_st **out);
+
+/* Opens a checkpoint directory: model.safetensors.index.json (each shard opened once) if present,
+ * else model.safetensors. */
+int g3_st_open_dir(const char *dir, g3_st **out);
+
+void g3_st_close(g3_st *st);
+
+/* Lookup by exact name, O(1) average. NULL if absent. */
+const g3_tensor *g3_st_find(const g3_st *st, const char *name);
+int g3_st_count(const g3_st *st);
+const g3_tensor *g3_st_at(const g3_st *st, int i);
+
+/* Validates a SafeTensors image held in memory (the whole file: 8-byte length, header, data).
+ * The same checks as g3_st_open_file, without mapping anything; `label` names it in messages.
+ * Used by the fuzz target. */
+int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label);
+
+#endif

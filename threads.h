@@ -1,0 +1,31 @@
+/* threads.h - a persistent worker pool. Knows nothing of Gemma.
+ *
+ * g3_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) once for every ith in [0, nth) — the
+ * calling thread runs ith = 0 — and returns when all have finished. Work is split statically by
+ * the callers (g3_split), so which thread computes an output never changes its value. */
+#ifndef G3_THREADS_H
+#define G3_THREADS_H
+
+typedef struct g3_pool g3_pool;
+typedef void (*g3_task_fn)(void *ctx, int ith, int nth);
+
+/* n_threads >= 1 counts the caller. */
+int g3_pool_create(int n_threads, g3_pool **out);
+void g3_pool_free(g3_pool *pool);
+int g3_pool_size(const g3_pool *pool);
+void g3_pool_run(g3_pool *pool, g3_task_fn fn, void *ctx);
+
+/* Contiguous share [*lo, *hi) of n items for thread ith of nth, boundaries rounded to multiples
+ * of `grain` (except the end), so SIMD tiles are not cut between threads. */
+static inline void g3_split(int n, int ith, int nth, int grain, int *lo, int *hi) {
+    int n_grains = (n + grain - 1) / grain;
+    int a = (int)((long long)n_grains * ith / nth) * grain;
+    int b = (int)((long long)n_grains * (ith + 1) / nth) * grain;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
+/* Number of online CPUs (>= 1). */
+int g3_n_cpus(void);
+
+#endif
