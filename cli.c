@@ -89,3 +89,66 @@ int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, 
     *n_ids = n;
     return 0;
 }
+
+const char cli_model_help[] =
+    "  -m, --model DIR        Gemma 3 checkpoint directory (config.json, *.safetensors, tokenizer.model)\n"
+    "  -t, --threads N        threads (default: all CPUs)\n"
+    "  -c, --ctx-size N       context length in tokens (default: min(model max, 4096))\n"
+    "  -b, --batch-size N     prompt tokens per forward chunk (default 512)\n"
+    "      --exact            FP32 activations and FP32 KV cache (the reference mode)\n"
+    "      --kv-type T        KV cache type: f32 or bf16 (default bf16; f32 with --exact)\n"
+    "      --isa NAME         kernels: scalar, avx2 or avx512 (default: best the CPU has)\n"
+    "  -v, --verbose          print the kernels, threads and timings to stderr\n";
+
+void cli_model_opts_init(cli_model_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->sp = gemma3_session_default_params();
+}
+
+int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
+    const char *flag = argv[*i];
+    const char *v;
+#define IS(a, b) (strcmp(flag, a) == 0 || (b && strcmp(flag, b) == 0))
+    if (IS("-m", "--model")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        o->model_dir = v;
+        return 0;
+    }
+    if (IS("-t", "--threads")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        return cli_parse_int(flag, v, 1, 1024, &o->sp.n_threads);
+    }
+    if (IS("-c", "--ctx-size")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        return cli_parse_int(flag, v, 1, 1 << 24, &o->sp.n_ctx);
+    }
+    if (IS("-b", "--batch-size")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        return cli_parse_int(flag, v, 1, 1 << 16, &o->sp.n_batch);
+    }
+    if (IS("--exact", NULL)) {
+        o->sp.exact = 1;
+        o->sp.kv_type = GEMMA3_KV_F32;
+        return 0;
+    }
+    if (IS("--kv-type", "-ctk")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        if (strcmp(v, "f32") == 0) o->sp.kv_type = GEMMA3_KV_F32;
+        else if (strcmp(v, "bf16") == 0) o->sp.kv_type = GEMMA3_KV_BF16;
+        else return cli_usage_error("%s: '%s' is not one of f32, bf16", flag, v);
+        return 0;
+    }
+    if (IS("--isa", NULL)) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        if (strcmp(v, "scalar") && strcmp(v, "avx2") && strcmp(v, "avx512"))
+            return cli_usage_error("%s: '%s' is not one of scalar, avx2, avx512", flag, v);
+        o->sp.isa = v;
+        return 0;
+    }
+    if (IS("-v", "--verbose")) {
+        o->verbose = 1;
+        return 0;
+    }
+#undef IS
+    return CLI_NOT_MINE;
+}

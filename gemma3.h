@@ -81,6 +81,7 @@ enum gemma3_kv_type { GEMMA3_KV_F32 = 0, GEMMA3_KV_BF16 = 1 };
 typedef struct gemma3_session_params {
     int n_ctx;          /* context length in tokens; 0 = min(model max, 4096) */
     int n_threads;      /* worker threads including the caller; 0 = all online CPUs */
+    int n_batch;        /* most tokens one prefill chunk holds (bounds scratch); 0 = 512 */
     int kv_type;        /* enum gemma3_kv_type */
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode) */
     const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
@@ -98,6 +99,7 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
 const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);
+int gemma3_session_n_threads(const gemma3_session *s);
 void gemma3_session_reset(gemma3_session *s);      /* empties the cache; position 0 */
 const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in use */
 

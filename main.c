@@ -14,10 +14,14 @@ static const command commands[] = {
     {"info", cmd_info, "print a checkpoint's configuration, parameters and memory needs"},
     {"tokenize", cmd_tokenize, "text to token ids or pieces (like llama-tokenize)"},
     {"eval", cmd_eval, "run the model over token ids and dump raw float32 logits"},
+    {"generate", cmd_generate, "one-shot generation (the default: gemma3 -m DIR -p PROMPT)"},
+    {"chat", cmd_chat, "interactive chat (also: gemma3 -i / -cnv -m DIR)"},
+    {"bench", cmd_bench, "prompt and generation speed, like llama-bench"},
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gemma3 <command> [options]   (gemma3 <command> --help for its options)\n\n");
+    fprintf(f, "usage: gemma3 <command> [options]   (gemma3 <command> --help for its options)\n");
+    fprintf(f, "       gemma3 -m DIR -p PROMPT [options]   (generate)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -33,5 +37,13 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    /* llama-cli style: flags without a subcommand generate, or chat with -i / -cnv */
+    if (argv[1][0] == '-') {
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "-i") || !strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--interactive") ||
+                !strcmp(argv[i], "--conversation"))
+                return cmd_chat(argc, argv);
+        return cmd_generate(argc, argv);
+    }
     return cli_usage_error("unknown command '%s' (try gemma3 --help)", argv[1]);
 }

@@ -1,0 +1,181 @@
+/* cli-gen.c - model/session/sampler setup and the reply loop shared by generate and chat. */
+#include "cli-gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+const char gen_flags_help[] =
+    "  -n, --n-predict N      most tokens to generate per reply (default -1: until a stop token\n"
+    "                         or the context is full)\n"
+    "  -sys, --system-prompt TEXT  system prompt (folded into the first user turn, as Gemma does)\n";
+
+const char *gen_find_model_dir(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) return argv[i + 1];
+    return NULL;
+}
+
+int gen_opts_init(gen_opts *opts, const char *model_dir) {
+    memset(opts, 0, sizeof *opts);
+    cli_model_opts_init(&opts->mo);
+    opts->sp = gemma3_sampler_default_params();
+    opts->n_predict = -1;
+    if (!model_dir) return 0;
+    char path[4096];
+    g3_gen_config gc;
+    if (g3_path_join(path, sizeof path, model_dir, "generation_config.json") != GEMMA3_OK ||
+        g3_gen_config_load(path, &gc) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    cli_sampling_apply_gen_config(&opts->sp, &gc);
+    return 0;
+}
+
+int gen_flag(int argc, char **argv, int *i, gen_opts *opts) {
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        return cli_parse_int(a, v, -1, 1 << 30, &opts->n_predict);
+    }
+    if (!strcmp(a, "-sys") || !strcmp(a, "--system-prompt")) {
+        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
+        opts->system_prompt = v;
+        return 0;
+    }
+    int rc = cli_model_flag(argc, argv, i, &opts->mo);
+    if (rc != CLI_NOT_MINE) return rc;
+    return cli_sampling_flag(argc, argv, i, &opts->sp);
+}
+
+static void add_stop(gen_state *g, int32_t id) {
+    if (id < 0 || g->n_stop == (int)(sizeof g->stop_ids / sizeof g->stop_ids[0])) return;
+    for (int i = 0; i < g->n_stop; i++)
+        if (g->stop_ids[i] == id) return;
+    g->stop_ids[g->n_stop++] = id;
+}
+
+int gen_open(gen_state *g, const gen_opts *opts) {
+    memset(g, 0, sizeof *g);
+    if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    double t0 = g3_now();
+    if (gemma3_model_load(opts->mo.model_dir, &g->model) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    g->tok = gemma3_model_tokenizer(g->model);
+    if (!g->tok) return cli_fail("%s: no tokenizer.model in the checkpoint", opts->mo.model_dir);
+    gemma3_model_get_info(g->model, &g->info);
+    if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    g->load_seconds = g3_now() - t0;
+
+    for (int i = 0; i < g->info.n_eos; i++) add_stop(g, g->info.eos_ids[i]);
+    add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_EOS));
+    add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_END_OF_TURN));
+
+    gemma3_sampler_params sp = opts->sp;
+    sp.n_eos = 0;
+    for (int i = 0; i < g->n_stop && i < GEMMA3_SAMPLER_MAX_EOS; i++) sp.eos_ids[sp.n_eos++] = g->stop_ids[i];
+    if (sp.n_ctx == 0) sp.n_ctx = gemma3_session_n_ctx(g->session);
+    if (gemma3_sampler_init(&sp, g->info.vocab_size, &g->sampler) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    return 0;
+}
+
+void gen_close(gen_state *g) {
+    gemma3_sampler_free(g->sampler);
+    gemma3_session_free(g->session);
+    gemma3_model_free(g->model);
+    memset(g, 0, sizeof *g);
+}
+
+int gen_is_stop(const gen_state *g, int32_t token) {
+    for (int i = 0; i < g->n_stop; i++)
+        if (g->stop_ids[i] == token) return 1;
+    return 0;
+}
+
+static int feed(gen_state *g, const int32_t *ids, int n) {
+    int rc = gemma3_session_forward(g->session, ids, n, NULL);
+    if (rc != GEMMA3_OK) return rc;
+    for (int i = 0; i < n; i++) gemma3_sampler_accept(g->sampler, ids[i]);
+    return GEMMA3_OK;
+}
+
+int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
+              volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
+              gen_stop *stop) {
+    *n_gen = 0;
+    int n_ctx = gemma3_session_n_ctx(g->session);
+    if (gemma3_session_pos(g->session) + n_prompt > n_ctx)
+        return g3_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
+                        gemma3_session_pos(g->session), n_prompt, n_ctx);
+    double t0 = g3_now();
+    int rc = feed(g, prompt, n_prompt);
+    if (rc != GEMMA3_OK) return rc;
+    g->prompt_seconds += g3_now() - t0;
+    g->n_prompt_tokens += n_prompt;
+
+    gemma3_decoder dec = {0};
+    char text[256];
+    t0 = g3_now();
+    *stop = GEN_STOP_LIMIT;
+    for (int i = 0; n_predict < 0 || i < n_predict; i++) {
+        if (interrupt && *interrupt) {
+            *stop = GEN_STOP_INTERRUPTED;
+            break;
+        }
+        int64_t pos = gemma3_session_pos(g->session);
+        int32_t tok = gemma3_sampler_sample(g->sampler, gemma3_session_logits(g->session), pos);
+        if (gen_is_stop(g, tok)) {
+            *stop = GEN_STOP_EOS;
+            break;
+        }
+        if (*n_gen < max_gen) gen_ids[(*n_gen)++] = tok;
+        if (out) {
+            gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
+            fputs(text, out);
+            fflush(out);
+        }
+        g->n_gen_tokens++;
+        if (pos >= n_ctx) { /* the token is kept, but there is no slot left to feed it */
+            *stop = GEN_STOP_CONTEXT;
+            break;
+        }
+        if ((rc = feed(g, &tok, 1)) != GEMMA3_OK) return rc;
+    }
+    if (out) {
+        gemma3_decoder_flush(&dec, text, sizeof text);
+        fputs(text, out);
+        fflush(out);
+    }
+    g->gen_seconds += g3_now() - t0;
+    return GEMMA3_OK;
+}
+
+int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *user_text,
+                    int add_bos, int32_t **ids, int *n_ids) {
+    gemma3_chat_msg msgs[2];
+    int n = 0;
+    if (system_prompt) msgs[n++] = (gemma3_chat_msg){"system", system_prompt};
+    msgs[n++] = (gemma3_chat_msg){"user", user_text};
+    int need = gemma3_chat_encode(g->tok, msgs, n, add_bos, 1, NULL, 0);
+    if (need < 0) return need;
+    *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
+    if (!*ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
+    *n_ids = gemma3_chat_encode(g->tok, msgs, n, add_bos, 1, *ids, need);
+    return *n_ids < 0 ? *n_ids : GEMMA3_OK;
+}
+
+static double per_second(int n, double seconds) { return seconds > 0 ? n / seconds : 0.0; }
+
+void gen_print_summary(const gen_state *g, FILE *f) {
+    fprintf(f, "\n");
+    fprintf(f, "prompt:    %6d tokens  %9.2f tok/s  (%.3f s)\n", g->n_prompt_tokens,
+            per_second(g->n_prompt_tokens, g->prompt_seconds), g->prompt_seconds);
+    fprintf(f, "generated: %6d tokens  %9.2f tok/s  (%.3f s)\n", g->n_gen_tokens,
+            per_second(g->n_gen_tokens, g->gen_seconds), g->gen_seconds);
+    fprintf(f, "load: %.3f s | seed: %u | isa: %s | threads: %d\n", g->load_seconds,
+            gemma3_sampler_seed(g->sampler), gemma3_session_isa(g->session),
+            gemma3_session_n_threads(g->session));
+}

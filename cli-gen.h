@@ -1,0 +1,78 @@
+/* cli-gen.h - what `gemma3` (generate) and `gemma3 chat` share: loading the model, session and
+ * sampler from the common flags, and producing one reply token by token. */
+#ifndef G3_CLI_GEN_H
+#define G3_CLI_GEN_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "gemma3.h"
+
+typedef struct gen_opts {
+    cli_model_opts mo;
+    gemma3_sampler_params sp;
+    int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
+    const char *system_prompt;  /* -sys */
+} gen_opts;
+
+typedef enum {
+    GEN_STOP_EOS,         /* the model produced a stop token (not emitted) */
+    GEN_STOP_LIMIT,       /* n_predict reached */
+    GEN_STOP_CONTEXT,     /* the context window is full */
+    GEN_STOP_INTERRUPTED, /* *interrupt became non-zero (Ctrl-C) */
+} gen_stop;
+
+typedef struct gen_state {
+    gemma3_model *model;
+    const gemma3_tokenizer *tok;
+    gemma3_session *session;
+    gemma3_sampler *sampler;
+    gemma3_model_info info;
+    int32_t stop_ids[16];       /* eos ids of the config plus <end_of_turn> */
+    int n_stop;
+    double load_seconds;
+    /* totals over the run, for the summary */
+    int n_prompt_tokens, n_gen_tokens;
+    double prompt_seconds, gen_seconds;
+} gen_state;
+
+/* Pass 1 of flag parsing: finds -m so that generation_config.json defaults can be applied
+ * before the flags that override them. Returns NULL if absent. */
+const char *gen_find_model_dir(int argc, char **argv);
+
+/* Defaults for opts: session defaults, Gemma sampling defaults overridden by DIR's
+ * generation_config.json. Returns 0 or a CLI exit status after printing the error. */
+int gen_opts_init(gen_opts *opts, const char *model_dir);
+
+/* If argv[*i] is a model, session or sampling flag (or -n / -sys), consumes it: returns 0 or the
+ * CLI exit status of a bad value; CLI_NOT_MINE otherwise. */
+int gen_flag(int argc, char **argv, int *i, gen_opts *opts);
+extern const char gen_flags_help[];
+
+/* Loads the model (with its tokenizer: required), creates the session and sampler. Prints the
+ * error and returns the CLI exit status on failure; gen_close frees a partly opened state. */
+int gen_open(gen_state *g, const gen_opts *opts);
+void gen_close(gen_state *g);
+
+/* Feeds prompt[0..n_prompt) to the model (prefill), then samples up to n_predict tokens, feeding
+ * each back, until a stop token, the limit, a full context or *interrupt. Every token fed to the
+ * model is also accepted by the sampler (penalty history). Text is streamed to `out` (if not
+ * NULL) in complete UTF-8 sequences as it is produced. Generated ids (stop token excluded) are
+ * appended to gen_ids (capacity max_gen) and counted in *n_gen. The stop token, if any, is NOT
+ * fed to the model: the caller decides (chat feeds <end_of_turn> with the next turn).
+ * Returns GEMMA3_OK or an error (message in gemma3_last_error). */
+int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
+              volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
+              gen_stop *stop);
+
+/* Encodes the user's text as a chat turn (or raw text), into a malloc'd id array. */
+int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *user_text,
+                    int add_bos, int32_t **ids, int *n_ids);
+
+int gen_is_stop(const gen_state *g, int32_t token);
+
+/* The stderr summary: prompt and generated tokens with tok/s, load time, seed, ISA, threads. */
+void gen_print_summary(const gen_state *g, FILE *f);
+
+#endif
