@@ -4,6 +4,7 @@
 #ifndef G3_CONFIG_H
 #define G3_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define G3_MAX_LAYERS 256

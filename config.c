@@ -1,0 +1,483 @@
+/* config.c - config.json and generation_config.json.
+ *
+ * Two layouts exist on the hub:
+ *   - text-only (model_type "gemma3_text", Gemma3ForCausalLM): every key at the top level;
+ *   - multimodal (model_type "gemma3", Gemma3ForConditionalGeneration): the text settings live
+ *     in "text_config", the top level may carry eos_token_id / bos_token_id / pad_token_id.
+ * Absent keys take transformers' Gemma3TextConfig defaults (architecture doc §1.2), except the
+ * three that fix the model's size, which are REQUIRED: hidden_size, intermediate_size and
+ * num_hidden_layers (the class defaults for them describe no released checkpoint, so a config
+ * without them is far more likely truncated than intended). A JSON null counts as absent, except
+ * for the softcaps and rope_scaling where null means "none".
+ *
+ * Anything the engine does not implement is refused with the key and its value in the message,
+ * rather than silently computing a different model. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Where a key is looked up, for messages: "hidden_size" or "text_config.hidden_size". */
+typedef struct scope {
+    const cJSON *obj;
+    const char *path;   /* file, for messages */
+    const char *prefix; /* "" or "text_config." */
+} scope;
+
+static const char *type_name(const cJSON *j) {
+    if (cJSON_IsNull(j)) return "null";
+    if (cJSON_IsBool(j)) return "a boolean";
+    if (cJSON_IsNumber(j)) return "a number";
+    if (cJSON_IsString(j)) return "a string";
+    if (cJSON_IsArray(j)) return "an array";
+    if (cJSON_IsObject(j)) return "an object";
+    return "invalid JSON";
+}
+
+/* The item for key, or NULL when absent or null. */
+static const cJSON *item(const scope *s, const char *key) {
+    const cJSON *j = s->obj ? cJSON_GetObjectItemCaseSensitive(s->obj, key) : NULL;
+    return (j && !cJSON_IsNull(j)) ? j : NULL;
+}
+
+static int json_is_int(const cJSON *j) {
+    return cJSON_IsNumber(j) && j->valuedouble == floor(j->valuedouble) &&
+           j->valuedouble >= INT_MIN && j->valuedouble <= INT_MAX;
+}
+
+/* Integer key: *out keeps its default when absent; required keys must be present. */
+static int get_int(const scope *s, const char *key, int required, int *out) {
+    const cJSON *j = item(s, key);
+    if (!j) {
+        if (required)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: required key missing", s->path,
+                            s->prefix, key);
+        return GEMMA3_OK;
+    }
+    if (!json_is_int(j)) {
+        if (cJSON_IsNumber(j))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer, got %g", s->path,
+                            s->prefix, key, j->valuedouble);
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer, got %s", s->path,
+                        s->prefix, key, type_name(j));
+    }
+    *out = (int)j->valuedouble;
+    return GEMMA3_OK;
+}
+
+/* Positive integer no larger than max. */
+static int get_size(const scope *s, const char *key, int required, int max, int *out) {
+    int rc = get_int(s, key, required, out);
+    if (rc != GEMMA3_OK) return rc;
+    if (*out <= 0 || *out > max)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: %d is not in [1, %d]", s->path, s->prefix,
+                        key, *out, max);
+    return GEMMA3_OK;
+}
+
+static int get_number(const scope *s, const char *key, float *out) {
+    const cJSON *j = item(s, key);
+    if (!j) return GEMMA3_OK;
+    if (!cJSON_IsNumber(j))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a number, got %s", s->path,
+                        s->prefix, key, type_name(j));
+    *out = (float)j->valuedouble;
+    return GEMMA3_OK;
+}
+
+static int get_positive(const scope *s, const char *key, float *out) {
+    int rc = get_number(s, key, out);
+    if (rc == GEMMA3_OK && !(*out > 0.0f && isfinite(*out)))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: %g is not a positive number", s->path,
+                        s->prefix, key, (double)*out);
+    return rc;
+}
+
+static int get_bool(const scope *s, const char *key, int *out) {
+    const cJSON *j = item(s, key);
+    if (!j) return GEMMA3_OK;
+    if (!cJSON_IsBool(j))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a boolean, got %s", s->path,
+                        s->prefix, key, type_name(j));
+    *out = cJSON_IsTrue(j);
+    return GEMMA3_OK;
+}
+
+/* A softcap: null/absent = none (0), else a positive number. */
+static int get_softcap(const scope *s, const char *key, float *out) {
+    *out = 0.0f;
+    return item(s, key) ? get_positive(s, key, out) : GEMMA3_OK;
+}
+
+/* eos_token_id: an int or a list of ints. */
+static int get_ids(const scope *s, const char *key, int *ids, int *n) {
+    const cJSON *j = item(s, key);
+    if (!j) return GEMMA3_OK;
+    if (json_is_int(j)) {
+        if (j->valuedouble < 0)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: %g is negative", s->path, s->prefix,
+                            key, j->valuedouble);
+        ids[0] = (int)j->valuedouble;
+        *n = 1;
+        return GEMMA3_OK;
+    }
+    if (!cJSON_IsArray(j))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer or a list, got %s",
+                        s->path, s->prefix, key, type_name(j));
+    int count = 0;
+    for (const cJSON *x = j->child; x; x = x->next) {
+        if (!json_is_int(x) || x->valuedouble < 0)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s[%d]: expected a non-negative integer",
+                            s->path, s->prefix, key, count);
+        if (count == G3_MAX_EOS)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %s%s: more than %d ids", s->path,
+                            s->prefix, key, G3_MAX_EOS);
+        ids[count++] = (int)x->valuedouble;
+    }
+    if (count == 0)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: empty list", s->path, s->prefix, key);
+    *n = count;
+    return GEMMA3_OK;
+}
+
+/* A rope type string ("rope_type" or the older "type"): default -> factor 1, linear -> factor
+ * from the object. Anything else (yarn, dynamic, llama3 ...) is refused. */
+static int parse_rope_type(const scope *s, const char *what, float *factor) {
+    const cJSON *type = item(s, "rope_type");
+    const char *type_key = "rope_type";
+    if (!type) {
+        type = item(s, "type");
+        type_key = "type";
+    }
+    const char *t = "default";
+    if (type) {
+        if (!cJSON_IsString(type))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.%s: expected a string, got %s", s->path,
+                            what, type_key, type_name(type));
+        t = type->valuestring;
+    }
+    if (strcmp(t, "default") == 0) {
+        *factor = 1.0f;
+        return GEMMA3_OK;
+    }
+    if (strcmp(t, "linear") != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: %s.%s: '%s' is not supported (only default and linear)", s->path,
+                        what, type_key, t);
+    const cJSON *f = item(s, "factor");
+    if (!f)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.factor: required for linear rope scaling",
+                        s->path, what);
+    if (!cJSON_IsNumber(f) || !(f->valuedouble > 0) || !isfinite(f->valuedouble))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.factor: expected a positive number", s->path,
+                        what);
+    *factor = (float)f->valuedouble;
+    return GEMMA3_OK;
+}
+
+/* One entry of the new rope_parameters format: {rope_type, rope_theta, factor?}. */
+static int parse_rope_entry(const scope *tc, const cJSON *e, const char *what, float *theta,
+                            float *factor) {
+    if (!cJSON_IsObject(e))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object, got %s", tc->path, what,
+                        type_name(e));
+    scope s = {e, tc->path, ""};
+    char key[96];
+    snprintf(key, sizeof key, "%s.", what);
+    s.prefix = key;
+    int rc = get_positive(&s, "rope_theta", theta);
+    if (rc == GEMMA3_OK) rc = parse_rope_type(&s, what, factor);
+    return rc;
+}
+
+/* RoPE for both layer types, old or new format (architecture doc §1.3). */
+static int parse_rope(const scope *s, g3_config *c) {
+    c->rope_theta_full = 1e6f;
+    c->rope_theta_sliding = 1e4f;
+    c->rope_factor_full = c->rope_factor_sliding = 1.0f;
+    int rc;
+    if ((rc = get_positive(s, "rope_theta", &c->rope_theta_full)) != GEMMA3_OK) return rc;
+    if ((rc = get_positive(s, "rope_local_base_freq", &c->rope_theta_sliding)) != GEMMA3_OK)
+        return rc;
+    char what[64];
+    const cJSON *params = item(s, "rope_parameters");
+    if (params) {
+        snprintf(what, sizeof what, "%srope_parameters", s->prefix);
+        if (!cJSON_IsObject(params))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object, got %s", s->path, what,
+                            type_name(params));
+        const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
+        const cJSON *slid = cJSON_GetObjectItemCaseSensitive(params, "sliding_attention");
+        if (!full && !slid) /* a single flat entry: it describes the global layers */
+            return parse_rope_entry(s, params, what, &c->rope_theta_full, &c->rope_factor_full);
+        if (full) {
+            snprintf(what, sizeof what, "%srope_parameters.full_attention", s->prefix);
+            rc = parse_rope_entry(s, full, what, &c->rope_theta_full, &c->rope_factor_full);
+            if (rc != GEMMA3_OK) return rc;
+        }
+        if (slid) {
+            snprintf(what, sizeof what, "%srope_parameters.sliding_attention", s->prefix);
+            rc = parse_rope_entry(s, slid, what, &c->rope_theta_sliding, &c->rope_factor_sliding);
+            if (rc != GEMMA3_OK) return rc;
+        }
+        return GEMMA3_OK;
+    }
+    const cJSON *scaling = item(s, "rope_scaling"); /* old format: global layers only */
+    if (!scaling) return GEMMA3_OK;
+    snprintf(what, sizeof what, "%srope_scaling", s->prefix);
+    if (!cJSON_IsObject(scaling))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object or null, got %s", s->path,
+                        what, type_name(scaling));
+    scope sc = {scaling, s->path, ""};
+    return parse_rope_type(&sc, what, &c->rope_factor_full);
+}
+
+static int parse_layer_types(const scope *s, g3_config *c) {
+    const cJSON *lt = item(s, "layer_types");
+    if (lt) {
+        if (!cJSON_IsArray(lt))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %slayer_types: expected a list, got %s",
+                            s->path, s->prefix, type_name(lt));
+        int n = cJSON_GetArraySize(lt);
+        if (n != c->n_layers)
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: %slayer_types: %d entries but num_hidden_layers is %d", s->path,
+                            s->prefix, n, c->n_layers);
+        int i = 0;
+        for (const cJSON *x = lt->child; x; x = x->next, i++) {
+            if (cJSON_IsString(x) && strcmp(x->valuestring, "sliding_attention") == 0)
+                c->layer_types[i] = G3_LAYER_SLIDING;
+            else if (cJSON_IsString(x) && strcmp(x->valuestring, "full_attention") == 0)
+                c->layer_types[i] = G3_LAYER_FULL;
+            else
+                return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                                "%s: %slayer_types[%d]: '%s' is not sliding_attention or "
+                                "full_attention",
+                                s->path, s->prefix, i,
+                                cJSON_IsString(x) ? x->valuestring : type_name(x));
+        }
+        return GEMMA3_OK;
+    }
+    int pattern = 6;
+    const char *key = item(s, "sliding_window_pattern") ? "sliding_window_pattern"
+                                                        : "_sliding_window_pattern";
+    int rc = get_size(s, key, 0, INT_MAX, &pattern);
+    if (rc != GEMMA3_OK) return rc;
+    for (int i = 0; i < c->n_layers; i++)
+        c->layer_types[i] = ((i + 1) % pattern == 0) ? G3_LAYER_FULL : G3_LAYER_SLIDING;
+    return GEMMA3_OK;
+}
+
+/* Refuses a string-valued key whose value the engine does not implement. */
+static int require_string(const scope *s, const char *key, const char *want) {
+    const cJSON *j = item(s, key);
+    if (!j) return GEMMA3_OK;
+    if (!cJSON_IsString(j))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a string, got %s", s->path,
+                        s->prefix, key, type_name(j));
+    if (strcmp(j->valuestring, want) != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %s%s: '%s' is not supported (only %s)",
+                        s->path, s->prefix, key, j->valuestring, want);
+    return GEMMA3_OK;
+}
+
+static int refuse_true(const scope *s, const char *key) {
+    int v = 0;
+    int rc = get_bool(s, key, &v);
+    if (rc == GEMMA3_OK && v)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %s%s: true is not supported", s->path,
+                        s->prefix, key);
+    return rc;
+}
+
+/* model_type / architectures decide the layout; both are optional, but when present must be
+ * Gemma 3's. */
+static int detect_layout(const cJSON *root, const char *path, g3_config *c, const cJSON **text) {
+    scope top = {root, path, ""};
+    const cJSON *mt = item(&top, "model_type");
+    const cJSON *arch = item(&top, "architectures");
+    const cJSON *tc = item(&top, "text_config");
+    const char *arch0 = NULL;
+    if (mt && !cJSON_IsString(mt))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: model_type: expected a string, got %s", path,
+                        type_name(mt));
+    if (mt && strcmp(mt->valuestring, "gemma3") != 0 && strcmp(mt->valuestring, "gemma3_text") != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: model_type: '%s' is not supported (gemma3 or gemma3_text)", path,
+                        mt->valuestring);
+    if (arch) {
+        if (!cJSON_IsArray(arch) || !cJSON_IsString(arch->child))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: architectures: expected a list of strings",
+                            path);
+        arch0 = arch->child->valuestring;
+        if (strcmp(arch0, "Gemma3ForCausalLM") != 0 &&
+            strcmp(arch0, "Gemma3ForConditionalGeneration") != 0)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                            "%s: architectures: '%s' is not supported (Gemma3ForCausalLM or "
+                            "Gemma3ForConditionalGeneration)",
+                            path, arch0);
+    }
+    c->multimodal = (mt && strcmp(mt->valuestring, "gemma3") == 0) ||
+                    (arch0 && strcmp(arch0, "Gemma3ForConditionalGeneration") == 0) ||
+                    (!mt && !arch0 && tc);
+    if (c->multimodal) {
+        if (!tc)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: text_config: required key missing", path);
+        if (!cJSON_IsObject(tc))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: text_config: expected an object, got %s", path,
+                            type_name(tc));
+        *text = tc;
+    } else {
+        *text = root;
+    }
+    snprintf(c->architecture, sizeof c->architecture, "%s",
+             arch0 ? arch0 : c->multimodal ? "Gemma3ForConditionalGeneration" : "Gemma3ForCausalLM");
+    return GEMMA3_OK;
+}
+
+static int parse_root(const cJSON *root, const char *path, g3_config *c) {
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsObject(root))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
+                        type_name(root));
+    const cJSON *text = NULL;
+    int rc = detect_layout(root, path, c, &text);
+    if (rc != GEMMA3_OK) return rc;
+    scope s = {text, path, c->multimodal ? "text_config." : ""};
+    scope top = {root, path, ""};
+
+    /* Gemma3TextConfig defaults (architecture doc §1.2). */
+    c->vocab_size = 262208;
+    c->n_heads = 8;
+    c->n_kv_heads = 4;
+    c->head_dim = 256;
+    c->query_pre_attn_scalar = 256.0f;
+    c->sliding_window = 4096;
+    c->max_position_embeddings = 131072;
+    c->rms_norm_eps = 1e-6f;
+    c->tie_word_embeddings = 1;
+    c->bos_id = 2;
+    c->pad_id = 0;
+    c->n_eos = 1;
+    c->eos_ids[0] = 1;
+
+    if ((rc = get_size(&s, "hidden_size", 1, 1 << 20, &c->hidden_size)) ||
+        (rc = get_size(&s, "intermediate_size", 1, 1 << 22, &c->intermediate_size)) ||
+        (rc = get_size(&s, "num_hidden_layers", 1, INT_MAX, &c->n_layers)) ||
+        (rc = get_size(&s, "vocab_size", 0, 1 << 24, &c->vocab_size)) ||
+        (rc = get_size(&s, "num_attention_heads", 0, 1024, &c->n_heads)) ||
+        (rc = get_size(&s, "num_key_value_heads", 0, 1024, &c->n_kv_heads)) ||
+        (rc = get_size(&s, "head_dim", 0, 1 << 16, &c->head_dim)) ||
+        (rc = get_size(&s, "sliding_window", 0, INT_MAX, &c->sliding_window)) ||
+        (rc = get_size(&s, "max_position_embeddings", 0, INT_MAX, &c->max_position_embeddings)) ||
+        (rc = get_positive(&s, "query_pre_attn_scalar", &c->query_pre_attn_scalar)) ||
+        (rc = get_positive(&s, "rms_norm_eps", &c->rms_norm_eps)) ||
+        (rc = get_softcap(&s, "attn_logit_softcapping", &c->attn_softcap)) ||
+        (rc = get_softcap(&s, "final_logit_softcapping", &c->final_softcap)))
+        return rc;
+    /* tie_word_embeddings: HF's composite config keeps it at the top level. */
+    if ((rc = get_bool(&top, "tie_word_embeddings", &c->tie_word_embeddings)) ||
+        (rc = get_bool(&s, "tie_word_embeddings", &c->tie_word_embeddings)))
+        return rc;
+    /* Token ids: the multimodal top level first, text_config overrides. */
+    if ((rc = get_int(&top, "bos_token_id", 0, &c->bos_id)) ||
+        (rc = get_int(&top, "pad_token_id", 0, &c->pad_id)) ||
+        (rc = get_ids(&top, "eos_token_id", c->eos_ids, &c->n_eos)))
+        return rc;
+    if (c->multimodal &&
+        ((rc = get_int(&s, "bos_token_id", 0, &c->bos_id)) ||
+         (rc = get_int(&s, "pad_token_id", 0, &c->pad_id)) ||
+         (rc = get_ids(&s, "eos_token_id", c->eos_ids, &c->n_eos))))
+        return rc;
+
+    if (c->n_layers > G3_MAX_LAYERS)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %snum_hidden_layers: %d exceeds %d", path,
+                        s.prefix, c->n_layers, G3_MAX_LAYERS);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: %snum_attention_heads: %d is not a multiple of num_key_value_heads %d",
+                        path, s.prefix, c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2 != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %shead_dim: %d is odd (RoPE needs pairs)",
+                        path, s.prefix, c->head_dim);
+    if ((rc = require_string(&s, "hidden_activation", "gelu_pytorch_tanh")) ||
+        (rc = require_string(&s, "hidden_act", "gelu_pytorch_tanh")) ||
+        (rc = refuse_true(&s, "attention_bias")) ||
+        (rc = refuse_true(&s, "use_bidirectional_attention")) ||
+        (rc = parse_rope(&s, c)) || (rc = parse_layer_types(&s, c)))
+        return rc;
+    return GEMMA3_OK;
+}
+
+int g3_config_parse(const char *json, size_t len, const char *path, g3_config *cfg) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) {
+        memset(cfg, 0, sizeof *cfg);
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
+    }
+    int rc = parse_root(root, path, cfg);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int g3_config_load(const char *path, g3_config *cfg) {
+    char *text;
+    size_t len;
+    int rc = g3_read_file(path, &text, &len);
+    if (rc != GEMMA3_OK) return rc;
+    rc = g3_config_parse(text, len, path, cfg);
+    free(text);
+    return rc;
+}
+
+/* ---- generation_config.json --------------------------------------------------------------- */
+
+static int gen_number(const scope *s, const char *key, int *has, float *out) {
+    const cJSON *j = item(s, key);
+    if (!j) return GEMMA3_OK;
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected a number, got %s", s->path, key,
+                        type_name(j));
+    *out = (float)j->valuedouble;
+    *has = 1;
+    return GEMMA3_OK;
+}
+
+int g3_gen_config_load(const char *path, g3_gen_config *gc) {
+    memset(gc, 0, sizeof *gc);
+    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
+    char *text;
+    size_t len;
+    int rc = g3_read_file(path, &text, &len);
+    if (rc != GEMMA3_OK) return rc;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!root) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
+    scope s = {root, path, ""};
+    if (!cJSON_IsObject(root)) {
+        rc = g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
+                      type_name(root));
+    } else if (!(rc = gen_number(&s, "temperature", &gc->has_temperature, &gc->temperature)) &&
+               !(rc = gen_number(&s, "top_p", &gc->has_top_p, &gc->top_p)) &&
+               !(rc = gen_number(&s, "min_p", &gc->has_min_p, &gc->min_p)) &&
+               !(rc = gen_number(&s, "repetition_penalty", &gc->has_repetition_penalty,
+                                 &gc->repetition_penalty))) {
+        if (item(&s, "top_k")) {
+            gc->top_k = 0;
+            rc = get_int(&s, "top_k", 0, &gc->top_k);
+            gc->has_top_k = rc == GEMMA3_OK;
+        }
+        if (rc == GEMMA3_OK) rc = get_ids(&s, "eos_token_id", gc->eos_ids, &gc->n_eos);
+    }
+    cJSON_Delete(root);
+    if (rc != GEMMA3_OK) memset(gc, 0, sizeof *gc);
+    return rc;
+}

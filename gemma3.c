@@ -1,0 +1,618 @@
+/* gemma3.c - the model (config + weights, read only) and the session (KV cache, scratch, thread
+ * pool), and the Gemma 3 forward pass.
+ *
+ * The forward pass follows Hugging Face transformers' Gemma3ForCausalLM (modeling_gemma3.py) step
+ * by step; /work/shared/docs/gemma3-architecture.md §3 lists the steps and their pitfalls. All
+ * numeric work goes through the session's kernel table (kernels.h) and its thread pool
+ * (threads.h): no SIMD and no #ifdef here.
+ *
+ * Determinism. Every output element is computed by exactly one thread, by a kernel whose result
+ * does not depend on how the work was split, and attention visits keys in ascending position
+ * whatever the chunking. So, within one ISA table and one precision mode, logits are
+ * bit-identical for any thread count and for any split of a sequence into forward calls. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gemma3.h"
+#include "kernels.h"
+#include "threads.h"
+#include "util.h"
+#include "weights.h"
+
+/* ==== model =================================================================================== */
+
+struct gemma3_model {
+    g3_config cfg;
+    g3_weights w;
+};
+
+int gemma3_model_load(const char *dir, gemma3_model **out) {
+    *out = NULL;
+    if (!dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given");
+    gemma3_model *m = calloc(1, sizeof *m);
+    if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
+    char path[4096];
+    int rc = g3_path_join(path, sizeof path, dir, "config.json");
+    if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
+    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, &m->cfg, &m->w);
+    if (rc != GEMMA3_OK) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return GEMMA3_OK;
+}
+
+void gemma3_model_free(gemma3_model *model) {
+    if (!model) return;
+    g3_weights_free(&model->w);
+    free(model);
+}
+
+/* The tokenizer is wired in by the tokenizer module; until then a model has none. */
+const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model) {
+    (void)model;
+    return NULL;
+}
+
+void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
+    const g3_config *c = &model->cfg;
+    memset(info, 0, sizeof *info);
+    info->architecture = c->architecture;
+    info->vocab_size = c->vocab_size;
+    info->hidden_size = c->hidden_size;
+    info->intermediate_size = c->intermediate_size;
+    info->n_layers = c->n_layers;
+    info->n_heads = c->n_heads;
+    info->n_kv_heads = c->n_kv_heads;
+    info->head_dim = c->head_dim;
+    info->sliding_window = c->sliding_window;
+    info->max_position_embeddings = c->max_position_embeddings;
+    info->bos_id = c->bos_id;
+    info->n_eos = c->n_eos < 8 ? c->n_eos : 8;
+    for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
+    info->n_params = model->w.n_params;
+    info->weight_bytes = model->w.n_bytes;
+}
+
+/* ==== session ================================================================================= */
+
+#define ROW_GRAIN 16 /* matmul rows are handed to threads in multiples of this */
+
+/* Per-layer KV cache. A sliding layer keeps a ring of min(W, n_ctx) slots (position p lives in
+ * slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
+ * in the cache dtype. */
+typedef struct kv_layer {
+    void *k, *v;     /* [n_slots][nKV*hd], f32 or bf16 */
+    int n_slots;
+} kv_layer;
+
+struct gemma3_session {
+    const gemma3_model *model;
+    const g3_config *cfg;
+    const g3_kernels *kern;
+    g3_pool *pool;
+    int n_ctx, n_batch, exact, kv_bf16;
+    int pos;                       /* tokens in the cache */
+
+    kv_layer kv[G3_MAX_LAYERS];
+    void *kv_arena;                /* every layer's K and V */
+
+    /* Scratch for one chunk of T <= n_batch tokens (q width qd = nH*hd, kv width kvd = nKV*hd). */
+    float *h;        /* [T][H]  residual stream */
+    float *x;        /* [T][H]  normed input of a sub-layer */
+    float *q;        /* [T][qd] queries (after QK-norm and RoPE) */
+    float *k, *v;    /* [T][kvd] this chunk's keys and values */
+    uint16_t *kb, *vb; /* [T][kvd] the same rounded to bf16, as a bf16 cache holds them */
+    float *att;      /* [T][qd] attention output, head-major */
+    float *proj;     /* [T][H]  o_proj / down_proj output */
+    float *gate, *up;/* [T][I] */
+    uint16_t *act_bf16; /* [T][max(H, qd)] x or attention output rounded to bf16 */
+    uint16_t *ffn_bf16; /* [T][I] gelu(gate) * up rounded to bf16 (written while x is read) */
+    float *scores;   /* [n_threads][n_ctx] attention scores, one row per thread */
+    float *rope_cos, *rope_sin; /* [2 layer types][T][hd/2] for the chunk's positions */
+    float *inv_freq; /* [2 layer types][hd/2] */
+    float *logits;   /* [V] last token's logits */
+    void *scratch_arena;
+};
+
+gemma3_session_params gemma3_session_default_params(void) {
+    gemma3_session_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.n_threads = 0;
+    p.kv_type = GEMMA3_KV_BF16;
+    p.exact = 0;
+    p.isa = NULL;
+    p.n_batch = 512;
+    return p;
+}
+
+/* Bump allocator over one arena: first pass measures (base NULL), second pass hands out. */
+typedef struct bump {
+    char *base;
+    size_t used;
+} bump;
+
+static void *bump_take(bump *b, size_t n) {
+    size_t at = b->used;
+    b->used += (n + 63) & ~(size_t)63;
+    return b->base ? b->base + at : NULL;
+}
+
+static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
+    const g3_config *c = s->cfg;
+    size_t T = (size_t)s->n_batch, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t half = (size_t)c->head_dim / 2;
+    size_t widest = H > qd ? H : qd;
+    s->h = bump_take(b, T * H * sizeof(float));
+    s->x = bump_take(b, T * H * sizeof(float));
+    s->q = bump_take(b, T * qd * sizeof(float));
+    s->k = bump_take(b, T * kvd * sizeof(float));
+    s->v = bump_take(b, T * kvd * sizeof(float));
+    s->kb = bump_take(b, T * kvd * sizeof(uint16_t));
+    s->vb = bump_take(b, T * kvd * sizeof(uint16_t));
+    s->att = bump_take(b, T * qd * sizeof(float));
+    s->proj = bump_take(b, T * H * sizeof(float));
+    s->gate = bump_take(b, T * I * sizeof(float));
+    s->up = bump_take(b, T * I * sizeof(float));
+    s->act_bf16 = bump_take(b, T * widest * sizeof(uint16_t));
+    s->ffn_bf16 = bump_take(b, T * I * sizeof(uint16_t));
+    s->scores = bump_take(b, (size_t)n_threads * (size_t)s->n_ctx * sizeof(float));
+    s->rope_cos = bump_take(b, 2 * T * half * sizeof(float));
+    s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
+    s->inv_freq = bump_take(b, 2 * half * sizeof(float));
+    s->logits = bump_take(b, (size_t)c->vocab_size * sizeof(float));
+}
+
+static void carve_kv(gemma3_session *s, bump *b) {
+    const g3_config *c = s->cfg;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        int slots = s->n_ctx;
+        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window < slots)
+            slots = c->sliding_window;
+        s->kv[l].n_slots = slots;
+        s->kv[l].k = bump_take(b, (size_t)slots * kvd * elt);
+        s->kv[l].v = bump_take(b, (size_t)slots * kvd * elt);
+    }
+}
+
+/* inv_freq[i] = 1 / theta^(2i/hd) / factor, in fp32 as HF computes it (the exponent is an fp32
+ * division; linear rope_scaling divides the frequency). Type 0 = sliding, 1 = full. */
+static void init_inv_freq(gemma3_session *s) {
+    const g3_config *c = s->cfg;
+    int half = c->head_dim / 2;
+    for (int type = 0; type < 2; type++) {
+        float theta = type == G3_LAYER_FULL ? c->rope_theta_full : c->rope_theta_sliding;
+        float factor = type == G3_LAYER_FULL ? c->rope_factor_full : c->rope_factor_sliding;
+        if (!(factor > 0.0f)) factor = 1.0f;
+        for (int i = 0; i < half; i++) {
+            float e = (float)(2 * i) / (float)c->head_dim;
+            float base_pow = (float)pow((double)theta, (double)e);
+            s->inv_freq[type * half + i] = (1.0f / base_pow) / factor;
+        }
+    }
+}
+
+/* Allocates everything a session will ever need: the KV cache (one arena) and the scratch for
+ * chunks of up to n_batch tokens (another arena), plus the thread pool. forward() allocates
+ * nothing. The session borrows the model, which must outlive it. */
+int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *params,
+                        gemma3_session **out) {
+    *out = NULL;
+    if (!model) return g3_error(GEMMA3_ERR_ARG, "session: no model");
+    gemma3_session_params p = params ? *params : gemma3_session_default_params();
+    const g3_config *c = &model->cfg;
+
+    if (p.n_ctx < 0) return g3_error(GEMMA3_ERR_ARG, "session: n_ctx %d is negative", p.n_ctx);
+    if (p.n_threads < 0 || p.n_threads > 1024)
+        return g3_error(GEMMA3_ERR_ARG, "session: n_threads %d is out of range [0, 1024]", p.n_threads);
+    if (p.n_batch < 0 || p.n_batch > 65536)
+        return g3_error(GEMMA3_ERR_ARG, "session: n_batch %d is out of range [0, 65536]", p.n_batch);
+    if (p.kv_type != GEMMA3_KV_F32 && p.kv_type != GEMMA3_KV_BF16)
+        return g3_error(GEMMA3_ERR_ARG, "session: kv_type %d is not GEMMA3_KV_F32 or GEMMA3_KV_BF16",
+                        p.kv_type);
+    if (c->head_dim <= 0 || c->head_dim % 2 || c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads ||
+        c->n_layers <= 0 || c->n_layers > G3_MAX_LAYERS || c->sliding_window <= 0 ||
+        c->max_position_embeddings <= 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "session: config not runnable (head_dim %d, heads %d/%d, layers %d, window %d)",
+                        c->head_dim, c->n_heads, c->n_kv_heads, c->n_layers, c->sliding_window);
+
+    int isa = p.isa ? g3_isa_parse(p.isa) : (int)g3_isa_detect();
+    if (isa < 0)
+        return g3_error(GEMMA3_ERR_ARG, "session: isa '%s' is not scalar, avx2 or avx512", p.isa);
+    const g3_kernels *kern = g3_kernels_get((g3_isa)isa);
+    if (!kern)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "session: isa '%s' is not supported by this CPU",
+                        p.isa ? p.isa : "?");
+
+    gemma3_session *s = calloc(1, sizeof *s);
+    if (!s) return g3_error(GEMMA3_ERR_NOMEM, "session: out of memory");
+    s->model = model;
+    s->cfg = c;
+    s->kern = kern;
+    s->exact = p.exact != 0;
+    s->kv_bf16 = !s->exact && p.kv_type == GEMMA3_KV_BF16;
+    s->n_ctx = p.n_ctx ? p.n_ctx : 4096;
+    if (s->n_ctx > c->max_position_embeddings) s->n_ctx = c->max_position_embeddings;
+    s->n_batch = p.n_batch ? p.n_batch : 512;
+    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    int n_threads = p.n_threads ? p.n_threads : g3_n_cpus();
+
+    int rc = g3_pool_create(n_threads, &s->pool);
+    if (rc != GEMMA3_OK) goto fail;
+
+    bump b = {0};
+    carve_kv(s, &b);
+    s->kv_arena = g3_alloc_aligned(b.used);
+    if (!s->kv_arena) {
+        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of KV cache", b.used);
+        goto fail;
+    }
+    b = (bump){s->kv_arena, 0};
+    carve_kv(s, &b);
+
+    b = (bump){0};
+    carve_scratch(s, &b, n_threads);
+    s->scratch_arena = g3_alloc_aligned(b.used);
+    if (!s->scratch_arena) {
+        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of scratch", b.used);
+        goto fail;
+    }
+    b = (bump){s->scratch_arena, 0};
+    carve_scratch(s, &b, n_threads);
+    init_inv_freq(s);
+    *out = s;
+    return GEMMA3_OK;
+fail:
+    gemma3_session_free(s);
+    return rc;
+}
+
+void gemma3_session_free(gemma3_session *s) {
+    if (!s) return;
+    g3_pool_free(s->pool);
+    g3_free_aligned(s->kv_arena);
+    g3_free_aligned(s->scratch_arena);
+    free(s);
+}
+
+const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; }
+int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
+int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
+void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
+const char *gemma3_session_isa(const gemma3_session *s) { return s->kern->name; }
+
+/* ==== forward-pass helpers ==================================================================== */
+
+/* One chunk being processed: T tokens at positions p0 .. p0+T-1, in layer `layer`. */
+typedef struct chunk {
+    gemma3_session *s;
+    int T, p0, layer;
+    /* matmul job (see run_matmul): Y[t][r] = W[r] . input[t], rows [0, n_rows) */
+    float *Y;
+    size_t ldy;
+    const uint16_t *W;
+    const float *in_f32;     /* the matmul input in exact mode */
+    const uint16_t *in_bf16; /* the matmul input in the default mode, [T][n_in] */
+    size_t ld_in;
+    int n_in, n_rows;
+} chunk;
+
+/* The input of the next matmul(s): in exact mode the fp32 activations themselves; otherwise they
+ * are rounded to bf16 once here (per element, so the rounding never depends on the split). */
+static void set_input(chunk *ck, const float *in, size_t ld, int n_in) {
+    gemma3_session *s = ck->s;
+    ck->in_f32 = in;
+    ck->in_bf16 = s->act_bf16;
+    ck->ld_in = ld;
+    ck->n_in = n_in;
+    if (!s->exact)
+        for (int t = 0; t < ck->T; t++)
+            s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in + (size_t)t * ld, n_in);
+}
+
+/* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk. */
+static void matmul_rows(const chunk *ck, float *Y, size_t ldy, const uint16_t *W, int r0, int r1) {
+    const gemma3_session *s = ck->s;
+    if (r0 >= r1) return;
+    if (s->exact)
+        s->kern->matmul_f32(Y, ldy, W, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
+    else
+        s->kern->matmul_bf16(Y, ldy, W, ck->in_bf16, (size_t)ck->n_in, ck->T, ck->n_in, r0, r1);
+}
+
+/* A plain matmul split by rows between threads. */
+static void task_matmul(void *ctx, int ith, int nth) {
+    const chunk *ck = ctx;
+    int lo, hi;
+    g3_split(ck->n_rows, ith, nth, ROW_GRAIN, &lo, &hi);
+    matmul_rows(ck, ck->Y, ck->ldy, ck->W, lo, hi);
+}
+
+static void run_matmul(chunk *ck, float *Y, size_t ldy, const uint16_t *W, int n_rows) {
+    ck->Y = Y;
+    ck->ldy = ldy;
+    ck->W = W;
+    ck->n_rows = n_rows;
+    g3_pool_run(ck->s->pool, task_matmul, ck);
+}
+
+/* q, k, v projections, QK-norm, RoPE and the cache-dtype copy of k and v, in one pool run.
+ * The rows of q|k|v are split between threads in whole heads (grain hd), so the thread that
+ * computed a head also normalises and rotates it. */
+static void task_qkv(void *ctx, int ith, int nth) {
+    const chunk *ck = ctx;
+    const gemma3_session *s = ck->s;
+    const g3_config *c = s->cfg;
+    const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
+    const int hd = c->head_dim, nH = c->n_heads, nKV = c->n_kv_heads, half = hd / 2;
+    const int qd = nH * hd, kvd = nKV * hd;
+    const int type = c->layer_types[ck->layer] == G3_LAYER_FULL;
+    const float *cos_t = s->rope_cos + (size_t)type * ck->T * half;
+    const float *sin_t = s->rope_sin + (size_t)type * ck->T * half;
+    int lo, hi;
+    g3_split(qd + 2 * kvd, ith, nth, hd, &lo, &hi);
+
+    /* step 2: q = x Wq^T, k = x Wk^T, v = x Wv^T (this thread's heads of each) */
+    int q1 = hi < qd ? hi : qd;
+    matmul_rows(ck, s->q, (size_t)qd, lw->wq, lo, q1);
+    int k0 = lo > qd ? lo - qd : 0, k1 = hi - qd < kvd ? hi - qd : kvd;
+    matmul_rows(ck, s->k, (size_t)kvd, lw->wk, k0, k1);
+    int v0 = lo > qd + kvd ? lo - qd - kvd : 0, v1 = hi - qd - kvd;
+    matmul_rows(ck, s->v, (size_t)kvd, lw->wv, v0, v1);
+
+    for (int t = 0; t < ck->T; t++) {
+        const float *ct = cos_t + (size_t)t * half, *st = sin_t + (size_t)t * half;
+        /* steps 3-4: per-head RMSNorm (1 + q_norm), then split-half RoPE at position p0 + t */
+        for (int r = lo; r < q1; r += hd) {
+            float *qh = s->q + (size_t)t * qd + r;
+            s->kern->rmsnorm(qh, qh, lw->q_norm, hd, c->rms_norm_eps);
+            g3_rope(qh, 1, hd, ct, st);
+        }
+        for (int r = k0; r < k1; r += hd) {
+            float *kh = s->k + (size_t)t * kvd + r;
+            s->kern->rmsnorm(kh, kh, lw->k_norm, hd, c->rms_norm_eps);
+            g3_rope(kh, 1, hd, ct, st);
+            if (s->kv_bf16) s->kern->to_bf16(s->kb + (size_t)t * kvd + r, kh, hd);
+        }
+        /* V gets no norm and no rotation */
+        if (s->kv_bf16 && v0 < v1)
+            s->kern->to_bf16(s->vb + (size_t)t * kvd + v0, s->v + (size_t)t * kvd + v0, v1 - v0);
+    }
+}
+
+/* Key (or value) row of kv head j at absolute position u: from the ring for positions before
+ * the chunk, from this chunk's scratch (already in the cache dtype) for the chunk itself. */
+static const void *kv_row(const chunk *ck, int is_v, int u, int j) {
+    const gemma3_session *s = ck->s;
+    const kv_layer *kv = &s->kv[ck->layer];
+    size_t kvd = (size_t)s->cfg->n_kv_heads * s->cfg->head_dim, hd = (size_t)s->cfg->head_dim;
+    size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
+    size_t off = (u < ck->p0 ? (size_t)(u % kv->n_slots) : (size_t)(u - ck->p0)) * kvd + (size_t)j * hd;
+    const char *base;
+    if (u < ck->p0)
+        base = is_v ? kv->v : kv->k;
+    else if (s->kv_bf16)
+        base = (const char *)(is_v ? s->vb : s->kb);
+    else
+        base = (const char *)(is_v ? s->v : s->k);
+    return base + off * elt;
+}
+
+/* Step 6: attention. Work unit = one (token, query head) pair, computed wholly by one thread,
+ * keys in ascending position: scores, optional softcap, softmax, weighted sum of values. In the
+ * default mode the output is rounded to bf16 here, as the input of o_proj. */
+static void task_attention(void *ctx, int ith, int nth) {
+    const chunk *ck = ctx;
+    const gemma3_session *s = ck->s;
+    const g3_config *c = s->cfg;
+    const g3_kernels *kn = s->kern;
+    const int hd = c->head_dim, nH = c->n_heads, qd = nH * hd;
+    const int group = nH / c->n_kv_heads;
+    const int sliding = c->layer_types[ck->layer] == G3_LAYER_SLIDING;
+    const float scale = 1.0f / sqrtf(c->query_pre_attn_scalar);
+    const float cap = c->attn_softcap;
+    float *sc = s->scores + (size_t)ith * s->n_ctx;
+    int lo, hi;
+    g3_split(ck->T * nH, ith, nth, 1, &lo, &hi);
+    for (int pair = lo; pair < hi; pair++) {
+        int t = pair / nH, h = pair % nH;
+        int p = ck->p0 + t;
+        int j = h / group;                            /* GQA: consecutive q heads share kv head j */
+        int u0 = sliding && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+        int n = p - u0 + 1;                           /* mask: u <= p and (sliding) p - u < W */
+        const float *qh = s->q + (size_t)t * qd + (size_t)h * hd;
+        for (int u = u0; u <= p; u++) {
+            const void *kr = kv_row(ck, 0, u, j);
+            float d = s->kv_bf16 ? kn->dot_bf16(qh, kr, hd) : kn->dot_f32(qh, kr, hd);
+            d *= scale;                               /* query_pre_attn_scalar^-0.5 */
+            if (cap > 0.0f) d = cap * tanhf(d / cap); /* attn_logit_softcapping */
+            sc[u - u0] = d;
+        }
+        kn->softmax(sc, n);
+        float *o = s->att + (size_t)t * qd + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int u = u0; u <= p; u++) {
+            const void *vr = kv_row(ck, 1, u, j);
+            if (s->kv_bf16)
+                kn->axpy_bf16(o, sc[u - u0], vr, hd);
+            else
+                kn->axpy_f32(o, sc[u - u0], vr, hd);
+        }
+        if (!s->exact) kn->to_bf16(s->act_bf16 + (size_t)t * qd + (size_t)h * hd, o, hd);
+    }
+}
+
+/* Step 10: gate and up projections for this thread's rows of I, then gelu_tanh(gate) * up on
+ * the same rows (elementwise, so it needs nobody else's rows); the product is the input of
+ * down_proj, rounded to bf16 here in the default mode. */
+static void task_gate_up(void *ctx, int ith, int nth) {
+    const chunk *ck = ctx;
+    const gemma3_session *s = ck->s;
+    const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
+    const int I = s->cfg->intermediate_size;
+    int lo, hi;
+    g3_split(I, ith, nth, ROW_GRAIN, &lo, &hi);
+    if (lo >= hi) return;
+    matmul_rows(ck, s->gate, (size_t)I, lw->w_gate, lo, hi);
+    matmul_rows(ck, s->up, (size_t)I, lw->w_up, lo, hi);
+    for (int t = 0; t < ck->T; t++) {
+        float *g = s->gate + (size_t)t * I + lo;
+        s->kern->gelu_tanh_mul(g, g, s->up + (size_t)t * I + lo, hi - lo);
+        if (!s->exact) s->kern->to_bf16(s->ffn_bf16 + (size_t)t * I + lo, g, hi - lo);
+    }
+}
+
+/* cos/sin of angle = p * inv_freq[i] (fp32 product, as HF forms it) for each position of the
+ * chunk and both layer types. Angles are formed per position, never accumulated. */
+static void fill_rope_tables(gemma3_session *s, int p0, int T) {
+    int half = s->cfg->head_dim / 2;
+    for (int type = 0; type < 2; type++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                float angle = (float)(p0 + t) * s->inv_freq[type * half + i];
+                size_t at = ((size_t)type * T + t) * half + i;
+                s->rope_cos[at] = cosf(angle);
+                s->rope_sin[at] = sinf(angle);
+            }
+}
+
+/* Step 5: the chunk's keys and values go into the cache after every query of the chunk has
+ * attended (a chunk longer than the free ring slots would otherwise overwrite keys that its
+ * own earlier queries still need). Only the last n_slots tokens can survive in a ring. */
+static void store_kv(gemma3_session *s, int layer, int p0, int T) {
+    kv_layer *kv = &s->kv[layer];
+    size_t kvd = (size_t)s->cfg->n_kv_heads * s->cfg->head_dim;
+    size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
+    const char *ks = s->kv_bf16 ? (const char *)s->kb : (const char *)s->k;
+    const char *vs = s->kv_bf16 ? (const char *)s->vb : (const char *)s->v;
+    int t0 = T > kv->n_slots ? T - kv->n_slots : 0;
+    for (int t = t0; t < T; t++) {
+        size_t slot = (size_t)((p0 + t) % kv->n_slots);
+        memcpy((char *)kv->k + slot * kvd * elt, ks + (size_t)t * kvd * elt, kvd * elt);
+        memcpy((char *)kv->v + slot * kvd * elt, vs + (size_t)t * kvd * elt, kvd * elt);
+    }
+}
+
+/* h[t] += RMSNorm(y[t], w) for every token: the sandwich post-norm and residual add. */
+static void add_normed(gemma3_session *s, float *y, const float *w, int T) {
+    const int H = s->cfg->hidden_size;
+    for (int t = 0; t < T; t++) {
+        float *yt = y + (size_t)t * H, *ht = s->h + (size_t)t * H;
+        s->kern->rmsnorm(yt, yt, w, H, s->cfg->rms_norm_eps);
+        for (int i = 0; i < H; i++) ht[i] += yt[i];
+    }
+}
+
+static void norm_rows(gemma3_session *s, float *dst, const float *src, const float *w, int T) {
+    const int H = s->cfg->hidden_size;
+    for (int t = 0; t < T; t++)
+        s->kern->rmsnorm(dst + (size_t)t * H, src + (size_t)t * H, w, H, s->cfg->rms_norm_eps);
+}
+
+/* Runs the model over T <= n_batch tokens at positions p0.. and leaves the final-normed hidden
+ * states in s->x. */
+static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0) {
+    const g3_config *c = s->cfg;
+    const g3_weights *w = &s->model->w;
+    const int H = c->hidden_size, qd = c->n_heads * c->head_dim;
+    chunk ck = {.s = s, .T = T, .p0 = p0};
+
+    /* 1. Embedding, scaled by sqrt(H) in fp32 (as HF's fp32 reference; the HF bf16 run would
+     *    round the scale and the product to bf16). */
+    const float embed_scale = sqrtf((float)H);
+    for (int t = 0; t < T; t++) {
+        const uint16_t *row = w->embed + (size_t)tokens[t] * H;
+        float *ht = s->h + (size_t)t * H;
+        for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
+    }
+    fill_rope_tables(s, p0, T);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        ck.layer = l;
+        /* 2.1 x = RMSNorm(h, 1 + input_layernorm) */
+        norm_rows(s, s->x, s->h, lw->attn_norm, T);
+        set_input(&ck, s->x, (size_t)H, H);
+        /* 2.2-2.4 q, k, v; QK-norm; RoPE (sliding: theta 10k; full: rope_theta / factor) */
+        g3_pool_run(s->pool, task_qkv, &ck);
+        /* 2.6 attention over the ring (earlier positions) and the chunk itself */
+        g3_pool_run(s->pool, task_attention, &ck);
+        /* 2.5 only now may the chunk's keys and values overwrite ring slots */
+        store_kv(s, l, p0, T);
+        /* 2.7 a = concat_h(o) Wo^T */
+        ck.in_f32 = s->att, ck.in_bf16 = s->act_bf16; /* bf16 copy made by attention */
+        ck.ld_in = (size_t)qd, ck.n_in = qd;
+        run_matmul(&ck, s->proj, (size_t)H, lw->wo, H);
+        /* 2.8 h = h + RMSNorm(a, 1 + post_attention_layernorm) */
+        add_normed(s, s->proj, lw->post_attn_norm, T);
+        /* 2.9 x = RMSNorm(h, 1 + pre_feedforward_layernorm) */
+        norm_rows(s, s->x, s->h, lw->pre_ffn_norm, T);
+        set_input(&ck, s->x, (size_t)H, H);
+        /* 2.10 m = (gelu_tanh(x Wgate^T) * (x Wup^T)) Wdown^T */
+        g3_pool_run(s->pool, task_gate_up, &ck);
+        ck.in_f32 = s->gate, ck.in_bf16 = s->ffn_bf16; /* bf16 copy made by task_gate_up */
+        ck.ld_in = (size_t)c->intermediate_size, ck.n_in = c->intermediate_size;
+        run_matmul(&ck, s->proj, (size_t)H, lw->w_down, H);
+        /* 2.11 h = h + RMSNorm(m, 1 + post_feedforward_layernorm) */
+        add_normed(s, s->proj, lw->post_ffn_norm, T);
+    }
+    /* 3. final norm */
+    norm_rows(s, s->x, s->h, w->final_norm, T);
+}
+
+/* 3. logits = x E^T over all vocab_size rows (tied head, or lm_head when stored), for the
+ * tokens [t0, t0 + n) of the chunk in s->x; optional final softcap. */
+static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
+    const g3_config *c = s->cfg;
+    const int H = c->hidden_size;
+    chunk ck = {.s = s, .T = n};
+    set_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
+    if (c->final_softcap > 0.0f)
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < c->vocab_size; r++) {
+                float *y = dst + (size_t)t * ld + r;
+                *y = c->final_softcap * tanhf(*y / c->final_softcap);
+            }
+}
+
+/* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
+ * head runs for the last token only, or for every token when all_logits is given. On any error
+ * the session is unchanged. */
+int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits) {
+    const g3_config *c = s->cfg;
+    if (n_tokens <= 0 || !tokens)
+        return g3_error(GEMMA3_ERR_ARG, "forward: need at least one token (got %d)", n_tokens);
+    if (n_tokens > s->n_ctx - s->pos)
+        return g3_error(GEMMA3_ERR_CONTEXT,
+                        "forward: context full: %d tokens at position %d exceed the context of %d",
+                        n_tokens, s->pos, s->n_ctx);
+    for (int i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return g3_error(GEMMA3_ERR_ARG, "forward: token %d at index %d is out of range [0, %d)",
+                            tokens[i], i, c->vocab_size);
+
+    const size_t V = (size_t)c->vocab_size;
+    for (int done = 0; done < n_tokens;) {
+        int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
+        forward_chunk(s, tokens + done, T, s->pos);
+        s->pos += T;
+        if (all_logits) {
+            lm_head(s, 0, T, all_logits + (size_t)done * V, V);
+            if (done + T == n_tokens)
+                memcpy(s->logits, all_logits + (size_t)(n_tokens - 1) * V, V * sizeof(float));
+        } else if (done + T == n_tokens) {
+            lm_head(s, T - 1, 1, s->logits, V);
+        }
+        done += T;
+    }
+    return GEMMA3_OK;
+}

@@ -1,0 +1,557 @@
+/* safetensors.c - read-only SafeTensors checkpoints: one file, or every shard of an index.
+ *
+ * A file is: u64 little-endian N, N bytes of JSON (possibly space-padded), then the data region.
+ * The JSON maps tensor names to {"dtype", "shape", "data_offsets": [begin, end]} with offsets
+ * relative to the start of the data region, plus an optional "__metadata__" object of strings.
+ *
+ * Everything is validated against the real size of the mapping before a single tensor view
+ * exists: the caller of g3_st_open_* either gets views that are all inside the file with spans
+ * that match their shapes, or no g3_st at all. The same code checks an in-memory image
+ * (g3_st_check_buffer) so the fuzz target exercises exactly what the loader runs. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The safetensors format caps the header at 100 MB; a real Gemma header is ~100 KB. */
+#define MAX_HEADER_BYTES (100u * 1000u * 1000u)
+/* Shapes and offsets are JSON numbers (doubles): beyond 2^53 they are no longer exact. */
+#define MAX_EXACT_INT 9007199254740992.0
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_info[] = {
+    [G3_DTYPE_F32] = {"F32", 4},    [G3_DTYPE_F16] = {"F16", 2},
+    [G3_DTYPE_BF16] = {"BF16", 2},  [G3_DTYPE_F64] = {"F64", 8},
+    [G3_DTYPE_I64] = {"I64", 8},    [G3_DTYPE_I32] = {"I32", 4},
+    [G3_DTYPE_I16] = {"I16", 2},    [G3_DTYPE_I8] = {"I8", 1},
+    [G3_DTYPE_U8] = {"U8", 1},      [G3_DTYPE_BOOL] = {"BOOL", 1},
+    [G3_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [G3_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
+};
+#define N_DTYPES ((int)(sizeof dtype_info / sizeof dtype_info[0]))
+
+const char *g3_dtype_name(g3_dtype dt) {
+    return ((int)dt >= 0 && (int)dt < N_DTYPES) ? dtype_info[dt].name : "?";
+}
+
+size_t g3_dtype_size(g3_dtype dt) {
+    return ((int)dt >= 0 && (int)dt < N_DTYPES) ? dtype_info[dt].size : 0;
+}
+
+static int dtype_from_name(const char *s, g3_dtype *out) {
+    for (int i = 0; i < N_DTYPES; i++)
+        if (strcmp(s, dtype_info[i].name) == 0) {
+            *out = (g3_dtype)i;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- the checkpoint object ---------------------------------------------------------------- */
+
+typedef struct st_file {
+    char *path;
+    uint8_t *map; /* PROT_READ mapping of the whole file */
+    size_t size;
+} st_file;
+
+struct g3_st {
+    st_file *files;
+    int n_files;
+    g3_tensor *tensors; /* names malloc'd; file points at files[k].path (or the caller's label) */
+    int n_tensors, cap_tensors;
+    int32_t *slots;     /* open-addressing hash: tensor index or -1; n_slots is a power of two */
+    uint32_t n_slots;
+};
+
+static uint32_t hash_name(const char *s) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+/* Index of `name` in the table, or -1. */
+static int lookup(const g3_st *st, const char *name) {
+    if (!st->n_slots) return -1;
+    uint32_t mask = st->n_slots - 1;
+    for (uint32_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+        int32_t t = st->slots[i];
+        if (t < 0) return -1;
+        if (strcmp(st->tensors[t].name, name) == 0) return t;
+    }
+}
+
+/* (Re)builds the hash table over every tensor so far, refusing duplicate names. The message
+ * names the file holding the second occurrence (and the first one when they differ). */
+static int build_index(g3_st *st) {
+    uint32_t n = 16;
+    while (n < 2u * (uint32_t)st->n_tensors) n *= 2;
+    int32_t *slots = malloc(n * sizeof *slots);
+    if (!slots) return g3_error(GEMMA3_ERR_NOMEM, "out of memory indexing tensors");
+    for (uint32_t i = 0; i < n; i++) slots[i] = -1;
+    free(st->slots);
+    st->slots = slots;
+    st->n_slots = n;
+    for (int t = 0; t < st->n_tensors; t++) {
+        const g3_tensor *tt = &st->tensors[t];
+        uint32_t i = hash_name(tt->name) & (n - 1);
+        for (; slots[i] >= 0; i = (i + 1) & (n - 1)) {
+            const g3_tensor *other = &st->tensors[slots[i]];
+            if (strcmp(other->name, tt->name) != 0) continue;
+            if (strcmp(other->file, tt->file) == 0)
+                return g3_error(GEMMA3_ERR_FORMAT, "%s: duplicate tensor '%s'", tt->file, tt->name);
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s' is also in %s", tt->file, tt->name,
+                            other->file);
+        }
+        slots[i] = t;
+    }
+    return GEMMA3_OK;
+}
+
+static g3_tensor *push_tensor(g3_st *st) {
+    if (st->n_tensors == st->cap_tensors) {
+        int cap = st->cap_tensors ? 2 * st->cap_tensors : 64;
+        g3_tensor *t = realloc(st->tensors, (size_t)cap * sizeof *t);
+        if (!t) return NULL;
+        st->tensors = t;
+        st->cap_tensors = cap;
+    }
+    g3_tensor *t = &st->tensors[st->n_tensors++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+void g3_st_close(g3_st *st) {
+    if (!st) return;
+    for (int i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
+    for (int i = 0; i < st->n_files; i++) {
+        if (st->files[i].map) munmap(st->files[i].map, st->files[i].size);
+        free(st->files[i].path);
+    }
+    free(st->files);
+    free(st->tensors);
+    free(st->slots);
+    free(st);
+}
+
+const g3_tensor *g3_st_find(const g3_st *st, const char *name) {
+    int t = lookup(st, name);
+    return t < 0 ? NULL : &st->tensors[t];
+}
+
+int g3_st_count(const g3_st *st) { return st->n_tensors; }
+
+const g3_tensor *g3_st_at(const g3_st *st, int i) {
+    return (i >= 0 && i < st->n_tensors) ? &st->tensors[i] : NULL;
+}
+
+/* ---- header parsing ----------------------------------------------------------------------- */
+
+static const char *json_type_name(const cJSON *j) {
+    if (cJSON_IsNull(j)) return "null";
+    if (cJSON_IsBool(j)) return "a boolean";
+    if (cJSON_IsNumber(j)) return "a number";
+    if (cJSON_IsString(j)) return "a string";
+    if (cJSON_IsArray(j)) return "an array";
+    if (cJSON_IsObject(j)) return "an object";
+    return "invalid JSON";
+}
+
+/* A JSON number that is an exact non-negative integer no larger than 2^53. */
+static int json_uint(const cJSON *j, uint64_t *out) {
+    if (!cJSON_IsNumber(j)) return 0;
+    double d = j->valuedouble;
+    if (!(d >= 0.0) || d > MAX_EXACT_INT || d != (double)(uint64_t)d) return 0;
+    *out = (uint64_t)d;
+    return 1;
+}
+
+/* "[4096, 64]" into buf, for messages. */
+static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
+    size_t w = 0;
+    buf[0] = '\0';
+    w += (size_t)snprintf(buf + w, n - w, "[");
+    for (int d = 0; d < n_dims && w < n; d++)
+        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (w < n) snprintf(buf + w, n - w, "]");
+    return buf;
+}
+
+typedef struct span {
+    uint64_t begin, end;
+    const char *name;
+} span;
+
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* One tensor entry: fills *t (name not set) and its [begin, end) in the data region. */
+static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3_tensor *t,
+                       uint64_t *begin, uint64_t *end) {
+    const char *name = e->string;
+    if (!cJSON_IsObject(e))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': expected an object, got %s", label,
+                        name, json_type_name(e));
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': dtype missing or not a string", label,
+                        name);
+    if (!dtype_from_name(dt->valuestring, &t->dtype))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%.32s'", label, name,
+                        dt->valuestring);
+    if (!cJSON_IsArray(sh))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': shape missing or not an array", label,
+                        name);
+    int n_dims = cJSON_GetArraySize(sh);
+    if (n_dims > G3_MAX_DIMS)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': %d dimensions (at most %d)", label,
+                        name, n_dims, G3_MAX_DIMS);
+    /* n_elements * dtype size must fit the data region, which bounds every partial product
+     * too (unless a dimension is 0, handled by the saturating flag). */
+    uint64_t n_el = 1;
+    int overflow = 0;
+    int d = 0;
+    for (const cJSON *x = sh->child; x; x = x->next, d++) {
+        uint64_t v;
+        if (!json_uint(x, &v)) {
+            if (cJSON_IsNumber(x))
+                return g3_error(GEMMA3_ERR_FORMAT,
+                                "%s: tensor '%s': shape[%d] = %g is not a non-negative integer",
+                                label, name, d, x->valuedouble);
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: tensor '%s': shape[%d] is %s, not a non-negative integer", label,
+                            name, d, json_type_name(x));
+        }
+        t->shape[d] = (int64_t)v;
+        if (v && n_el > UINT64_MAX / v) overflow = 1;
+        else n_el *= v;
+        if (n_el > (uint64_t)INT64_MAX) overflow = 1;
+    }
+    t->n_dims = n_dims;
+    if (n_el == 0) overflow = 0; /* a zero dimension makes the product 0 whatever came before */
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets missing or not a [begin, end] pair", label,
+                        name);
+    if (!json_uint(off->child, begin) || !json_uint(off->child->next, end))
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets are not non-negative integers", label,
+                        name);
+    if (*begin > *end)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] reversed",
+                        label, name, (unsigned long long)*begin, (unsigned long long)*end);
+    if (*end > data_size)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets [%llu, %llu] past the end of the data "
+                        "region (%llu bytes)",
+                        label, name, (unsigned long long)*begin, (unsigned long long)*end,
+                        (unsigned long long)data_size);
+    size_t esize = g3_dtype_size(t->dtype);
+    uint64_t span_bytes = *end - *begin;
+    char sbuf[160];
+    if (overflow || n_el > UINT64_MAX / esize || n_el * esize != span_bytes) {
+        if (overflow)
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: tensor '%s': shape %s x %s overflows (data_offsets span %llu "
+                            "bytes)",
+                            label, name, shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
+                            dtype_info[t->dtype].name, (unsigned long long)span_bytes);
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but shape %s "
+                        "x %s needs %llu",
+                        label, name, (unsigned long long)*begin, (unsigned long long)*end,
+                        (unsigned long long)span_bytes,
+                        shape_str(sbuf, sizeof sbuf, t->shape, n_dims), dtype_info[t->dtype].name,
+                        (unsigned long long)(n_el * esize));
+    }
+    t->n_elements = (int64_t)n_el;
+    t->n_bytes = (size_t)span_bytes;
+    return GEMMA3_OK;
+}
+
+static int check_metadata(const cJSON *m, const char *label) {
+    if (!cJSON_IsObject(m))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: __metadata__: expected an object, got %s", label,
+                        json_type_name(m));
+    for (const cJSON *x = m->child; x; x = x->next)
+        if (!cJSON_IsString(x))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: __metadata__.%s: expected a string, got %s",
+                            label, x->string, json_type_name(x));
+    return GEMMA3_OK;
+}
+
+/* Validates the image buf[0..size) and appends its tensors to st (views pointing into buf,
+ * `file` = label, which must outlive st). On error st may hold some of this image's tensors;
+ * the caller then closes st. */
+static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *label) {
+    if (size < 8)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: file is %zu bytes, too short for the 8-byte header length", label,
+                        size);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | buf[i];
+    if (n > size - 8)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: header length %llu is beyond the end of the file (%zu bytes)", label,
+                        (unsigned long long)n, size);
+    if (n > MAX_HEADER_BYTES)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: header length %llu exceeds the 100 MB limit",
+                        label, (unsigned long long)n);
+    if (n < 2)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: header length %llu is too small for JSON", label,
+                        (unsigned long long)n);
+    const char *hdr = (const char *)buf + 8;
+    const char *parse_end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &parse_end, 0);
+    if (!root) {
+        size_t at = (parse_end && parse_end >= hdr) ? (size_t)(parse_end - hdr) : 0;
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu)", label,
+                        at);
+    }
+    int rc = GEMMA3_OK;
+    /* Whatever follows the JSON value must be padding (spaces, as writers pad to 8 bytes). */
+    for (const char *p = parse_end; p < hdr + n; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            rc = g3_error(GEMMA3_ERR_FORMAT, "%s: header has trailing bytes after the JSON", label);
+            goto done;
+        }
+    if (!cJSON_IsObject(root)) {
+        rc = g3_error(GEMMA3_ERR_FORMAT, "%s: header is %s, not a JSON object", label,
+                      json_type_name(root));
+        goto done;
+    }
+    uint64_t data_size = size - 8 - n;
+    const uint8_t *data = buf + 8 + n;
+    int first = st->n_tensors, seen_metadata = 0;
+    for (const cJSON *e = root->child; e; e = e->next) {
+        if (!e->string || !*e->string) {
+            rc = g3_error(GEMMA3_ERR_FORMAT, "%s: tensor with an empty name", label);
+            goto done;
+        }
+        if (strcmp(e->string, "__metadata__") == 0) {
+            if (seen_metadata++) {
+                rc = g3_error(GEMMA3_ERR_FORMAT, "%s: duplicate __metadata__", label);
+                goto done;
+            }
+            if ((rc = check_metadata(e, label)) != GEMMA3_OK) goto done;
+            continue;
+        }
+        g3_tensor t;
+        memset(&t, 0, sizeof t);
+        uint64_t begin = 0, end = 0;
+        if ((rc = parse_entry(e, label, data_size, &t, &begin, &end)) != GEMMA3_OK) goto done;
+        g3_tensor *slot = push_tensor(st);
+        char *name = slot ? strdup(e->string) : NULL;
+        if (!name) {
+            if (slot) st->n_tensors--;
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+            goto done;
+        }
+        *slot = t;
+        slot->name = name;
+        slot->file = label;
+        slot->data = data + begin;
+    }
+    /* Ordered and non-overlapping: sort this image's spans by begin and compare neighbours. */
+    int count = st->n_tensors - first;
+    if (count > 1) {
+        span *spans = malloc((size_t)count * sizeof *spans);
+        if (!spans) {
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+            goto done;
+        }
+        for (int i = 0; i < count; i++) {
+            const g3_tensor *t = &st->tensors[first + i];
+            spans[i].begin = (uint64_t)((const uint8_t *)t->data - data);
+            spans[i].end = spans[i].begin + t->n_bytes;
+            spans[i].name = t->name;
+        }
+        qsort(spans, (size_t)count, sizeof *spans, cmp_span);
+        for (int i = 1; i < count; i++)
+            if (spans[i].begin < spans[i - 1].end) {
+                rc = g3_error(GEMMA3_ERR_FORMAT,
+                              "%s: tensor '%s' data_offsets [%llu, %llu] overlap tensor '%s' "
+                              "[%llu, %llu]",
+                              label, spans[i].name, (unsigned long long)spans[i].begin,
+                              (unsigned long long)spans[i].end, spans[i - 1].name,
+                              (unsigned long long)spans[i - 1].begin,
+                              (unsigned long long)spans[i - 1].end);
+                break;
+            }
+        free(spans);
+        if (rc != GEMMA3_OK) goto done;
+    }
+    rc = build_index(st);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label) {
+    g3_st *st = calloc(1, sizeof *st);
+    if (!st) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    int rc = parse_image(st, buf, size, label);
+    g3_st_close(st);
+    return rc;
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* Maps path read-only as st->files[n_files] and parses it. */
+static int add_file(g3_st *st, const char *path) {
+    st_file *files = realloc(st->files, (size_t)(st->n_files + 1) * sizeof *files);
+    if (!files) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    st->files = files;
+    st_file *f = &files[st->n_files];
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    if (!f->path) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    st->n_files++;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return g3_error(GEMMA3_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return g3_error(GEMMA3_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size < 8) {
+        close(fd);
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: file is %zu bytes, too short for the 8-byte header length", path,
+                        size);
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED) return g3_error(GEMMA3_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
+    f->map = map;
+    f->size = size;
+    return parse_image(st, f->map, f->size, f->path);
+}
+
+int g3_st_open_file(const char *path, g3_st **out) {
+    *out = NULL;
+    g3_st *st = calloc(1, sizeof *st);
+    if (!st) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    int rc = add_file(st, path);
+    if (rc != GEMMA3_OK) {
+        g3_st_close(st);
+        return rc;
+    }
+    *out = st;
+    return GEMMA3_OK;
+}
+
+/* A shard named by an index must be a plain file name inside the checkpoint directory. */
+static int valid_shard_name(const char *s) {
+    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+/* model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard file}}.
+ * Every distinct shard is opened once; each tensor must then be in the shard the map names. */
+static int open_index(g3_st *st, const char *dir, const char *index_path) {
+    char *text;
+    size_t len;
+    int rc = g3_read_file(index_path, &text, &len);
+    if (rc != GEMMA3_OK) return rc;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!root) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", index_path);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    char path[4096];
+    if (!cJSON_IsObject(root)) {
+        rc = g3_error(GEMMA3_ERR_FORMAT, "%s: not a JSON object", index_path);
+        goto done;
+    }
+    if (!cJSON_IsObject(map) || !map->child) {
+        rc = g3_error(GEMMA3_ERR_FORMAT, "%s: weight_map missing, empty or not an object",
+                      index_path);
+        goto done;
+    }
+    for (const cJSON *e = map->child; e; e = e->next) {
+        if (!cJSON_IsString(e) || !valid_shard_name(e->valuestring)) {
+            rc = g3_error(GEMMA3_ERR_FORMAT,
+                          "%s: weight_map['%s']: expected a shard file name in this directory",
+                          index_path, e->string);
+            goto done;
+        }
+        int seen = 0; /* first occurrence of this shard name? (quadratic, but few shards) */
+        for (const cJSON *p = map->child; p != e && !seen; p = p->next)
+            seen = strcmp(p->valuestring, e->valuestring) == 0;
+        if (seen) continue;
+        if ((rc = g3_path_join(path, sizeof path, dir, e->valuestring)) != GEMMA3_OK) goto done;
+        if (access(path, F_OK) != 0) {
+            rc = g3_error(GEMMA3_ERR_IO, "%s: shard '%s' (for tensor '%s') does not exist",
+                          index_path, e->valuestring, e->string);
+            goto done;
+        }
+        if ((rc = add_file(st, path)) != GEMMA3_OK) goto done;
+    }
+    for (const cJSON *e = map->child; e; e = e->next) {
+        const g3_tensor *t = g3_st_find(st, e->string);
+        if ((rc = g3_path_join(path, sizeof path, dir, e->valuestring)) != GEMMA3_OK) goto done;
+        if (!t) {
+            rc = g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s' is not in shard '%s'", index_path,
+                          e->string, e->valuestring);
+            goto done;
+        }
+        if (strcmp(t->file, path) != 0) {
+            rc = g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s' is in %s, not in shard '%s'",
+                          index_path, e->string, t->file, e->valuestring);
+            goto done;
+        }
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int g3_st_open_dir(const char *dir, g3_st **out) {
+    *out = NULL;
+    char path[4096];
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return g3_error(GEMMA3_ERR_IO, "%s: not a directory", dir);
+    int rc = g3_path_join(path, sizeof path, dir, "model.safetensors.index.json");
+    if (rc != GEMMA3_OK) return rc;
+    if (access(path, F_OK) != 0) {
+        if ((rc = g3_path_join(path, sizeof path, dir, "model.safetensors")) != GEMMA3_OK)
+            return rc;
+        if (access(path, F_OK) != 0)
+            return g3_error(GEMMA3_ERR_IO,
+                            "%s: no model.safetensors or model.safetensors.index.json", dir);
+        return g3_st_open_file(path, out);
+    }
+    g3_st *st = calloc(1, sizeof *st);
+    if (!st) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
+    rc = open_index(st, dir, path);
+    if (rc != GEMMA3_OK) {
+        g3_st_close(st);
+        return rc;
+    }
+    *out = st;
+    return GEMMA3_OK;
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# tests/test-shapes.sh - the forward pass on generated checkpoints (tools/gen-checkpoint): the real
+# 270m shape loads and decodes to finite logits; the same weights in every tensor-name layout,
+# sharded, and with the new rope_parameters config give bit-identical logits; the softcaps act.
+# Skipped (77) when the generator is not built.
+. tests/lib.sh
+GEN=$G3_BUILD/tools/gen-checkpoint
+DIFF=$G3_BUILD/tools/logits-diff
+[ -x "$GEN" ] || { echo "no $GEN: skipped"; exit 77; }
+
+# finite NAME FILE BYTES: FILE has BYTES bytes of finite floats
+finite() {
+    s=$(wc -c <"$2")
+    [ "$s" -eq "$3" ] || { bad "$1: $s bytes, expected $3"; return; }
+    if "$DIFF" "$2" "$2" >/dev/null 2>"$TMP/e"; then ok; else bad "$1: $(cat "$TMP/e")"; fi
+}
+
+# real 270m shape (512 MB of random bf16 weights): prefill + decode, default and exact
+"$GEN" 270m "$TMP/m270" >/dev/null 2>"$TMP/e" || bad "gen 270m: $(cat "$TMP/e")"
+expect_ok "270m decode" $G3 eval -m "$TMP/m270" --tokens 2,1000,2000,3000 -b 3 -t 2 --dump-logits "$TMP/a"
+finite "270m logits" "$TMP/a" $((262144 * 4))
+expect_ok "270m exact" $G3 eval -m "$TMP/m270" --tokens 2,1000 --exact -t 2 --dump-logits "$TMP/b"
+finite "270m exact logits" "$TMP/b" $((262144 * 4))
+rm -rf "$TMP/m270"
+
+# one set of weights in every layout gives the same logits, bit for bit
+TOK=2,5,9,13,17,21,25,29,33,37,41,45
+for v in "causal" "mm --layout mm" "mmnew --layout mm-new" "shards --shards 3 --rope new"; do
+    set -- $v
+    lay=$1
+    shift
+    "$GEN" tiny "$TMP/t-$lay" "$@" >/dev/null 2>"$TMP/e" || bad "gen tiny $lay: $(cat "$TMP/e")"
+    expect_ok "tiny $lay" $G3 eval -m "$TMP/t-$lay" --tokens $TOK --all-logits --exact -t 2 \
+        --dump-logits "$TMP/t-$lay.f32"
+    if cmp -s "$TMP/t-causal.f32" "$TMP/t-$lay.f32"; then ok; else bad "layout $lay changed the logits"; fi
+done
+finite "tiny logits" "$TMP/t-causal.f32" $((12 * 262144 * 4))
+
+# final softcap bounds every logit; attention softcap changes them
+"$GEN" tiny "$TMP/t-fcap" --final-softcap 0.5 >/dev/null 2>&1 || bad "gen tiny final softcap"
+expect_ok "final softcap" $G3 eval -m "$TMP/t-fcap" --tokens $TOK --all-logits --dump-logits "$TMP/fcap"
+head -c $((12 * 262144 * 4)) /dev/zero >"$TMP/zero"
+"$DIFF" "$TMP/fcap" "$TMP/zero" >"$TMP/d" 2>&1 || bad "diff fcap"
+v=$(sed -n 's/^max_abs_diff //p' "$TMP/d")
+if awk -v v="$v" 'BEGIN { exit !(v > 0.05 && v <= 0.5) }'; then ok; else bad "final softcap 0.5: max |logit| $v"; fi
+"$GEN" tiny "$TMP/t-acap" --attn-softcap 0.3 >/dev/null 2>&1 || bad "gen tiny attn softcap"
+expect_ok "attn softcap" $G3 eval -m "$TMP/t-acap" --tokens $TOK --all-logits --exact --dump-logits "$TMP/acap"
+finite "attn softcap logits" "$TMP/acap" $((12 * 262144 * 4))
+if cmp -s "$TMP/acap" "$TMP/t-causal.f32"; then bad "attn softcap 0.3 had no effect"; else ok; fi
+report
