@@ -140,6 +140,7 @@ int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int
 typedef struct gemma3_decoder {
     unsigned char pending[8];
     int n_pending;
+    int started; /* some text was decoded (a dummy-prefix space is dropped only before that) */
 } gemma3_decoder;
 /* Appends the text of id to out (cap bytes, NUL-terminated) and returns the bytes written. */
 int gemma3_decoder_push(const gemma3_tokenizer *tok, gemma3_decoder *dec, int32_t id, char *out,

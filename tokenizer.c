@@ -1,0 +1,1259 @@
+/* tokenizer.c - SentencePiece BPE tokenizer: a bounds-checked reader for tokenizer.model
+ * (a serialized ModelProto), encode (normalizer, user-defined pieces, BPE by piece score, byte
+ * fallback), decode (whole and streaming) and the Gemma 3 chat format.
+ *
+ * The reference is SentencePiece's BPE model plus the one thing Hugging Face tokenizers adds: with
+ * GEMMA3_TOK_PARSE_SPECIAL the text of CONTROL and UNKNOWN pieces (<bos>, <eos>, <pad>, <unk>)
+ * becomes their id. USER_DEFINED pieces (<start_of_turn>, whitespace runs, HTML tags...) are
+ * always matched, longest first, and never merged with their neighbours. */
+#include "tokenizer.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- the model in memory ------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t hash;
+    int32_t id; /* -1 = empty slot */
+} hash_slot;
+
+typedef struct {
+    int32_t child;   /* first child node, -1 if none */
+    int32_t sibling; /* next node with the same parent, -1 if none */
+    int32_t id;      /* piece ending here, -1 if none */
+    uint8_t byte;
+} trie_node;
+
+struct gemma3_tokenizer {
+    int32_t n_pieces;
+    char *text;      /* every piece's bytes back to back, each followed by a NUL */
+    uint32_t *off;   /* [n_pieces] offset of the piece in text */
+    uint32_t *len;   /* [n_pieces] its length in bytes */
+    float *score;    /* [n_pieces] */
+    uint8_t *type;   /* [n_pieces] enum g3_piece_type */
+
+    hash_slot *ht;   /* [ht_mask + 1] open addressing, piece bytes -> id, load <= 1/2 */
+    uint32_t ht_mask;
+
+    /* Pieces matched in the text before BPE: USER_DEFINED always, CONTROL/UNKNOWN with
+     * PARSE_SPECIAL. Node 0 is the root; its children are indexed directly by first byte. */
+    trie_node *trie;
+    int32_t n_trie;
+    int32_t root_child[256];
+
+    int32_t byte_piece[256];  /* id of <0xNN>, -1 when absent */
+    int32_t ascii_piece[128]; /* id of the mergeable one-byte piece "c", -1 when absent */
+    int32_t unk_id, bos_id, eos_id, pad_id;
+    int byte_fallback;
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    int has_unused;  /* UNUSED pieces exist: merges into them are undone after BPE */
+    int split_words; /* no piece has U+2581 after another character: BPE runs word by word */
+    char *unk_surface; /* decoded text of the unknown piece */
+    size_t unk_surface_len;
+};
+
+static const char SPACE_SYMBOL[3] = {'\xE2', '\x96', '\x81'}; /* U+2581 */
+
+static int mergeable(int type) {
+    return type == G3_PIECE_NORMAL || type == G3_PIECE_USER_DEFINED || type == G3_PIECE_UNUSED;
+}
+
+/* A fast 32-bit hash of short byte strings (pieces are ~2-16 bytes): 8 bytes per step with a
+ * multiply-xorshift mix, so a lookup costs a few cycles plus one memcmp. */
+static inline uint32_t hash_bytes(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t t = 0;
+    switch (n) {
+    case 7: t |= (uint64_t)p[6] << 48; /* fall through */
+    case 6: t |= (uint64_t)p[5] << 40; /* fall through */
+    case 5: t |= (uint64_t)p[4] << 32; /* fall through */
+    case 4: t |= (uint64_t)p[3] << 24; /* fall through */
+    case 3: t |= (uint64_t)p[2] << 16; /* fall through */
+    case 2: t |= (uint64_t)p[1] << 8;  /* fall through */
+    case 1: t |= (uint64_t)p[0]; break;
+    default: break;
+    }
+    h = (h ^ t) * 0x94D049BB133111EBull;
+    h ^= h >> 32;
+    return (uint32_t)h;
+}
+
+static inline int32_t lookup(const gemma3_tokenizer *t, const char *s, size_t n) {
+    uint32_t h = hash_bytes(s, n);
+    for (uint32_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        int32_t id = t->ht[i].id;
+        if (id < 0) return -1;
+        if (t->ht[i].hash == h && t->len[id] == n && memcmp(t->text + t->off[id], s, n) == 0)
+            return id;
+    }
+}
+
+int32_t g3_tokenizer_piece_id(const gemma3_tokenizer *tok, const char *text, size_t len) {
+    if (!tok || (!text && len)) return -1;
+    return lookup(tok, text, len);
+}
+
+int g3_tokenizer_piece_type(const gemma3_tokenizer *tok, int32_t id) {
+    return (tok && id >= 0 && id < tok->n_pieces) ? tok->type[id] : 0;
+}
+
+float g3_tokenizer_piece_score(const gemma3_tokenizer *tok, int32_t id) {
+    return (tok && id >= 0 && id < tok->n_pieces) ? tok->score[id] : 0.0f;
+}
+
+void gemma3_tokenizer_free(gemma3_tokenizer *tok) {
+    if (!tok) return;
+    free(tok->text);
+    free(tok->off);
+    free(tok->len);
+    free(tok->score);
+    free(tok->type);
+    free(tok->ht);
+    free(tok->trie);
+    free(tok->unk_surface);
+    free(tok);
+}
+
+int gemma3_tokenizer_vocab_size(const gemma3_tokenizer *tok) { return tok ? tok->n_pieces : 0; }
+
+const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id) {
+    if (!tok || id < 0 || id >= tok->n_pieces) return NULL;
+    return tok->text + tok->off[id];
+}
+
+/* ---- protobuf reader ---------------------------------------------------------------------- */
+
+/* A cursor over one length-delimited message. Every read checks against `end`. */
+typedef struct {
+    const uint8_t *p, *end;
+    const char *label; /* file name for messages */
+    const char *what;  /* message being read ("ModelProto", "pieces[12]"...) */
+} pb_reader;
+
+enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+
+static int pb_varint(pb_reader *r, uint64_t *v) {
+    uint64_t x = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->p >= r->end)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated varint", r->label, r->what);
+        uint8_t b = *r->p++;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = x;
+            return GEMMA3_OK;
+        }
+    }
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: varint longer than 10 bytes", r->label, r->what);
+}
+
+/* Reads a field key; *field = 0 at the end of the message. */
+static int pb_key(pb_reader *r, uint32_t *field, int *wire) {
+    *field = 0;
+    if (r->p == r->end) return GEMMA3_OK;
+    uint64_t key;
+    int rc = pb_varint(r, &key);
+    if (rc) return rc;
+    if ((key >> 3) == 0 || (key >> 3) > 0x1fffffff)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: invalid field number %llu", r->label, r->what,
+                        (unsigned long long)(key >> 3));
+    *field = (uint32_t)(key >> 3);
+    *wire = (int)(key & 7);
+    return GEMMA3_OK;
+}
+
+/* The payload of a length-delimited field, checked against the end of the enclosing message. */
+static int pb_bytes(pb_reader *r, const uint8_t **data, size_t *n) {
+    uint64_t len;
+    int rc = pb_varint(r, &len);
+    if (rc) return rc;
+    if (len > (uint64_t)(r->end - r->p))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: length %llu runs past the end (%zu bytes left)",
+                        r->label, r->what, (unsigned long long)len, (size_t)(r->end - r->p));
+    *data = r->p;
+    *n = (size_t)len;
+    r->p += len;
+    return GEMMA3_OK;
+}
+
+static int pb_fixed32(pb_reader *r, uint32_t *v) {
+    if (r->end - r->p < 4)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated fixed32", r->label, r->what);
+    *v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+         (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return GEMMA3_OK;
+}
+
+static int pb_skip(pb_reader *r, uint32_t field, int wire) {
+    uint64_t v;
+    const uint8_t *d;
+    size_t n;
+    switch (wire) {
+    case WIRE_VARINT: return pb_varint(r, &v);
+    case WIRE_LEN: return pb_bytes(r, &d, &n);
+    case WIRE_I32:
+        if (r->end - r->p < 4) break;
+        r->p += 4;
+        return GEMMA3_OK;
+    case WIRE_I64:
+        if (r->end - r->p < 8) break;
+        r->p += 8;
+        return GEMMA3_OK;
+    default:
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u has unsupported wire type %d",
+                        r->label, r->what, field, wire);
+    }
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u truncated", r->label, r->what, field);
+}
+
+static int pb_expect(pb_reader *r, uint32_t field, int wire, int want, const char *name) {
+    if (wire == want) return GEMMA3_OK;
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.%s (field %u): wire type %d, expected %d",
+                    r->label, r->what, name, field, wire, want);
+}
+
+/* Reads a varint field into an int64 (negative int32 values arrive as 10-byte varints). */
+static int pb_int_field(pb_reader *r, uint32_t field, int wire, const char *name, int64_t *out) {
+    int rc = pb_expect(r, field, wire, WIRE_VARINT, name);
+    uint64_t v;
+    if (!rc) rc = pb_varint(r, &v);
+    if (!rc) *out = (int64_t)v;
+    return rc;
+}
+
+/* What tokenizer.c uses of TrainerSpec and NormalizerSpec, with the proto defaults. */
+typedef struct {
+    int64_t model_type;             /* 1 UNIGRAM (default), 2 BPE, 3 WORD, 4 CHAR */
+    int64_t unk_id, bos_id, eos_id, pad_id;
+    int64_t byte_fallback;
+    int64_t treat_whitespace_as_suffix;
+    const uint8_t *unk_surface;
+    size_t unk_surface_len;
+    int has_unk_surface;
+    const uint8_t *norm_name;
+    size_t norm_name_len;
+    size_t charsmap_len;
+    int64_t add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+} model_specs;
+
+static int read_trainer_spec(pb_reader *r, model_specs *s) {
+    for (;;) {
+        uint32_t f;
+        int w, rc = pb_key(r, &f, &w);
+        if (rc) return rc;
+        if (!f) return GEMMA3_OK;
+        switch (f) {
+        case 3: rc = pb_int_field(r, f, w, "model_type", &s->model_type); break;
+        case 24:
+            rc = pb_int_field(r, f, w, "treat_whitespace_as_suffix", &s->treat_whitespace_as_suffix);
+            break;
+        case 35: rc = pb_int_field(r, f, w, "byte_fallback", &s->byte_fallback); break;
+        case 40: rc = pb_int_field(r, f, w, "unk_id", &s->unk_id); break;
+        case 41: rc = pb_int_field(r, f, w, "bos_id", &s->bos_id); break;
+        case 42: rc = pb_int_field(r, f, w, "eos_id", &s->eos_id); break;
+        case 43: rc = pb_int_field(r, f, w, "pad_id", &s->pad_id); break;
+        case 44:
+            rc = pb_expect(r, f, w, WIRE_LEN, "unk_surface");
+            if (!rc) rc = pb_bytes(r, &s->unk_surface, &s->unk_surface_len);
+            s->has_unk_surface = 1;
+            break;
+        default: rc = pb_skip(r, f, w); break;
+        }
+        if (rc) return rc;
+    }
+}
+
+static int read_normalizer_spec(pb_reader *r, model_specs *s) {
+    for (;;) {
+        uint32_t f;
+        int w, rc = pb_key(r, &f, &w);
+        if (rc) return rc;
+        if (!f) return GEMMA3_OK;
+        const uint8_t *d;
+        switch (f) {
+        case 1:
+            rc = pb_expect(r, f, w, WIRE_LEN, "name");
+            if (!rc) rc = pb_bytes(r, &s->norm_name, &s->norm_name_len);
+            break;
+        case 2:
+            rc = pb_expect(r, f, w, WIRE_LEN, "precompiled_charsmap");
+            if (!rc) rc = pb_bytes(r, &d, &s->charsmap_len);
+            break;
+        case 3: rc = pb_int_field(r, f, w, "add_dummy_prefix", &s->add_dummy_prefix); break;
+        case 4:
+            rc = pb_int_field(r, f, w, "remove_extra_whitespaces", &s->remove_extra_whitespaces);
+            break;
+        case 5: rc = pb_int_field(r, f, w, "escape_whitespaces", &s->escape_whitespaces); break;
+        default: rc = pb_skip(r, f, w); break;
+        }
+        if (rc) return rc;
+    }
+}
+
+/* Reads one SentencePiece message into slot id of the tables. */
+static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *text_used) {
+    const uint8_t *piece = NULL;
+    size_t piece_len = 0;
+    float score = 0.0f;
+    int64_t type = G3_PIECE_NORMAL;
+    for (;;) {
+        uint32_t f;
+        int w, rc = pb_key(r, &f, &w);
+        if (rc) return rc;
+        if (!f) break;
+        uint32_t bits = 0;
+        switch (f) {
+        case 1:
+            rc = pb_expect(r, f, w, WIRE_LEN, "piece");
+            if (!rc) rc = pb_bytes(r, &piece, &piece_len);
+            break;
+        case 2:
+            rc = pb_expect(r, f, w, WIRE_I32, "score");
+            if (!rc) rc = pb_fixed32(r, &bits);
+            if (!rc) memcpy(&score, &bits, sizeof score);
+            break;
+        case 3: rc = pb_int_field(r, f, w, "type", &type); break;
+        default: rc = pb_skip(r, f, w); break;
+        }
+        if (rc) return rc;
+    }
+    if (!piece || piece_len == 0)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d: empty piece text", r->label, (int)id);
+    if (type < G3_PIECE_NORMAL || type > G3_PIECE_BYTE)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d: bad type %lld (expected 1..6)", r->label,
+                        (int)id, (long long)type);
+    if (isnan(score))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d: score is NaN", r->label, (int)id);
+    memcpy(t->text + *text_used, piece, piece_len);
+    t->text[*text_used + piece_len] = '\0';
+    t->off[id] = *text_used;
+    t->len[id] = (uint32_t)piece_len;
+    t->score[id] = score;
+    t->type[id] = (uint8_t)type;
+    *text_used += (uint32_t)piece_len + 1;
+    return GEMMA3_OK;
+}
+
+/* ---- building the lookup structures -------------------------------------------------------- */
+
+static int build_hash(gemma3_tokenizer *t, const char *label) {
+    uint32_t size = 16;
+    while (size < 2u * (uint32_t)t->n_pieces) size *= 2;
+    t->ht = malloc(size * sizeof *t->ht);
+    if (!t->ht) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory (hash table)", label);
+    for (uint32_t i = 0; i < size; i++) t->ht[i].id = -1;
+    t->ht_mask = size - 1;
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        const char *s = t->text + t->off[id];
+        size_t n = t->len[id];
+        uint32_t h = hash_bytes(s, n);
+        uint32_t i = h & t->ht_mask;
+        for (; t->ht[i].id >= 0; i = (i + 1) & t->ht_mask) {
+            int32_t o = t->ht[i].id;
+            if (t->ht[i].hash == h && t->len[o] == n && memcmp(t->text + t->off[o], s, n) == 0)
+                return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d '%.40s' duplicates piece %d",
+                                label, (int)id, s, (int)o);
+        }
+        t->ht[i].hash = h;
+        t->ht[i].id = id;
+    }
+    return GEMMA3_OK;
+}
+
+static int build_trie(gemma3_tokenizer *t, const char *label) {
+    size_t nodes = 1;
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        int ty = t->type[id];
+        if (ty == G3_PIECE_USER_DEFINED || ty == G3_PIECE_CONTROL || ty == G3_PIECE_UNKNOWN)
+            nodes += t->len[id];
+    }
+    if (nodes > INT32_MAX)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: user-defined pieces too long", label);
+    t->trie = malloc(nodes * sizeof *t->trie);
+    if (!t->trie) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory (trie)", label);
+    t->trie[0] = (trie_node){-1, -1, -1, 0};
+    t->n_trie = 1;
+    for (int i = 0; i < 256; i++) t->root_child[i] = -1;
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        int ty = t->type[id];
+        if (ty != G3_PIECE_USER_DEFINED && ty != G3_PIECE_CONTROL && ty != G3_PIECE_UNKNOWN)
+            continue;
+        const uint8_t *s = (const uint8_t *)t->text + t->off[id];
+        int32_t node = 0;
+        for (uint32_t k = 0; k < t->len[id]; k++) {
+            int32_t c = k == 0 ? t->root_child[s[0]] : t->trie[node].child;
+            while (c >= 0 && t->trie[c].byte != s[k]) c = t->trie[c].sibling;
+            if (c < 0) {
+                c = t->n_trie++;
+                t->trie[c] = (trie_node){-1, -1, -1, s[k]};
+                if (k == 0) {
+                    t->root_child[s[0]] = c;
+                } else {
+                    t->trie[c].sibling = t->trie[node].child;
+                    t->trie[node].child = c;
+                }
+            }
+            node = c;
+        }
+        t->trie[node].id = id;
+    }
+    return GEMMA3_OK;
+}
+
+/* Byte pieces must read "<0xNN>" (upper-case hex), as SentencePiece writes them. */
+static int byte_piece_value(const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    const char *hi = memchr(hex, s[3], 16), *lo = memchr(hex, s[4], 16);
+    if (!hi || !lo || !s[3] || !s[4]) return -1;
+    return (int)((hi - hex) * 16 + (lo - hex));
+}
+
+/* Does some piece hold U+2581 right after another character? If not, no BPE merge can join a
+ * word to the '▁' that starts the next word, so BPE may run word by word with the same result. */
+static int space_inside_piece(const gemma3_tokenizer *t) {
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        const char *s = t->text + t->off[id];
+        uint32_t n = t->len[id];
+        for (uint32_t k = 1; k + 3 <= n; k++) {
+            if (memcmp(s + k, SPACE_SYMBOL, 3) != 0) continue;
+            if (k < 3 || memcmp(s + k - 3, SPACE_SYMBOL, 3) != 0) return 1;
+        }
+    }
+    return 0;
+}
+
+static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *label) {
+    int rc = build_hash(t, label);
+    if (!rc) rc = build_trie(t, label);
+    if (rc) return rc;
+
+    t->unk_id = -1;
+    for (int i = 0; i < 256; i++) t->byte_piece[i] = -1;
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        int ty = t->type[id];
+        if (ty == G3_PIECE_UNKNOWN) {
+            if (t->unk_id >= 0)
+                return g3_error(GEMMA3_ERR_FORMAT, "%s: two UNKNOWN pieces (%d and %d)", label,
+                                (int)t->unk_id, (int)id);
+            t->unk_id = id;
+        } else if (ty == G3_PIECE_BYTE) {
+            int b = byte_piece_value(t->text + t->off[id], t->len[id]);
+            if (b < 0)
+                return g3_error(GEMMA3_ERR_FORMAT, "%s: BYTE piece %d '%.20s' is not <0xNN>", label,
+                                (int)id, t->text + t->off[id]);
+            t->byte_piece[b] = id;
+        } else if (ty == G3_PIECE_UNUSED) {
+            t->has_unused = 1;
+        }
+    }
+    if (t->unk_id < 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no UNKNOWN piece", label);
+    t->byte_fallback = s->byte_fallback != 0;
+    if (t->byte_fallback)
+        for (int b = 0; b < 256; b++)
+            if (t->byte_piece[b] < 0)
+                return g3_error(GEMMA3_ERR_FORMAT,
+                                "%s: byte_fallback is set but piece <0x%02X> is missing", label, b);
+    for (int c = 0; c < 128; c++) {
+        char ch = (char)c;
+        int32_t id = lookup(t, &ch, 1);
+        t->ascii_piece[c] = (id >= 0 && mergeable(t->type[id])) ? id : -1;
+    }
+    int64_t sid[3] = {s->bos_id, s->eos_id, s->pad_id};
+    for (int i = 0; i < 3; i++)
+        if (sid[i] < 0 || sid[i] >= t->n_pieces) sid[i] = -1;
+    t->bos_id = (int32_t)sid[0];
+    t->eos_id = (int32_t)sid[1];
+    t->pad_id = (int32_t)sid[2];
+
+    t->add_dummy_prefix = s->add_dummy_prefix != 0;
+    t->remove_extra_whitespaces = s->remove_extra_whitespaces != 0;
+    t->escape_whitespaces = s->escape_whitespaces != 0;
+    t->split_words = !space_inside_piece(t);
+
+    static const char default_surface[] = " \xE2\x81\x87 "; /* " ⁇ ", SentencePiece's default */
+    const char *surf = s->has_unk_surface ? (const char *)s->unk_surface : default_surface;
+    size_t surf_len = s->has_unk_surface ? s->unk_surface_len : sizeof default_surface - 1;
+    t->unk_surface = malloc(surf_len + 1);
+    if (!t->unk_surface) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    memcpy(t->unk_surface, surf, surf_len);
+    t->unk_surface[surf_len] = '\0';
+    t->unk_surface_len = surf_len;
+    return GEMMA3_OK;
+}
+
+/* Loading is two passes over the top-level message: the first counts the pieces and their bytes
+ * and reads the two specs (refusing what we do not implement before allocating anything), the
+ * second copies the pieces into flat arrays. */
+int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
+                             gemma3_tokenizer **out) {
+    if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
+    *out = NULL;
+    if (!label) label = "<buffer>";
+    if (!buf || size == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: empty tokenizer model", label);
+    if (size > UINT32_MAX - 1)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: model larger than 4 GiB", label);
+
+    model_specs s = {.model_type = 1, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1,
+                     .add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+                     .escape_whitespaces = 1};
+    pb_reader top = {buf, buf + size, label, "ModelProto"};
+    size_t n_pieces = 0, text_bytes = 0;
+    int seen_trainer = 0;
+    for (;;) {
+        uint32_t f;
+        int w, rc = pb_key(&top, &f, &w);
+        if (rc) return rc;
+        if (!f) break;
+        const uint8_t *d;
+        size_t n;
+        if (f == 1 || f == 2 || f == 3) {
+            static const char *names[] = {"", "pieces", "trainer_spec", "normalizer_spec"};
+            rc = pb_expect(&top, f, w, WIRE_LEN, names[f]);
+            if (!rc) rc = pb_bytes(&top, &d, &n);
+            if (rc) return rc;
+            pb_reader sub = {d, d + n, label, names[f]};
+            if (f == 1) {
+                n_pieces++;
+                text_bytes += n + 1; /* the piece text is shorter than its message */
+            } else if (f == 2) {
+                seen_trainer = 1;
+                rc = read_trainer_spec(&sub, &s);
+            } else {
+                rc = read_normalizer_spec(&sub, &s);
+            }
+        } else {
+            rc = pb_skip(&top, f, w);
+        }
+        if (rc) return rc;
+    }
+    static const char *model_types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
+    if (s.model_type != 2)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: model_type %s (%lld)%s: only BPE tokenizers are supported", label,
+                        s.model_type >= 1 && s.model_type <= 4 ? model_types[s.model_type] : "?",
+                        (long long)s.model_type, seen_trainer ? "" : " (no trainer_spec)");
+    if (s.treat_whitespace_as_suffix)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: treat_whitespace_as_suffix is not supported",
+                        label);
+    if (s.charsmap_len > 0 &&
+        !(s.norm_name_len == 8 && memcmp(s.norm_name, "identity", 8) == 0))
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: normalizer '%.*s' with a precompiled charsmap is not supported", label,
+                        (int)(s.norm_name_len > 40 ? 40 : s.norm_name_len),
+                        s.norm_name ? (const char *)s.norm_name : "");
+    if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
+    if (n_pieces > (1u << 26))
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
+                        1u << 26);
+
+    gemma3_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    t->n_pieces = (int32_t)n_pieces;
+    t->text = malloc(text_bytes);
+    t->off = malloc(n_pieces * sizeof *t->off);
+    t->len = malloc(n_pieces * sizeof *t->len);
+    t->score = malloc(n_pieces * sizeof *t->score);
+    t->type = malloc(n_pieces);
+    int rc = GEMMA3_OK;
+    if (!t->text || !t->off || !t->len || !t->score || !t->type)
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
+
+    top.p = buf;
+    uint32_t text_used = 0;
+    int32_t id = 0;
+    while (!rc) {
+        uint32_t f;
+        int w;
+        rc = pb_key(&top, &f, &w);
+        if (rc || !f) break;
+        const uint8_t *d;
+        size_t n;
+        if (f == 1) {
+            rc = pb_bytes(&top, &d, &n);
+            pb_reader sub = {d, d + n, label, "pieces"};
+            if (!rc) rc = read_piece(&sub, t, id++, &text_used);
+        } else {
+            rc = pb_skip(&top, f, w);
+        }
+    }
+    if (!rc) rc = finish_model(t, &s, label);
+    if (rc) {
+        gemma3_tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return GEMMA3_OK;
+}
+
+int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
+    if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
+    *out = NULL;
+    if (!path) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: path is NULL");
+    char *buf;
+    size_t size;
+    int rc = g3_read_file(path, &buf, &size);
+    if (rc) return rc;
+    rc = g3_tokenizer_load_buffer((const uint8_t *)buf, size, path, out);
+    free(buf);
+    return rc;
+}
+
+/* ---- encode -------------------------------------------------------------------------------- */
+
+/* Length of the UTF-8 sequence at s (n > 0 bytes available): 1..4 for a well-formed sequence,
+ * 1 for a stray byte (which then becomes a symbol of its own and falls back to its byte piece). */
+static inline size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 1;
+    if (n < len || s[1] < lo || s[1] > hi) return 1;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 1;
+    return len;
+}
+
+typedef struct {
+    int32_t prev, next; /* neighbours in the list, -1 at the ends */
+    uint32_t start, len; /* bytes of the word; len 0 = merged into its left neighbour */
+    int32_t id;         /* piece id of these bytes, -1 if none */
+    int32_t node;       /* merge-tree node (only when the model has UNUSED pieces) */
+} symbol;
+
+typedef struct {
+    float score;
+    int32_t left;  /* symbol index of the left half */
+    uint32_t size; /* bytes of the merged piece: a stale entry no longer adds up to it */
+    int32_t id;
+} merge_cand;
+
+typedef struct {
+    int32_t left, right; /* children, -1 for a leaf (one character) */
+    uint32_t start, len;
+    int32_t id;
+} merge_node;
+
+/* Per-call scratch, grown to the longest word seen; freed at the end of the call. */
+typedef struct {
+    symbol *sym;
+    merge_cand *heap;
+    merge_node *nodes;
+    int32_t *stack;
+    size_t cap;   /* symbols */
+    int32_t *ids; /* output */
+    int max_ids;
+    int count;
+} encoder;
+
+static inline void emit(encoder *e, int32_t id) {
+    if (e->count < e->max_ids) e->ids[e->count] = id;
+    e->count++;
+}
+
+static int grow(encoder *e, size_t n) {
+    if (n <= e->cap) return GEMMA3_OK;
+    size_t cap = e->cap ? e->cap : 64;
+    while (cap < n) cap *= 2;
+    symbol *sym = realloc(e->sym, cap * sizeof *sym);
+    if (sym) e->sym = sym;
+    merge_cand *heap = realloc(e->heap, 3 * cap * sizeof *heap);
+    if (heap) e->heap = heap;
+    merge_node *nodes = realloc(e->nodes, 2 * cap * sizeof *nodes);
+    if (nodes) e->nodes = nodes;
+    int32_t *stack = realloc(e->stack, 2 * cap * sizeof *stack);
+    if (stack) e->stack = stack;
+    if (!sym || !heap || !nodes || !stack)
+        return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory for a %zu-byte word", n);
+    e->cap = cap;
+    return GEMMA3_OK;
+}
+
+/* Max-heap on score; on equal scores the leftmost pair wins (SentencePiece's rule). */
+static inline int cand_before(const merge_cand *a, const merge_cand *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static inline void heap_push(merge_cand *h, int *n, merge_cand c) {
+    int i = (*n)++;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!cand_before(&c, &h[parent])) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = c;
+}
+
+static inline merge_cand heap_pop(merge_cand *h, int *n) {
+    merge_cand top = h[0], last = h[--(*n)];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = last;
+    return top;
+}
+
+/* Queues the merge of symbols l and l.next if their concatenation is a mergeable piece. */
+static inline void try_pair(const gemma3_tokenizer *t, encoder *e, const char *w, int *n_heap,
+                            int32_t l) {
+    const symbol *a = &e->sym[l];
+    const symbol *b = &e->sym[a->next];
+    uint32_t size = a->len + b->len;
+    int32_t id = lookup(t, w + a->start, size);
+    if (id < 0 || !mergeable(t->type[id])) return;
+    heap_push(e->heap, n_heap, (merge_cand){t->score[id], l, size, id});
+}
+
+static void emit_symbol(const gemma3_tokenizer *t, encoder *e, const char *w, uint32_t start,
+                        uint32_t len, int32_t id) {
+    if (id >= 0) {
+        emit(e, id);
+    } else if (t->byte_fallback) {
+        for (uint32_t i = 0; i < len; i++) emit(e, t->byte_piece[(unsigned char)w[start + i]]);
+    } else {
+        emit(e, t->unk_id);
+    }
+}
+
+/* A merge that produced an UNUSED piece is undone: SentencePiece never outputs those, it splits
+ * them back into the two halves that formed them (recursively). */
+static void emit_tree(const gemma3_tokenizer *t, encoder *e, const char *w, int32_t root) {
+    int32_t sp = 0;
+    e->stack[sp++] = root;
+    while (sp > 0) {
+        const merge_node *nd = &e->nodes[e->stack[--sp]];
+        if (nd->left >= 0 && nd->id >= 0 && t->type[nd->id] == G3_PIECE_UNUSED) {
+            e->stack[sp++] = nd->right;
+            e->stack[sp++] = nd->left;
+        } else {
+            emit_symbol(t, e, w, nd->start, nd->len, nd->id);
+        }
+    }
+}
+
+/* BPE over one word: start from its characters, then repeatedly merge the adjacent pair whose
+ * concatenation is the highest-scoring piece (leftmost on ties). Candidates sit in a heap and are
+ * checked lazily when popped (a pair whose halves changed no longer adds up to its size), so the
+ * whole word costs O(n log n) hash lookups and heap operations. */
+static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t n) {
+    if (n == 0) return GEMMA3_OK;
+    if (n == 1 && (unsigned char)w[0] < 128) {
+        emit_symbol(t, e, w, 0, 1, t->ascii_piece[(unsigned char)w[0]]);
+        return GEMMA3_OK;
+    }
+    int rc = grow(e, n);
+    if (rc) return rc;
+    symbol *sym = e->sym;
+    int32_t m = 0;
+    for (size_t i = 0; i < n;) {
+        size_t cl = utf8_len((const unsigned char *)w + i, n - i);
+        int32_t id;
+        if (cl == 1 && (unsigned char)w[i] < 128) {
+            id = t->ascii_piece[(unsigned char)w[i]];
+        } else {
+            id = lookup(t, w + i, cl);
+            if (id >= 0 && !mergeable(t->type[id])) id = -1;
+        }
+        sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, id, m};
+        m++;
+        i += cl;
+    }
+    sym[m - 1].next = -1;
+    int track = t->has_unused;
+    int32_t n_nodes = 0;
+    if (track) {
+        for (int32_t k = 0; k < m; k++)
+            e->nodes[k] = (merge_node){-1, -1, sym[k].start, sym[k].len, sym[k].id};
+        n_nodes = m;
+    }
+
+    int n_heap = 0;
+    for (int32_t k = 0; k + 1 < m; k++) try_pair(t, e, w, &n_heap, k);
+    while (n_heap > 0) {
+        merge_cand c = heap_pop(e->heap, &n_heap);
+        symbol *l = &sym[c.left];
+        if (l->len == 0 || l->next < 0) continue;
+        symbol *r = &sym[l->next];
+        if (l->len + r->len != c.size) continue; /* stale */
+        if (track) {
+            e->nodes[n_nodes] = (merge_node){l->node, r->node, l->start, c.size, c.id};
+            l->node = n_nodes++;
+        }
+        l->len = c.size;
+        l->id = c.id;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = c.left;
+        r->len = 0;
+        if (l->prev >= 0) try_pair(t, e, w, &n_heap, l->prev);
+        if (l->next >= 0) try_pair(t, e, w, &n_heap, c.left);
+    }
+    for (int32_t k = 0; k >= 0; k = sym[k].next) {
+        if (track)
+            emit_tree(t, e, w, sym[k].node);
+        else
+            emit_symbol(t, e, w, sym[k].start, sym[k].len, sym[k].id);
+    }
+    return GEMMA3_OK;
+}
+
+/* Text between two matched user-defined pieces. When no piece can span a word boundary
+ * (split_words) each word - a run starting at a '▁' that follows a non-'▁' character - is an
+ * independent BPE problem. */
+static int encode_segment(const gemma3_tokenizer *t, encoder *e, const char *s, size_t n) {
+    if (!t->split_words) return bpe_word(t, e, s, n);
+    size_t word = 0;
+    for (size_t i = 1; i + 3 <= n; i++) {
+        if (s[i] != SPACE_SYMBOL[0] || memcmp(s + i, SPACE_SYMBOL, 3) != 0) continue;
+        if (i >= 3 && memcmp(s + i - 3, SPACE_SYMBOL, 3) == 0) continue;
+        int rc = bpe_word(t, e, s + word, i - word);
+        if (rc) return rc;
+        word = i;
+        i += 2;
+    }
+    return bpe_word(t, e, s + word, n - word);
+}
+
+/* Longest trie piece at s that may be matched (USER_DEFINED, or any with `special`); returns its
+ * length and id, or 0. */
+static size_t match_piece(const gemma3_tokenizer *t, const unsigned char *s, size_t n, int special,
+                          int32_t *id) {
+    size_t best = 0;
+    int32_t node = t->root_child[s[0]];
+    for (size_t i = 1; node >= 0; i++) {
+        int32_t pid = t->trie[node].id;
+        if (pid >= 0 && (special || t->type[pid] == G3_PIECE_USER_DEFINED)) {
+            best = i;
+            *id = pid;
+        }
+        if (i == n) break;
+        int32_t c = t->trie[node].child;
+        while (c >= 0 && t->trie[c].byte != s[i]) c = t->trie[c].sibling;
+        node = c;
+    }
+    return best;
+}
+
+/* SentencePiece's normalizer without a charsmap: optionally drop leading/trailing spaces and
+ * squeeze runs, optionally add one leading space, then spaces become U+2581. out has room for
+ * 3 * len + 3 bytes. */
+static size_t normalize(const gemma3_tokenizer *t, const char *text, size_t len, char *out) {
+    size_t a = 0, b = len, n = 0;
+    if (t->remove_extra_whitespaces) {
+        while (a < b && text[a] == ' ') a++;
+        while (b > a && text[b - 1] == ' ') b--;
+    }
+    int prefix = t->add_dummy_prefix && a < b;
+    for (size_t i = (size_t)0 - (size_t)prefix; i != b - a; i++) {
+        char c = (i == (size_t)-1) ? ' ' : text[a + i];
+        if (c == ' ' && t->remove_extra_whitespaces && i != (size_t)-1 && i > 0 &&
+            text[a + i - 1] == ' ')
+            continue;
+        if (c == ' ' && t->escape_whitespaces) {
+            memcpy(out + n, SPACE_SYMBOL, 3);
+            n += 3;
+        } else {
+            out[n++] = c;
+        }
+    }
+    return n;
+}
+
+int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_t len, int flags,
+                            int32_t *ids, int max_ids) {
+    if (!tok) return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: tokenizer is NULL");
+    if (!text && len) return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: text is NULL");
+    if (max_ids < 0 || (!ids && max_ids > 0))
+        return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: bad output buffer (max_ids %d)", max_ids);
+    if (flags & ~(GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL))
+        return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: unknown flags 0x%x", (unsigned)flags);
+    /* every byte gives at most one id, so the count fits an int */
+    if (len > (size_t)(INT_MAX / 4))
+        return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: text of %zu bytes is too long", len);
+    encoder e = {.ids = ids, .max_ids = max_ids};
+    if (flags & GEMMA3_TOK_BOS) {
+        if (tok->bos_id < 0)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "tokenizer encode: the model has no BOS piece");
+        emit(&e, tok->bos_id);
+    }
+    if (len == 0) return e.count;
+    char *norm = malloc(3 * len + 3);
+    if (!norm) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (%zu bytes)", len);
+    size_t n = normalize(tok, text, len, norm);
+    int special = (flags & GEMMA3_TOK_PARSE_SPECIAL) != 0;
+    const unsigned char *u = (const unsigned char *)norm;
+    int rc = GEMMA3_OK;
+    size_t seg = 0;
+    for (size_t i = 0; i < n && !rc;) {
+        int32_t id;
+        size_t m = tok->root_child[u[i]] >= 0 ? match_piece(tok, u + i, n - i, special, &id) : 0;
+        if (m == 0) {
+            i += utf8_len(u + i, n - i);
+            continue;
+        }
+        rc = encode_segment(tok, &e, norm + seg, i - seg);
+        emit(&e, id);
+        i += m;
+        seg = i;
+    }
+    if (!rc) rc = encode_segment(tok, &e, norm + seg, n - seg);
+    free(norm);
+    free(e.sym);
+    free(e.heap);
+    free(e.nodes);
+    free(e.stack);
+    return rc ? rc : e.count;
+}
+
+/* ---- decode -------------------------------------------------------------------------------- */
+
+/* Output with snprintf semantics: writes what fits (keeping room for the NUL), counts it all. */
+typedef struct {
+    char *buf;
+    size_t cap, n;
+} sink;
+
+static void put(sink *o, const char *s, size_t n) {
+    if (o->n < o->cap) {
+        size_t room = o->cap - 1 - o->n;
+        memcpy(o->buf + o->n, s, n < room ? n : room);
+    }
+    o->n += n;
+}
+
+static const char REPLACEMENT[3] = {'\xEF', '\xBF', '\xBD'}; /* U+FFFD */
+
+/* Expected length of a sequence starting with lead byte c (0 if c cannot start one), and the
+ * allowed range of the second byte. */
+static int utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (c == 0xE0) *lo = 0xA0;
+        if (c == 0xED) *hi = 0x9F;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (c == 0xF0) *lo = 0x90;
+        if (c == 0xF4) *hi = 0x8F;
+        return 4;
+    }
+    return 0;
+}
+
+/* Feeds one byte through the decoder: complete sequences go out, an incomplete one waits in
+ * pending, and a sequence broken by an unexpected byte becomes one U+FFFD (then the byte is
+ * looked at again as a possible start). */
+static void dec_byte(gemma3_decoder *d, unsigned char c, sink *o) {
+    for (;;) {
+        if (d->n_pending == 0) {
+            unsigned lo, hi;
+            int need = utf8_lead(c, &lo, &hi);
+            if (need == 1) {
+                put(o, (const char *)&c, 1);
+            } else if (need == 0) {
+                put(o, REPLACEMENT, 3);
+            } else {
+                d->pending[0] = c;
+                d->n_pending = 1;
+            }
+            return;
+        }
+        unsigned lo, hi;
+        int need = utf8_lead(d->pending[0], &lo, &hi);
+        int ok = d->n_pending == 1 ? (c >= lo && c <= hi) : ((c & 0xC0) == 0x80);
+        if (ok) {
+            d->pending[d->n_pending++] = c;
+            if (d->n_pending == need) {
+                put(o, (const char *)d->pending, (size_t)need);
+                d->n_pending = 0;
+            }
+            return;
+        }
+        put(o, REPLACEMENT, 3);
+        d->n_pending = 0;
+    }
+}
+
+/* The text of one id through the decoder. Pieces are stored with U+2581 for spaces; the dummy
+ * prefix space that encode added (add_dummy_prefix) is dropped at the start of the text. */
+static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, sink *o) {
+    int ty = t->type[id];
+    if (ty == G3_PIECE_CONTROL) return;
+    if (ty == G3_PIECE_BYTE) {
+        int b = byte_piece_value(t->text + t->off[id], t->len[id]);
+        unsigned char c = (unsigned char)b;
+        dec_byte(d, c, o);
+        d->started = 1;
+        return;
+    }
+    const char *s = ty == G3_PIECE_UNKNOWN ? t->unk_surface : t->text + t->off[id];
+    size_t n = ty == G3_PIECE_UNKNOWN ? t->unk_surface_len : t->len[id];
+    size_t i = 0;
+    if (!d->started && t->add_dummy_prefix && ty != G3_PIECE_UNKNOWN) {
+        if (n >= 3 && memcmp(s, SPACE_SYMBOL, 3) == 0) i = 3;
+    }
+    if (n > 0) d->started = 1;
+    while (i < n) {
+        if (s[i] == SPACE_SYMBOL[0] && n - i >= 3 && memcmp(s + i, SPACE_SYMBOL, 3) == 0) {
+            dec_byte(d, ' ', o);
+            i += 3;
+        } else {
+            dec_byte(d, (unsigned char)s[i], o);
+            i++;
+        }
+    }
+}
+
+static void dec_flush(gemma3_decoder *d, sink *o) {
+    if (d->n_pending) put(o, REPLACEMENT, 3);
+    memset(d, 0, sizeof *d);
+}
+
+static void terminate(sink *o) {
+    if (o->cap) o->buf[o->n < o->cap ? o->n : o->cap - 1] = '\0';
+}
+
+int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int n_ids, char *buf,
+                            size_t cap) {
+    if (!tok || n_ids < 0 || (!ids && n_ids) || (!buf && cap))
+        return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: bad arguments");
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= tok->n_pieces)
+            return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: id %d at %d out of range [0, %d)",
+                            (int)ids[i], i, (int)tok->n_pieces);
+    gemma3_decoder d = {0};
+    sink o = {buf, cap, 0};
+    for (int i = 0; i < n_ids; i++) dec_piece(tok, &d, ids[i], &o);
+    dec_flush(&d, &o);
+    terminate(&o);
+    if (o.n > INT_MAX) return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: text longer than 2 GiB");
+    return (int)o.n;
+}
+
+/* Streaming: the text is computed on a copy of the decoder first, so a too-small buffer is an
+ * error that leaves the decoder untouched rather than a silently truncated stream. */
+int gemma3_decoder_push(const gemma3_tokenizer *tok, gemma3_decoder *dec, int32_t id, char *out,
+                        size_t cap) {
+    if (!tok || !dec || !out || cap == 0)
+        return g3_error(GEMMA3_ERR_ARG, "decoder push: bad arguments");
+    if (id < 0 || id >= tok->n_pieces)
+        return g3_error(GEMMA3_ERR_ARG, "decoder push: id %d out of range [0, %d)", (int)id,
+                        (int)tok->n_pieces);
+    if (dec->n_pending < 0 || dec->n_pending > 3)
+        return g3_error(GEMMA3_ERR_ARG, "decoder push: decoder state is corrupt");
+    gemma3_decoder trial = *dec;
+    sink count = {NULL, 0, 0};
+    dec_piece(tok, &trial, id, &count);
+    if (count.n + 1 > cap)
+        return g3_error(GEMMA3_ERR_ARG, "decoder push: output needs %zu bytes, buffer has %zu",
+                        count.n + 1, cap);
+    sink o = {out, cap, 0};
+    dec_piece(tok, dec, id, &o);
+    terminate(&o);
+    return (int)o.n;
+}
+
+int gemma3_decoder_flush(gemma3_decoder *dec, char *out, size_t cap) {
+    if (!dec || !out || cap < 4) return g3_error(GEMMA3_ERR_ARG, "decoder flush: bad arguments");
+    sink o = {out, cap, 0};
+    dec_flush(dec, &o);
+    terminate(&o);
+    return (int)o.n;
+}
+
+/* ---- special ids and the chat format ------------------------------------------------------- */
+
+int32_t gemma3_tokenizer_special(const gemma3_tokenizer *tok, enum gemma3_special which) {
+    if (!tok) return -1;
+    switch (which) {
+    case GEMMA3_SPECIAL_PAD: return tok->pad_id;
+    case GEMMA3_SPECIAL_EOS: return tok->eos_id;
+    case GEMMA3_SPECIAL_BOS: return tok->bos_id;
+    case GEMMA3_SPECIAL_UNK: return tok->unk_id;
+    case GEMMA3_SPECIAL_START_OF_TURN: return lookup(tok, "<start_of_turn>", 15);
+    case GEMMA3_SPECIAL_END_OF_TURN: return lookup(tok, "<end_of_turn>", 13);
+    }
+    return -1;
+}
+
+/* Python's str.isspace() set, which Jinja's `trim` filter strips. */
+static int py_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/* Code point of the well-formed sequence at s of length n (as utf8_len measured it). */
+static uint32_t code_point(const unsigned char *s, size_t n) {
+    if (n == 1) return s[0] < 0x80 ? s[0] : 0xFFFFFFFFu;
+    uint32_t cp = s[0] & (0xFF >> (n + 1));
+    for (size_t i = 1; i < n; i++) cp = cp << 6 | (s[i] & 0x3F);
+    return cp;
+}
+
+static void trim(const char *s, size_t *start, size_t *end) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t a = 0, b = strlen(s);
+    while (a < b) {
+        size_t n = utf8_len(u + a, b - a);
+        if (!py_space(code_point(u + a, n))) break;
+        a += n;
+    }
+    /* from the end: step back over continuation bytes to the start of the last sequence */
+    while (b > a) {
+        size_t k = b - 1;
+        while (k > a && (u[k] & 0xC0) == 0x80 && b - k < 4) k--;
+        size_t n = utf8_len(u + k, b - k);
+        if (k + n != b) n = 1, k = b - 1;
+        if (!py_space(code_point(u + k, n))) break;
+        b = k;
+    }
+    *start = a;
+    *end = b;
+}
+
+typedef struct {
+    const gemma3_tokenizer *tok;
+    int32_t *ids;
+    int max_ids, count;
+} chat_out;
+
+static int chat_ids(chat_out *c, const int32_t *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        if (c->count < c->max_ids) c->ids[c->count] = ids[i];
+        if (c->count == INT_MAX) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
+        c->count++;
+    }
+    return GEMMA3_OK;
+}
+
+/* Encodes text without control-token parsing, appending to c. */
+static int chat_text(chat_out *c, const char *s, size_t n) {
+    if (n == 0) return GEMMA3_OK;
+    int room = c->count < c->max_ids ? c->max_ids - c->count : 0;
+    int got = gemma3_tokenizer_encode(c->tok, s, n, 0, room ? c->ids + c->count : NULL, room);
+    if (got < 0) return got;
+    if (got > INT_MAX - c->count) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
+    c->count += got;
+    return GEMMA3_OK;
+}
+
+/* Follows chat_template.jinja: roles after an optional leading system message alternate
+ * user/model starting with user ("assistant" is rendered "model"), every content is trimmed, the
+ * system text plus "\n\n" opens the first user turn. The turn markers are the vocabulary's own
+ * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
+ * parsing, so a message cannot smuggle in a <bos> or <eos>. */
+int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
+                       int add_bos, int add_generation_prompt, int32_t *ids, int max_ids) {
+    if (!tok || n_msgs < 0 || (!msgs && n_msgs) || max_ids < 0 || (!ids && max_ids))
+        return g3_error(GEMMA3_ERR_ARG, "chat encode: bad arguments");
+    int32_t bos = tok->bos_id;
+    int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
+    int32_t eot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN);
+    if (sot < 0 || eot < 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "chat encode: the vocabulary has no <start_of_turn>/<end_of_turn> pieces");
+    if (add_bos && bos < 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "chat encode: the model has no BOS piece");
+    for (int i = 0; i < n_msgs; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has no role or content", i);
+
+    int first = 0;
+    const char *system = NULL;
+    if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
+        system = msgs[0].content;
+        first = 1;
+    }
+    for (int i = first; i < n_msgs; i++) {
+        const char *r = msgs[i].role;
+        int is_user = strcmp(r, "user") == 0;
+        int is_model = strcmp(r, "model") == 0 || strcmp(r, "assistant") == 0;
+        if (!is_user && !is_model)
+            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has role '%.32s' (expected "
+                            "user, model or assistant; system only first)", i, r);
+        if (is_user != ((i - first) % 2 == 0))
+            return g3_error(GEMMA3_ERR_ARG,
+                            "chat encode: message %d is '%.32s': roles must alternate user/model "
+                            "starting with user", i, r);
+    }
+
+    /* the text of one turn: role, newline, [system + blank line], trimmed content */
+    size_t cap = 16;
+    size_t a, b;
+    if (system) {
+        trim(system, &a, &b);
+        cap += b - a + 2;
+    }
+    size_t longest = 0;
+    for (int i = first; i < n_msgs; i++) {
+        size_t n = strlen(msgs[i].content);
+        if (n > longest) longest = n;
+    }
+    char *turn = malloc(cap + longest);
+    if (!turn) return g3_error(GEMMA3_ERR_NOMEM, "chat encode: out of memory");
+    chat_out c = {tok, ids, max_ids, 0};
+    int rc = add_bos ? chat_ids(&c, &bos, 1) : GEMMA3_OK;
+    for (int i = first; i < n_msgs && !rc; i++) {
+        int is_user = strcmp(msgs[i].role, "user") == 0;
+        size_t n = 0;
+        const char *role = is_user ? "user\n" : "model\n";
+        memcpy(turn, role, strlen(role));
+        n += strlen(role);
+        if (system && i == first) {
+            trim(system, &a, &b);
+            memcpy(turn + n, system + a, b - a);
+            n += b - a;
+            memcpy(turn + n, "\n\n", 2);
+            n += 2;
+        }
+        trim(msgs[i].content, &a, &b);
+        memcpy(turn + n, msgs[i].content + a, b - a);
+        n += b - a;
+        rc = chat_ids(&c, &sot, 1);
+        if (!rc) rc = chat_text(&c, turn, n);
+        if (!rc) rc = chat_ids(&c, &eot, 1);
+        if (!rc) rc = chat_text(&c, "\n", 1);
+    }
+    if (!rc && add_generation_prompt) {
+        rc = chat_ids(&c, &sot, 1);
+        if (!rc) rc = chat_text(&c, "model\n", 6);
+    }
+    free(turn);
+    return rc ? rc : c.count;
+}

@@ -1,0 +1,36 @@
+/* tokenizer.h - internal interface of tokenizer.c beyond the public gemma3_tokenizer_* API:
+ * loading from memory (tests of malformed files, the fuzz target) and piece lookup by text. */
+#ifndef G3_TOKENIZER_H
+#define G3_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemma3.h"
+
+/* SentencePiece piece types (ModelProto.SentencePiece.Type). */
+enum g3_piece_type {
+    G3_PIECE_NORMAL = 1,
+    G3_PIECE_UNKNOWN = 2,
+    G3_PIECE_CONTROL = 3,
+    G3_PIECE_USER_DEFINED = 4,
+    G3_PIECE_UNUSED = 5,
+    G3_PIECE_BYTE = 6,
+};
+
+/* Parses a serialized SentencePiece ModelProto of `size` bytes (the caller keeps ownership of buf;
+ * nothing points into it afterwards). `label` names the source in error messages (a path, or
+ * "<buffer>"). Returns GEMMA3_OK, GEMMA3_ERR_FORMAT for a malformed protobuf,
+ * GEMMA3_ERR_UNSUPPORTED for a model type or normalizer this file does not implement, or
+ * GEMMA3_ERR_NOMEM. */
+int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
+                             gemma3_tokenizer **out);
+
+/* Id of the piece whose text is exactly the len bytes at text (any type), or -1. */
+int32_t g3_tokenizer_piece_id(const gemma3_tokenizer *tok, const char *text, size_t len);
+
+/* The type (enum g3_piece_type) and score of an id; 0 / 0.0f when out of range. */
+int g3_tokenizer_piece_type(const gemma3_tokenizer *tok, int32_t id);
+float g3_tokenizer_piece_score(const gemma3_tokenizer *tok, int32_t id);
+
+#endif
