@@ -108,7 +108,7 @@ void cli_model_opts_init(cli_model_opts *o) {
 int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
     const char *flag = argv[*i];
     const char *v;
-#define IS(a, b) (strcmp(flag, a) == 0 || (b && strcmp(flag, b) == 0))
+#define IS(a, b) (strcmp(flag, a) == 0 || strcmp(flag, b) == 0)
     if (IS("-m", "--model")) {
         if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
         o->model_dir = v;
@@ -126,7 +126,7 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
         return cli_parse_int(flag, v, 1, 1 << 16, &o->sp.n_batch);
     }
-    if (IS("--exact", NULL)) {
+    if (IS("--exact", "--exact")) {
         o->sp.exact = 1;
         o->sp.kv_type = GEMMA3_KV_F32;
         return 0;
@@ -138,7 +138,7 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         else return cli_usage_error("%s: '%s' is not one of f32, bf16", flag, v);
         return 0;
     }
-    if (IS("--isa", NULL)) {
+    if (IS("--isa", "--isa")) {
         if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
         if (strcmp(v, "scalar") && strcmp(v, "avx2") && strcmp(v, "avx512"))
             return cli_usage_error("%s: '%s' is not one of scalar, avx2, avx512", flag, v);

@@ -86,7 +86,6 @@ enum gemma3_kv_type { GEMMA3_KV_F32 = 0, GEMMA3_KV_BF16 = 1 };
 typedef struct gemma3_session_params {
     int n_ctx;          /* context length in tokens; 0 = min(model max, 4096) */
     int n_threads;      /* worker threads including the caller; 0 = all online CPUs */
-    int n_batch;        /* most tokens one prefill chunk holds (bounds scratch); 0 = 512 */
     int kv_type;        /* enum gemma3_kv_type */
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode);
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
