@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <editline/readline.h>
 
@@ -285,6 +286,8 @@ static void print_stats(const chat *c) {
             gemma3_session_pos(g->session), gemma3_session_n_ctx(g->session), c->n_turns,
             c->n_turns - c->first_live, c->last_reply_tps);
     gen_print_summary(g, stderr);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) fprintf(stderr, "peak RSS: %ld KiB\n", ru.ru_maxrss);
 }
 
 /* Handles a line starting with '/'. Returns 1 to quit. */
