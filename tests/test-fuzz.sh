@@ -5,6 +5,12 @@
 # The long runs are `make fuzz FUZZ_SECONDS=600`.
 . tests/lib.sh
 command -v clang >/dev/null 2>&1 || { echo "clang not found: fuzz targets skipped"; exit 77; }
+# clang without the libFuzzer runtime (Debian: libclang-rt-dev) cannot build any target either
+printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$TMP/probe.c"
+if ! clang -fsanitize=fuzzer "$TMP/probe.c" -o "$TMP/probe" >/dev/null 2>&1; then
+    echo "clang cannot link libFuzzer (install libclang-rt-dev): fuzz targets skipped"
+    exit 77
+fi
 secs=${FUZZ_SECONDS:-15}
 for src in tests/fuzz-*.c; do
     [ -e "$src" ] || continue
