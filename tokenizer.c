@@ -8,10 +8,15 @@
  * always matched, longest first, and never merged with their neighbours. */
 #include "tokenizer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -29,13 +34,20 @@ typedef struct {
     uint8_t byte;
 } trie_node;
 
+/* Everything encode needs about a piece, in one 16-byte record (one cache miss per lookup). */
+typedef struct {
+    uint32_t off;  /* offset of the piece's bytes in gemma3_tokenizer.text */
+    uint32_t len;  /* their length */
+    float score;
+    uint8_t type;  /* enum g3_piece_type */
+} piece_info;
+
 struct gemma3_tokenizer {
     int32_t n_pieces;
+    void *arena;       /* one mapping holding piece, ht and text (below) */
+    size_t arena_size;
     char *text;      /* every piece's bytes back to back, each followed by a NUL */
-    uint32_t *off;   /* [n_pieces] offset of the piece in text */
-    uint32_t *len;   /* [n_pieces] its length in bytes */
-    float *score;    /* [n_pieces] */
-    uint8_t *type;   /* [n_pieces] enum g3_piece_type */
+    piece_info *piece; /* [n_pieces] */
 
     hash_slot *ht;   /* [ht_mask + 1] open addressing, piece bytes -> id, load <= 1/2 */
     uint32_t ht_mask;
@@ -52,7 +64,10 @@ struct gemma3_tokenizer {
     int byte_fallback;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int has_unused;  /* UNUSED pieces exist: merges into them are undone after BPE */
-    int split_words; /* no piece has U+2581 after another character: BPE runs word by word */
+    /* joins_space[b]: some piece holds byte b right before a U+2581 that does not follow another
+     * U+2581 (Gemma 3 has one: ">▁</"). BPE runs word by word, cutting before each '▁' except
+     * after such a byte: no merge can cross the other cuts, so the result is the same. */
+    uint8_t joins_space[256];
     char *unk_surface; /* decoded text of the unknown piece */
     size_t unk_surface_len;
 };
@@ -97,7 +112,7 @@ static inline int32_t lookup(const gemma3_tokenizer *t, const char *s, size_t n)
     for (uint32_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
         int32_t id = t->ht[i].id;
         if (id < 0) return -1;
-        if (t->ht[i].hash == h && t->len[id] == n && memcmp(t->text + t->off[id], s, n) == 0)
+        if (t->ht[i].hash == h && t->piece[id].len == n && memcmp(t->text + t->piece[id].off, s, n) == 0)
             return id;
     }
 }
@@ -108,21 +123,16 @@ int32_t g3_tokenizer_piece_id(const gemma3_tokenizer *tok, const char *text, siz
 }
 
 int g3_tokenizer_piece_type(const gemma3_tokenizer *tok, int32_t id) {
-    return (tok && id >= 0 && id < tok->n_pieces) ? tok->type[id] : 0;
+    return (tok && id >= 0 && id < tok->n_pieces) ? tok->piece[id].type : 0;
 }
 
 float g3_tokenizer_piece_score(const gemma3_tokenizer *tok, int32_t id) {
-    return (tok && id >= 0 && id < tok->n_pieces) ? tok->score[id] : 0.0f;
+    return (tok && id >= 0 && id < tok->n_pieces) ? tok->piece[id].score : 0.0f;
 }
 
 void gemma3_tokenizer_free(gemma3_tokenizer *tok) {
     if (!tok) return;
-    free(tok->text);
-    free(tok->off);
-    free(tok->len);
-    free(tok->score);
-    free(tok->type);
-    free(tok->ht);
+    if (tok->arena) munmap(tok->arena, tok->arena_size);
     free(tok->trie);
     free(tok->unk_surface);
     free(tok);
@@ -132,7 +142,7 @@ int gemma3_tokenizer_vocab_size(const gemma3_tokenizer *tok) { return tok ? tok-
 
 const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id) {
     if (!tok || id < 0 || id >= tok->n_pieces) return NULL;
-    return tok->text + tok->off[id];
+    return tok->text + tok->piece[id].off;
 }
 
 /* ---- protobuf reader ---------------------------------------------------------------------- */
@@ -341,46 +351,54 @@ static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *t
         return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d: score is NaN", r->label, (int)id);
     memcpy(t->text + *text_used, piece, piece_len);
     t->text[*text_used + piece_len] = '\0';
-    t->off[id] = *text_used;
-    t->len[id] = (uint32_t)piece_len;
-    t->score[id] = score;
-    t->type[id] = (uint8_t)type;
+    t->piece[id].off = *text_used;
+    t->piece[id].len = (uint32_t)piece_len;
+    t->piece[id].score = score;
+    t->piece[id].type = (uint8_t)type;
     *text_used += (uint32_t)piece_len + 1;
     return GEMMA3_OK;
 }
 
 /* ---- building the lookup structures -------------------------------------------------------- */
 
+/* Hashes are computed in a first sequential pass so that the insertion pass can prefetch the
+ * slot of a piece a few pieces ahead: the table (4 MB for Gemma) is otherwise a cache miss per
+ * insertion, which dominated load time. Duplicate piece texts are refused, as SentencePiece does. */
 static int build_hash(gemma3_tokenizer *t, const char *label) {
-    uint32_t size = 16;
-    while (size < 2u * (uint32_t)t->n_pieces) size *= 2;
-    t->ht = malloc(size * sizeof *t->ht);
-    if (!t->ht) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory (hash table)", label);
-    for (uint32_t i = 0; i < size; i++) t->ht[i].id = -1;
-    t->ht_mask = size - 1;
+    uint32_t *hashes = malloc((size_t)t->n_pieces * sizeof *hashes);
+    if (!hashes) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory (hash table)", label);
+    memset(t->ht, 0xff, (t->ht_mask + 1) * sizeof *t->ht); /* id -1: empty */
+    for (int32_t id = 0; id < t->n_pieces; id++)
+        hashes[id] = hash_bytes(t->text + t->piece[id].off, t->piece[id].len);
+    enum { AHEAD = 16 };
     for (int32_t id = 0; id < t->n_pieces; id++) {
-        const char *s = t->text + t->off[id];
-        size_t n = t->len[id];
-        uint32_t h = hash_bytes(s, n);
+        if (id + AHEAD < t->n_pieces) __builtin_prefetch(&t->ht[hashes[id + AHEAD] & t->ht_mask], 1);
+        const char *s = t->text + t->piece[id].off;
+        size_t n = t->piece[id].len;
+        uint32_t h = hashes[id];
         uint32_t i = h & t->ht_mask;
         for (; t->ht[i].id >= 0; i = (i + 1) & t->ht_mask) {
             int32_t o = t->ht[i].id;
-            if (t->ht[i].hash == h && t->len[o] == n && memcmp(t->text + t->off[o], s, n) == 0)
+            if (t->ht[i].hash == h && t->piece[o].len == n &&
+                memcmp(t->text + t->piece[o].off, s, n) == 0) {
+                free(hashes);
                 return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d '%.40s' duplicates piece %d",
                                 label, (int)id, s, (int)o);
+            }
         }
         t->ht[i].hash = h;
         t->ht[i].id = id;
     }
+    free(hashes);
     return GEMMA3_OK;
 }
 
 static int build_trie(gemma3_tokenizer *t, const char *label) {
     size_t nodes = 1;
     for (int32_t id = 0; id < t->n_pieces; id++) {
-        int ty = t->type[id];
+        int ty = t->piece[id].type;
         if (ty == G3_PIECE_USER_DEFINED || ty == G3_PIECE_CONTROL || ty == G3_PIECE_UNKNOWN)
-            nodes += t->len[id];
+            nodes += t->piece[id].len;
     }
     if (nodes > INT32_MAX)
         return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: user-defined pieces too long", label);
@@ -390,12 +408,12 @@ static int build_trie(gemma3_tokenizer *t, const char *label) {
     t->n_trie = 1;
     for (int i = 0; i < 256; i++) t->root_child[i] = -1;
     for (int32_t id = 0; id < t->n_pieces; id++) {
-        int ty = t->type[id];
+        int ty = t->piece[id].type;
         if (ty != G3_PIECE_USER_DEFINED && ty != G3_PIECE_CONTROL && ty != G3_PIECE_UNKNOWN)
             continue;
-        const uint8_t *s = (const uint8_t *)t->text + t->off[id];
+        const uint8_t *s = (const uint8_t *)t->text + t->piece[id].off;
         int32_t node = 0;
-        for (uint32_t k = 0; k < t->len[id]; k++) {
+        for (uint32_t k = 0; k < t->piece[id].len; k++) {
             int32_t c = k == 0 ? t->root_child[s[0]] : t->trie[node].child;
             while (c >= 0 && t->trie[c].byte != s[k]) c = t->trie[c].sibling;
             if (c < 0) {
@@ -424,18 +442,16 @@ static int byte_piece_value(const char *s, size_t n) {
     return (int)((hi - hex) * 16 + (lo - hex));
 }
 
-/* Does some piece hold U+2581 right after another character? If not, no BPE merge can join a
- * word to the '▁' that starts the next word, so BPE may run word by word with the same result. */
-static int space_inside_piece(const gemma3_tokenizer *t) {
+static void find_space_joins(gemma3_tokenizer *t) {
     for (int32_t id = 0; id < t->n_pieces; id++) {
-        const char *s = t->text + t->off[id];
-        uint32_t n = t->len[id];
+        const char *s = t->text + t->piece[id].off;
+        uint32_t n = t->piece[id].len;
         for (uint32_t k = 1; k + 3 <= n; k++) {
             if (memcmp(s + k, SPACE_SYMBOL, 3) != 0) continue;
-            if (k < 3 || memcmp(s + k - 3, SPACE_SYMBOL, 3) != 0) return 1;
+            if (k < 3 || memcmp(s + k - 3, SPACE_SYMBOL, 3) != 0)
+                t->joins_space[(unsigned char)s[k - 1]] = 1;
         }
     }
-    return 0;
 }
 
 static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *label) {
@@ -446,17 +462,17 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     t->unk_id = -1;
     for (int i = 0; i < 256; i++) t->byte_piece[i] = -1;
     for (int32_t id = 0; id < t->n_pieces; id++) {
-        int ty = t->type[id];
+        int ty = t->piece[id].type;
         if (ty == G3_PIECE_UNKNOWN) {
             if (t->unk_id >= 0)
                 return g3_error(GEMMA3_ERR_FORMAT, "%s: two UNKNOWN pieces (%d and %d)", label,
                                 (int)t->unk_id, (int)id);
             t->unk_id = id;
         } else if (ty == G3_PIECE_BYTE) {
-            int b = byte_piece_value(t->text + t->off[id], t->len[id]);
+            int b = byte_piece_value(t->text + t->piece[id].off, t->piece[id].len);
             if (b < 0)
                 return g3_error(GEMMA3_ERR_FORMAT, "%s: BYTE piece %d '%.20s' is not <0xNN>", label,
-                                (int)id, t->text + t->off[id]);
+                                (int)id, t->text + t->piece[id].off);
             t->byte_piece[b] = id;
         } else if (ty == G3_PIECE_UNUSED) {
             t->has_unused = 1;
@@ -472,7 +488,7 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     for (int c = 0; c < 128; c++) {
         char ch = (char)c;
         int32_t id = lookup(t, &ch, 1);
-        t->ascii_piece[c] = (id >= 0 && mergeable(t->type[id])) ? id : -1;
+        t->ascii_piece[c] = (id >= 0 && mergeable(t->piece[id].type)) ? id : -1;
     }
     int64_t sid[3] = {s->bos_id, s->eos_id, s->pad_id};
     for (int i = 0; i < 3; i++)
@@ -484,7 +500,7 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     t->add_dummy_prefix = s->add_dummy_prefix != 0;
     t->remove_extra_whitespaces = s->remove_extra_whitespaces != 0;
     t->escape_whitespaces = s->escape_whitespaces != 0;
-    t->split_words = !space_inside_piece(t);
+    find_space_joins(t);
 
     static const char default_surface[] = " \xE2\x81\x87 "; /* " ⁇ ", SentencePiece's default */
     const char *surf = s->has_unk_surface ? (const char *)s->unk_surface : default_surface;
@@ -565,14 +581,23 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     gemma3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
     t->n_pieces = (int32_t)n_pieces;
-    t->text = malloc(text_bytes);
-    t->off = malloc(n_pieces * sizeof *t->off);
-    t->len = malloc(n_pieces * sizeof *t->len);
-    t->score = malloc(n_pieces * sizeof *t->score);
-    t->type = malloc(n_pieces);
+    /* The big tables share one mapping, populated in one go: page faults one by one were a
+     * third of the load time. */
+    size_t ht_size = 16;
+    while (ht_size < 2 * n_pieces) ht_size *= 2;
+    t->ht_mask = (uint32_t)(ht_size - 1);
+    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes;
+    t->arena = mmap(NULL, t->arena_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     int rc = GEMMA3_OK;
-    if (!t->text || !t->off || !t->len || !t->score || !t->type)
+    if (t->arena == MAP_FAILED) {
+        t->arena = NULL;
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
+    } else {
+        t->piece = t->arena;
+        t->ht = (hash_slot *)(t->piece + n_pieces);
+        t->text = (char *)(t->ht + ht_size);
+    }
 
     top.p = buf;
     uint32_t text_used = 0;
@@ -601,13 +626,29 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     return GEMMA3_OK;
 }
 
+/* The file is mapped rather than read: parsing copies what it keeps, so the mapping is dropped
+ * right after (and the kernel need not copy 4.5 MB). Non-regular files are read instead. */
 int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
     *out = NULL;
     if (!path) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: path is NULL");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED)
+            return g3_error(GEMMA3_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+        rc = g3_tokenizer_load_buffer(map, (size_t)st.st_size, path, out);
+        munmap(map, (size_t)st.st_size);
+        return rc;
+    }
+    close(fd);
     char *buf;
     size_t size;
-    int rc = g3_read_file(path, &buf, &size);
+    rc = g3_read_file(path, &buf, &size);
     if (rc) return rc;
     rc = g3_tokenizer_load_buffer((const uint8_t *)buf, size, path, out);
     free(buf);
@@ -660,14 +701,30 @@ typedef struct {
     int32_t id;
 } merge_node;
 
+/* A word already encoded in this call: its bytes sit in the normalized text at `off`, its ids in
+ * encoder.word_ids at `ids`. Real text repeats words (Zipf), so most words are found here. */
+typedef struct {
+    uint32_t hash;
+    uint32_t len;
+    size_t off;
+    uint32_t ids, n_ids;
+} cached_word;
+
+enum { CACHE_MAX_WORD = 64 }; /* longer words are encoded every time */
+
 /* Per-call scratch, grown to the longest word seen; freed at the end of the call. */
 typedef struct {
     symbol *sym;
     merge_cand *heap;
     merge_node *nodes;
     int32_t *stack;
-    size_t cap;   /* symbols */
-    int32_t *ids; /* output */
+    size_t cap;        /* symbols */
+    int32_t *word_ids; /* ids of cached words, then of the word being encoded */
+    size_t n_word_ids, cap_word_ids;
+    cached_word *cache; /* open addressing, load <= 1/2; NULL for short texts */
+    uint32_t cache_mask, cache_used;
+    const char *base;  /* the normalized text the cache offsets refer to */
+    int32_t *ids;      /* output */
     int max_ids;
     int count;
 } encoder;
@@ -677,6 +734,21 @@ static inline void emit(encoder *e, int32_t id) {
     e->count++;
 }
 
+/* Room for n more word ids (a word of n bytes never gives more than n ids). */
+static int reserve_word_ids(encoder *e, size_t n) {
+    if (e->n_word_ids + n <= e->cap_word_ids) return GEMMA3_OK;
+    size_t cap = e->cap_word_ids ? e->cap_word_ids : 1024;
+    while (cap < e->n_word_ids + n) cap *= 2;
+    int32_t *v = realloc(e->word_ids, cap * sizeof *v);
+    if (!v) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (%zu ids)", cap);
+    e->word_ids = v;
+    e->cap_word_ids = cap;
+    return GEMMA3_OK;
+}
+
+static inline void push_id(encoder *e, int32_t id) { e->word_ids[e->n_word_ids++] = id; }
+
+/* Symbol, heap and merge-tree room for a word of n bytes (at most n characters). */
 static int grow(encoder *e, size_t n) {
     if (n <= e->cap) return GEMMA3_OK;
     size_t cap = e->cap ? e->cap : 64;
@@ -733,18 +805,18 @@ static inline void try_pair(const gemma3_tokenizer *t, encoder *e, const char *w
     const symbol *b = &e->sym[a->next];
     uint32_t size = a->len + b->len;
     int32_t id = lookup(t, w + a->start, size);
-    if (id < 0 || !mergeable(t->type[id])) return;
-    heap_push(e->heap, n_heap, (merge_cand){t->score[id], l, size, id});
+    if (id < 0 || !mergeable(t->piece[id].type)) return;
+    heap_push(e->heap, n_heap, (merge_cand){t->piece[id].score, l, size, id});
 }
 
 static void emit_symbol(const gemma3_tokenizer *t, encoder *e, const char *w, uint32_t start,
                         uint32_t len, int32_t id) {
     if (id >= 0) {
-        emit(e, id);
+        push_id(e, id);
     } else if (t->byte_fallback) {
-        for (uint32_t i = 0; i < len; i++) emit(e, t->byte_piece[(unsigned char)w[start + i]]);
+        for (uint32_t i = 0; i < len; i++) push_id(e, t->byte_piece[(unsigned char)w[start + i]]);
     } else {
-        emit(e, t->unk_id);
+        push_id(e, t->unk_id);
     }
 }
 
@@ -755,7 +827,7 @@ static void emit_tree(const gemma3_tokenizer *t, encoder *e, const char *w, int3
     e->stack[sp++] = root;
     while (sp > 0) {
         const merge_node *nd = &e->nodes[e->stack[--sp]];
-        if (nd->left >= 0 && nd->id >= 0 && t->type[nd->id] == G3_PIECE_UNUSED) {
+        if (nd->left >= 0 && nd->id >= 0 && t->piece[nd->id].type == G3_PIECE_UNUSED) {
             e->stack[sp++] = nd->right;
             e->stack[sp++] = nd->left;
         } else {
@@ -769,12 +841,13 @@ static void emit_tree(const gemma3_tokenizer *t, encoder *e, const char *w, int3
  * checked lazily when popped (a pair whose halves changed no longer adds up to its size), so the
  * whole word costs O(n log n) hash lookups and heap operations. */
 static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t n) {
-    if (n == 0) return GEMMA3_OK;
+    int rc = reserve_word_ids(e, n);
+    if (rc) return rc;
     if (n == 1 && (unsigned char)w[0] < 128) {
         emit_symbol(t, e, w, 0, 1, t->ascii_piece[(unsigned char)w[0]]);
         return GEMMA3_OK;
     }
-    int rc = grow(e, n);
+    rc = grow(e, n);
     if (rc) return rc;
     symbol *sym = e->sym;
     int32_t m = 0;
@@ -785,7 +858,7 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
             id = t->ascii_piece[(unsigned char)w[i]];
         } else {
             id = lookup(t, w + i, cl);
-            if (id >= 0 && !mergeable(t->type[id])) id = -1;
+            if (id >= 0 && !mergeable(t->piece[id].type)) id = -1;
         }
         sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, id, m};
         m++;
@@ -829,21 +902,69 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     return GEMMA3_OK;
 }
 
-/* Text between two matched user-defined pieces. When no piece can span a word boundary
- * (split_words) each word - a run starting at a '▁' that follows a non-'▁' character - is an
- * independent BPE problem. */
+static int cache_grow(encoder *e) {
+    uint32_t size = e->cache ? 2 * (e->cache_mask + 1) : 4096;
+    cached_word *c = malloc(size * sizeof *c);
+    if (!c) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (word cache)");
+    for (uint32_t i = 0; i < size; i++) c[i].len = 0;
+    if (e->cache) {
+        for (uint32_t i = 0; i <= e->cache_mask; i++) {
+            if (!e->cache[i].len) continue;
+            uint32_t j = e->cache[i].hash & (size - 1);
+            while (c[j].len) j = (j + 1) & (size - 1);
+            c[j] = e->cache[i];
+        }
+        free(e->cache);
+    }
+    e->cache = c;
+    e->cache_mask = size - 1;
+    return GEMMA3_OK;
+}
+
+/* One word through the cache: ids of a word seen before are copied, a new word runs BPE and
+ * (if short) is remembered. */
+static int encode_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t n) {
+    if (n == 0) return GEMMA3_OK;
+    uint32_t h = 0, slot = 0;
+    int cacheable = e->cache && n <= CACHE_MAX_WORD;
+    if (cacheable) {
+        h = hash_bytes(w, n);
+        for (slot = h & e->cache_mask; e->cache[slot].len; slot = (slot + 1) & e->cache_mask) {
+            const cached_word *c = &e->cache[slot];
+            if (c->hash == h && c->len == n && memcmp(e->base + c->off, w, n) == 0) {
+                for (uint32_t i = 0; i < c->n_ids; i++) emit(e, e->word_ids[c->ids + i]);
+                return GEMMA3_OK;
+            }
+        }
+    }
+    size_t first = e->n_word_ids;
+    int rc = bpe_word(t, e, w, n);
+    if (rc) return rc;
+    for (size_t i = first; i < e->n_word_ids; i++) emit(e, e->word_ids[i]);
+    if (!cacheable || e->n_word_ids > UINT32_MAX) {
+        e->n_word_ids = first;
+        return GEMMA3_OK;
+    }
+    e->cache[slot] = (cached_word){h, (uint32_t)n, (size_t)(w - e->base), (uint32_t)first,
+                                   (uint32_t)(e->n_word_ids - first)};
+    if (++e->cache_used * 2 > e->cache_mask + 1) return cache_grow(e);
+    return GEMMA3_OK;
+}
+
+/* Text between two matched user-defined pieces, cut into words before each '▁' that follows
+ * neither a '▁' nor a byte of joins_space: each word is an independent BPE problem. */
 static int encode_segment(const gemma3_tokenizer *t, encoder *e, const char *s, size_t n) {
-    if (!t->split_words) return bpe_word(t, e, s, n);
     size_t word = 0;
     for (size_t i = 1; i + 3 <= n; i++) {
         if (s[i] != SPACE_SYMBOL[0] || memcmp(s + i, SPACE_SYMBOL, 3) != 0) continue;
+        if (t->joins_space[(unsigned char)s[i - 1]]) continue;
         if (i >= 3 && memcmp(s + i - 3, SPACE_SYMBOL, 3) == 0) continue;
-        int rc = bpe_word(t, e, s + word, i - word);
+        int rc = encode_word(t, e, s + word, i - word);
         if (rc) return rc;
         word = i;
         i += 2;
     }
-    return bpe_word(t, e, s + word, n - word);
+    return encode_word(t, e, s + word, n - word);
 }
 
 /* Longest trie piece at s that may be matched (USER_DEFINED, or any with `special`); returns its
@@ -854,7 +975,7 @@ static size_t match_piece(const gemma3_tokenizer *t, const unsigned char *s, siz
     int32_t node = t->root_child[s[0]];
     for (size_t i = 1; node >= 0; i++) {
         int32_t pid = t->trie[node].id;
-        if (pid >= 0 && (special || t->type[pid] == G3_PIECE_USER_DEFINED)) {
+        if (pid >= 0 && (special || t->piece[pid].type == G3_PIECE_USER_DEFINED)) {
             best = i;
             *id = pid;
         }
@@ -912,9 +1033,10 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     char *norm = malloc(3 * len + 3);
     if (!norm) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (%zu bytes)", len);
     size_t n = normalize(tok, text, len, norm);
+    e.base = norm;
+    int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e) : GEMMA3_OK;
     int special = (flags & GEMMA3_TOK_PARSE_SPECIAL) != 0;
     const unsigned char *u = (const unsigned char *)norm;
-    int rc = GEMMA3_OK;
     size_t seg = 0;
     for (size_t i = 0; i < n && !rc;) {
         int32_t id;
@@ -934,6 +1056,8 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     free(e.heap);
     free(e.nodes);
     free(e.stack);
+    free(e.word_ids);
+    free(e.cache);
     return rc ? rc : e.count;
 }
 
@@ -1012,17 +1136,17 @@ static void dec_byte(gemma3_decoder *d, unsigned char c, sink *o) {
 /* The text of one id through the decoder. Pieces are stored with U+2581 for spaces; the dummy
  * prefix space that encode added (add_dummy_prefix) is dropped at the start of the text. */
 static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, sink *o) {
-    int ty = t->type[id];
+    int ty = t->piece[id].type;
     if (ty == G3_PIECE_CONTROL) return;
     if (ty == G3_PIECE_BYTE) {
-        int b = byte_piece_value(t->text + t->off[id], t->len[id]);
+        int b = byte_piece_value(t->text + t->piece[id].off, t->piece[id].len);
         unsigned char c = (unsigned char)b;
         dec_byte(d, c, o);
         d->started = 1;
         return;
     }
-    const char *s = ty == G3_PIECE_UNKNOWN ? t->unk_surface : t->text + t->off[id];
-    size_t n = ty == G3_PIECE_UNKNOWN ? t->unk_surface_len : t->len[id];
+    const char *s = ty == G3_PIECE_UNKNOWN ? t->unk_surface : t->text + t->piece[id].off;
+    size_t n = ty == G3_PIECE_UNKNOWN ? t->unk_surface_len : t->piece[id].len;
     size_t i = 0;
     if (!d->started && t->add_dummy_prefix && ty != G3_PIECE_UNKNOWN) {
         if (n >= 3 && memcmp(s, SPACE_SYMBOL, 3) == 0) i = 3;

@@ -161,6 +161,34 @@ static void test_public_cases(const gemma3_tokenizer *tok) {
         free(ids);
     }
     CHECK_MSG(mismatches == 0, "%d of %d cases differ from the reference ids", mismatches, n);
+
+    /* all cases in one long text, separated by <start_of_turn> (a user-defined piece, so a
+     * boundary): the long-text path (word cache, many words per call) must give the same ids */
+    size_t total = 0;
+    int total_ids = 0;
+    for (int k = 0; k < n; k++) total += cases[k].len + 15, total_ids += cases[k].n_ids + 1;
+    char *all = malloc(total);
+    int32_t *want = malloc((size_t)total_ids * sizeof *want);
+    size_t pos = 0;
+    int n_want = 0;
+    for (int k = 0; k < n; k++) {
+        memcpy(all + pos, cases[k].text, cases[k].len);
+        memcpy(all + pos + cases[k].len, "<start_of_turn>", 15);
+        pos += cases[k].len + 15;
+        memcpy(want + n_want, cases[k].ids, (size_t)cases[k].n_ids * sizeof *want);
+        n_want += cases[k].n_ids;
+        want[n_want++] = 105;
+    }
+    int n_all;
+    int32_t *got_all = encode_alloc(tok, all, total, GEMMA3_TOK_PARSE_SPECIAL, &n_all);
+    int first_diff = -1;
+    for (int i = 0; i < n_all && i < n_want && first_diff < 0; i++)
+        if (got_all[i] != want[i]) first_diff = i;
+    CHECK_MSG(n_all == n_want && first_diff < 0, "joined cases: %d ids (want %d), first diff at %d",
+              n_all, n_want, first_diff);
+    free(got_all);
+    free(want);
+    free(all);
     CHECK_MSG(roundtrip_checked >= 1320, "only %d round-trip cases", roundtrip_checked);
     CHECK_MSG(roundtrip_fail == 0, "%d of %d cases do not round-trip", roundtrip_fail,
               roundtrip_checked);
