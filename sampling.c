@@ -420,8 +420,43 @@ static void keep_prefix_of_tmp(gemma3_sampler *s, int m) {
     s->id_order = (m <= 1);
 }
 
+/* Sorts the whole list into the total order: a stable LSD radix sort (3 passes of 11 bits) on
+ * the inverted float keys of a list in ascending id order, so equal logits stay in id order. */
+static void sort_all(gemma3_sampler *s) {
+    int n = s->n_cand;
+    if (!s->id_order) radix_sort_ids(s->cand, s->ids_tmp, n);
+    uint32_t *k = s->keys, *kt = s->keys_tmp;
+    int32_t *c = s->cand, *ct = s->ids_tmp;
+    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(s->logits[c[j]]);
+    uint32_t cnt[2048];
+    for (int sh = 0; sh < 32; sh += 11) {
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < n; j++) cnt[(k[j] >> sh) & 2047]++;
+        uint32_t sum = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t t = cnt[b];
+            cnt[b] = sum;
+            sum += t;
+        }
+        for (int j = 0; j < n; j++) {
+            uint32_t d = cnt[(k[j] >> sh) & 2047]++;
+            kt[d] = k[j];
+            ct[d] = c[j];
+        }
+        uint32_t *tk = k; k = kt; kt = tk;
+        int32_t *tc = c; c = ct; ct = tc;
+    }
+    if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
+    s->sorted = 1;
+    s->id_order = n <= 1;
+}
+
 static void ensure_sorted(gemma3_sampler *s) {
     if (s->sorted || s->n_cand == 0) return;
+    if (s->n_cand > 512) {
+        sort_all(s);
+        return;
+    }
     select_top(s, s->n_cand);
     keep_prefix_of_tmp(s, s->n_cand);
 }
@@ -613,26 +648,32 @@ static void top_p(gemma3_sampler *s, float p) {
         keep_above_and_ties(s, t, ties);
         return;
     }
-    /* sort path: walk a sorted prefix; grow the heap-selected prefix until it crosses */
+    /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
+     * model distributions), else the whole list sorted */
     for (int j = 0; j < n; j++) total += g3_fixed_mass(s->logits[s->cand[j]], lmax);
     uint64_t target = scale_floor(p, total);
     if (target == 0) { top_k(s, floor_keep); return; }
-    int m = s->sorted ? n : (n < 256 ? n : 256), keep = n;
-    for (;;) {
-        const int32_t *order = s->sorted ? s->cand : s->ids_tmp;
-        if (!s->sorted) select_top(s, m);
+    if (!s->sorted && n > 256) {
+        select_top(s, 256);
         uint64_t cum = 0;
-        int found = 0;
-        for (int j = 0; j < m; j++) {
-            cum += g3_fixed_mass(s->logits[order[j]], lmax);
-            if (cum >= target) { keep = j + 1; found = 1; break; }
+        for (int j = 0; j < 256; j++) {
+            cum += g3_fixed_mass(s->logits[s->ids_tmp[j]], lmax);
+            if (cum >= target) {
+                if (j + 1 < floor_keep) break;
+                keep_prefix_of_tmp(s, j + 1);
+                return;
+            }
         }
-        if (found || m == n) break;
-        m = m > n / 8 ? n : m * 8;
     }
-    if (keep < floor_keep) { top_k(s, floor_keep); return; }
-    if (s->sorted) s->n_cand = keep;
-    else keep_prefix_of_tmp(s, keep);
+    ensure_sorted(s);
+    uint64_t cum = 0;
+    int keep = n;
+    for (int j = 0; j < n; j++) {
+        cum += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        if (cum >= target) { keep = j + 1; break; }
+    }
+    if (keep < floor_keep) keep = floor_keep < n ? floor_keep : n;
+    s->n_cand = keep;
 }
 
 /* Min-p: keep p_i >= m * p_max, evaluated as l_i >= lmax + ln m in double (no softmax needed).
@@ -1053,6 +1094,20 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
         }
     }
     return tok >= 0 ? tok : fallback(s, logits);
+}
+
+int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params) {
+    int rc = validate(params, s->n_vocab);
+    if (rc != GEMMA3_OK) return rc;
+    int rep = resolve_last_n(params, params->repeat_last_n);
+    int dry = resolve_last_n(params, params->dry_penalty_last_n);
+    if (rep > s->hist_cap || dry > s->hist_cap)
+        return g3_error(GEMMA3_ERR_ARG, "sampler: a last_n window larger than at init (%d)", s->hist_cap);
+    uint32_t seed = params->seed == GEMMA3_SEED_RANDOM ? s->seed : params->seed;
+    s->p = *params;
+    s->seed = seed;
+    s->mu = 2.0f * params->mirostat_tau;
+    return GEMMA3_OK;
 }
 
 int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, int32_t *ids) {

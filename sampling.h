@@ -68,6 +68,10 @@ uint64_t g3_fixed_mass(float l, float lmax);
  * selection: tests compare the two. Greedy/mirostat params are not supported here (ERR_ARG). */
 int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, int32_t *ids);
 
+/* Replaces the parameters of a live sampler without reallocating (tests run thousands of
+ * configurations); the history windows must fit the buffers sized at init. */
+int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params);
+
 /* Working logits after the chain ran in the last g3_sampler_kept / gemma3_sampler_sample call
  * (by token id, [n_vocab]): the tests compute the exact distribution over the kept set from it. */
 const float *g3_sampler_work_logits(const gemma3_sampler *s);
