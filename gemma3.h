@@ -167,7 +167,140 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
                        int add_bos, int add_generation_prompt, int32_t *ids, int max_ids);
 
 /* ---- sampling ---------------------------------------------------------------------------- */
-/* (section owned by sampling.c) */
+/* A sampler turns a logits vector into a token id. It knows nothing of the model: logits
+ * [n_vocab], the recent token history (gemma3_sampler_accept) and parameters in, a token out.
+ *
+ *   gemma3_sampler_params sp = gemma3_sampler_default_params();  // Gemma: T 1, top-k 64, top-p 0.95
+ *   gemma3_sampler *smp;
+ *   gemma3_sampler_init(&sp, info.vocab_size, &smp);
+ *   int32_t tok = gemma3_sampler_sample(smp, gemma3_session_logits(s), gemma3_session_pos(s));
+ *   gemma3_sampler_accept(smp, tok);
+ *
+ * Chain. Logit bias (and --ignore-eos) always runs first; then the samplers of `samplers[]` in
+ * order (llama.cpp's names and --sampling-seq letters, below); then the final draw: a CDF walk
+ * (mode CDF) or argmax(logit + Gumbel noise) (mode GUMBEL), both exact draws from the softmax of
+ * the surviving logits. The default chain is "edtskympx": penalties, DRY, temperature, top-n-sigma,
+ * top-k, typical, min-p, top-p, XTC (temperature BEFORE the filters, as HF transformers does);
+ * GEMMA3_SAMPLER_SEQ_LLAMA gives llama.cpp's order exactly (temperature last). Samplers whose
+ * parameters say "off" do nothing. Mirostat 1/2 replaces the chain by bias -> temperature ->
+ * mirostat, as llama.cpp does.
+ *
+ * Greedy. temperature == 0 returns the argmax (lowest id on ties) of the logits after bias,
+ * penalties and DRY; the truncation samplers and XTC are skipped and no random number is used.
+ *
+ * Randomness is a pure function of (seed, position, purpose, token id): the same seed and
+ * position give the same draw, whatever happened before (re-running a step reproduces it).
+ * Mirostat's mu is the only state that sampling itself updates (gemma3_sampler_reset restores it).
+ *
+ * Non-finite logits, documented rules: NaN counts as -inf. If any logit (after bias) is +inf,
+ * the +inf tokens share all the mass uniformly (the limit of the softmax) and the others get
+ * none. -inf tokens (bans) are never drawn. If nothing finite is left (all -inf or NaN), the
+ * sampler returns the argmax of the caller's raw logits ignoring NaN and bias (lowest id), or 0
+ * when every logit is NaN. top_k > n_vocab keeps everything; top_p 0 keeps the top token, 1 is
+ * off; min_p > 1 keeps the top token. The result is always in [0, n_vocab). */
+typedef struct gemma3_sampler gemma3_sampler;
+
+enum gemma3_sampler_type {       /* --samplers name, --sampling-seq letter */
+    GEMMA3_SAMPLER_PENALTIES,    /* penalties     e: repeat, frequency, presence */
+    GEMMA3_SAMPLER_DRY,          /* dry           d */
+    GEMMA3_SAMPLER_TOP_N_SIGMA,  /* top_n_sigma   s */
+    GEMMA3_SAMPLER_TOP_K,        /* top_k         k */
+    GEMMA3_SAMPLER_TYPICAL_P,    /* typ_p         y */
+    GEMMA3_SAMPLER_TOP_P,        /* top_p         p */
+    GEMMA3_SAMPLER_MIN_P,        /* min_p         m */
+    GEMMA3_SAMPLER_XTC,          /* xtc           x */
+    GEMMA3_SAMPLER_TEMPERATURE,  /* temperature   t (with dynamic temperature) */
+    GEMMA3_SAMPLER_N_TYPES
+};
+#define GEMMA3_SAMPLER_SEQ_DEFAULT "edtskympx"
+#define GEMMA3_SAMPLER_SEQ_LLAMA "edskypmxt"
+
+enum gemma3_sampler_mode { GEMMA3_SAMPLER_MODE_CDF = 0, GEMMA3_SAMPLER_MODE_GUMBEL = 1 };
+
+#define GEMMA3_SEED_RANDOM 0xFFFFFFFFu   /* seed value meaning "pick one" (llama.cpp's default) */
+#define GEMMA3_SAMPLER_MAX_CHAIN 16
+#define GEMMA3_SAMPLER_MAX_BIAS 256
+#define GEMMA3_SAMPLER_MAX_BREAKERS 16
+#define GEMMA3_SAMPLER_MAX_BREAKER_LEN 20
+#define GEMMA3_SAMPLER_MAX_EOS 8
+
+typedef struct gemma3_logit_bias {
+    int32_t token;
+    float bias;                  /* -INFINITY bans the token */
+} gemma3_logit_bias;
+
+/* Every field has llama.cpp's meaning; "off" values in brackets. A plain struct: fill it, pass it
+ * to gemma3_sampler_init (which copies it). */
+typedef struct gemma3_sampler_params {
+    uint32_t seed;               /* GEMMA3_SEED_RANDOM: from /dev/urandom; read the result back
+                                    with gemma3_sampler_seed */
+    int mode;                    /* enum gemma3_sampler_mode */
+    float temperature;           /* 1.0; 0 = greedy */
+    int top_k;                   /* 64 [<= 0] */
+    float top_p;                 /* 0.95 [>= 1] */
+    float min_p;                 /* 0 [<= 0] */
+    float typical_p;             /* 1 [>= 1] */
+    float top_n_sigma;           /* -1 [<= 0] */
+    int min_keep;                /* 0: floor on what top-p, min-p, typical and XTC keep */
+    float repeat_penalty;        /* 1 [== 1] */
+    int repeat_last_n;           /* 64; 0 = off, -1 = n_ctx */
+    float frequency_penalty;     /* 0 */
+    float presence_penalty;      /* 0 */
+    float dry_multiplier;        /* 0 [== 0] */
+    float dry_base;              /* 1.75 [< 1 disables DRY] */
+    int dry_allowed_length;      /* 2 */
+    int dry_penalty_last_n;      /* -1 = n_ctx; 0 = off */
+    /* DRY sequence breakers as token-id sequences (sampling knows no tokenizer: the CLI encodes
+     * llama.cpp's default strings "\n" ":" "\"" "*" or the user's). A match never extends back
+     * across a breaker, and a token that is a one-token breaker is never penalised. */
+    int n_dry_breakers;
+    int dry_breaker_len[GEMMA3_SAMPLER_MAX_BREAKERS];
+    int32_t dry_breakers[GEMMA3_SAMPLER_MAX_BREAKERS][GEMMA3_SAMPLER_MAX_BREAKER_LEN];
+    float xtc_probability;       /* 0 [<= 0] */
+    float xtc_threshold;         /* 0.1 [> 0.5] */
+    float dynatemp_range;        /* 0 [<= 0] */
+    float dynatemp_exponent;     /* 1 */
+    int mirostat;                /* 0 = off, 1 = v1, 2 = v2 */
+    float mirostat_tau;          /* 5 (target surprise, bits) */
+    float mirostat_eta;          /* 0.1 (learning rate) */
+    int n_ctx;                   /* window for last_n == -1; 0 = 4096 */
+    int n_logit_bias;
+    gemma3_logit_bias logit_bias[GEMMA3_SAMPLER_MAX_BIAS];
+    int ignore_eos;              /* 1: every eos_ids[] token gets a -inf bias */
+    int n_eos;
+    int32_t eos_ids[GEMMA3_SAMPLER_MAX_EOS];
+    int n_samplers;              /* the chain, enum gemma3_sampler_type values, in order */
+    int samplers[GEMMA3_SAMPLER_MAX_CHAIN];
+} gemma3_sampler_params;
+
+gemma3_sampler_params gemma3_sampler_default_params(void);
+
+/* Validates params (GEMMA3_ERR_ARG naming the field and its range) and allocates every buffer,
+ * sized to n_vocab, once: sampling itself never allocates. */
+int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3_sampler **out);
+void gemma3_sampler_free(gemma3_sampler *s);
+
+/* Appends a token to the history the penalties and DRY look at (prompt tokens too, if the caller
+ * wants them counted, as llama.cpp's --repeat-last-n does). GEMMA3_ERR_ARG if out of range. */
+int gemma3_sampler_accept(gemma3_sampler *s, int32_t token);
+
+/* Draws the token at absolute position `position` (the RNG counter) from logits [n_vocab],
+ * which are not modified. Returns a token id in [0, n_vocab), or GEMMA3_ERR_ARG for NULL args. */
+int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position);
+
+/* Forgets the history and restores mirostat's mu (2 * tau). The seed is kept. */
+void gemma3_sampler_reset(gemma3_sampler *s);
+
+/* The seed in use (resolved when params.seed was GEMMA3_SEED_RANDOM), so a run can be replayed. */
+uint32_t gemma3_sampler_seed(const gemma3_sampler *s);
+
+/* Set params->samplers from --sampling-seq letters ("edskypmxt") or from --samplers names
+ * separated by ';' (llama.cpp's names and aliases: "top_k;top-p;temperature"). The single words
+ * "llama.cpp" / "default" select the presets. GEMMA3_ERR_ARG names the unknown letter or name. */
+int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *params);
+int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *params);
+/* llama.cpp's canonical name of a sampler type ("top_k"), or "?" */
+const char *gemma3_sampler_type_name(int type);
 
 #ifdef __cplusplus
 }

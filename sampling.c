@@ -1,0 +1,1124 @@
+/* sampling.c - logits in, token id out: penalties, DRY, temperature, top-k/top-p/min-p,
+ * typical, top-n-sigma, XTC, mirostat, and an exact final draw (CDF walk or Gumbel-max).
+ *
+ * The working state of one call is a copy of the logits (by token id) and a list of candidate
+ * ids. Each sampler of the chain rewrites logits and/or shrinks the list. Two flags describe the
+ * list: `sorted` (in the total order: logit descending, id ascending) and `id_order` (ascending
+ * ids). Every sum that feeds a decision (entropy, mean, softmax normaliser) is taken in ascending
+ * id order, and every sort uses a total order, so a sampler gives the same answer whatever order
+ * the list is in: this is what lets the CDF path (sorting, heap selection) and the Gumbel path
+ * (radix selection) keep bit-identical sets (sampling-reference.md §3).
+ *
+ * Top-p decisions use fixed-point masses q_i = round(exp(l_i - lmax) * 2^40): integer sums are
+ * associative, so the heap walk and the radix walk agree on the boundary token exactly. The
+ * draw itself uses the true double weights (the two differ by < 2^-40 relative). */
+#define _POSIX_C_SOURCE 200809L
+#include "sampling.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define RADIX_BUCKETS 2048
+
+struct gemma3_sampler {
+    gemma3_sampler_params p;
+    int n_vocab;
+    uint32_t seed;
+    float mu;                 /* mirostat state, starts at 2 tau */
+
+    /* history ring for penalties and DRY */
+    int32_t *hist;            /* [hist_cap] */
+    int hist_cap, hist_len, hist_head; /* head = next write slot */
+
+    /* working state of one call; every buffer [n_vocab] */
+    float *logits;            /* by token id */
+    int32_t *cand;            /* candidate ids, n_cand of them */
+    int n_cand;
+    int sorted, id_order;
+    int32_t *ids_tmp;         /* heap / sorted prefix / tie list */
+    int32_t *ids_tmp2;        /* ids in ascending order for sums */
+    uint32_t *keys, *keys_tmp;
+    uint64_t *mass, *mass_tmp;
+    double *w;                /* weights for the CDF walk, probabilities for typical/XTC */
+    int32_t *counts;          /* token counts (penalties), DRY match lengths; all-zero between uses */
+    int32_t *touched;         /* [hist_cap]: tokens whose count is non-zero */
+    int32_t *dry_ctx;         /* [hist_cap] */
+    int32_t *dry_z;           /* [hist_cap] */
+    struct scored { double score; int32_t id; } *scored; /* typical-p */
+    uint32_t hist_bins[RADIX_BUCKETS];
+    uint64_t hist_mass[RADIX_BUCKETS];
+};
+
+/* ================================ randomness ================================================ */
+
+double g3_gumbel(uint64_t bits) { return -log(-log(g3_uniform32(bits))); }
+
+double g3_gumbel_max(void) { return g3_gumbel(0xffffffffull << 32); }
+
+static uint32_t random_seed(void) {
+    uint32_t seed = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&seed, sizeof seed, 1, f) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (uint32_t)g3_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)getpid());
+    }
+    if (f) fclose(f);
+    return seed == GEMMA3_SEED_RANDOM ? 0 : seed;
+}
+
+/* ================================ parameters ================================================ */
+
+static const char seq_letters[GEMMA3_SAMPLER_N_TYPES] = {'e', 'd', 's', 'k', 'y', 'p', 'm', 'x', 't'};
+static const char *const type_names[GEMMA3_SAMPLER_N_TYPES] = {
+    "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
+
+const char *gemma3_sampler_type_name(int type) {
+    return type >= 0 && type < GEMMA3_SAMPLER_N_TYPES ? type_names[type] : "?";
+}
+
+int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *params) {
+    if (!letters || !params) return g3_error(GEMMA3_ERR_ARG, "sampling-seq: NULL argument");
+    if (strcmp(letters, "llama.cpp") == 0 || strcmp(letters, "llama") == 0)
+        letters = GEMMA3_SAMPLER_SEQ_LLAMA;
+    else if (strcmp(letters, "default") == 0)
+        letters = GEMMA3_SAMPLER_SEQ_DEFAULT;
+    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    for (const char *c = letters; *c; c++) {
+        int t = 0;
+        while (t < GEMMA3_SAMPLER_N_TYPES && seq_letters[t] != *c) t++;
+        if (t == GEMMA3_SAMPLER_N_TYPES)
+            return g3_error(GEMMA3_ERR_ARG, "sampling-seq: unknown sampler letter '%c' (known: edskypmxt)", *c);
+        if (n == GEMMA3_SAMPLER_MAX_CHAIN)
+            return g3_error(GEMMA3_ERR_ARG, "sampling-seq: more than %d samplers", GEMMA3_SAMPLER_MAX_CHAIN);
+        types[n++] = t;
+    }
+    params->n_samplers = n;
+    memcpy(params->samplers, types, (size_t)n * sizeof *types);
+    return GEMMA3_OK;
+}
+
+/* llama.cpp's canonical names plus the aliases its --samplers accepts. */
+static int type_from_name(const char *name, size_t len) {
+    static const struct { const char *name; int type; } names[] = {
+        {"penalties", GEMMA3_SAMPLER_PENALTIES},     {"dry", GEMMA3_SAMPLER_DRY},
+        {"top_n_sigma", GEMMA3_SAMPLER_TOP_N_SIGMA}, {"top-n-sigma", GEMMA3_SAMPLER_TOP_N_SIGMA},
+        {"top_k", GEMMA3_SAMPLER_TOP_K},             {"top-k", GEMMA3_SAMPLER_TOP_K},
+        {"typ_p", GEMMA3_SAMPLER_TYPICAL_P},         {"typical_p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typical-p", GEMMA3_SAMPLER_TYPICAL_P},     {"typ-p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typ", GEMMA3_SAMPLER_TYPICAL_P},           {"typical", GEMMA3_SAMPLER_TYPICAL_P},
+        {"top_p", GEMMA3_SAMPLER_TOP_P},             {"top-p", GEMMA3_SAMPLER_TOP_P},
+        {"nucleus", GEMMA3_SAMPLER_TOP_P},           {"min_p", GEMMA3_SAMPLER_MIN_P},
+        {"min-p", GEMMA3_SAMPLER_MIN_P},             {"xtc", GEMMA3_SAMPLER_XTC},
+        {"temperature", GEMMA3_SAMPLER_TEMPERATURE}, {"temp", GEMMA3_SAMPLER_TEMPERATURE},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0) return names[i].type;
+    return -1;
+}
+
+int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *params) {
+    if (!names || !params) return g3_error(GEMMA3_ERR_ARG, "samplers: NULL argument");
+    if (strcmp(names, "llama.cpp") == 0 || strcmp(names, "llama") == 0 || strcmp(names, "default") == 0)
+        return gemma3_sampler_chain_from_seq(names, params);
+    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    const char *p = names;
+    while (*p) {
+        size_t len = strcspn(p, ";");
+        if (len > 0) {
+            int t = type_from_name(p, len);
+            if (t < 0)
+                return g3_error(GEMMA3_ERR_ARG, "samplers: unknown sampler '%.*s' (known: penalties;dry;"
+                                "top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", (int)len, p);
+            if (n == GEMMA3_SAMPLER_MAX_CHAIN)
+                return g3_error(GEMMA3_ERR_ARG, "samplers: more than %d samplers", GEMMA3_SAMPLER_MAX_CHAIN);
+            types[n++] = t;
+        }
+        p += len;
+        if (*p == ';') p++;
+    }
+    params->n_samplers = n;
+    memcpy(params->samplers, types, (size_t)n * sizeof *types);
+    return GEMMA3_OK;
+}
+
+gemma3_sampler_params gemma3_sampler_default_params(void) {
+    gemma3_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.seed = GEMMA3_SEED_RANDOM;
+    p.mode = GEMMA3_SAMPLER_MODE_CDF;
+    p.temperature = 1.0f; /* Gemma 3's generation_config.json: T 1, top-k 64, top-p 0.95 */
+    p.top_k = 64;
+    p.top_p = 0.95f;
+    p.min_p = 0.0f;
+    p.typical_p = 1.0f;
+    p.top_n_sigma = -1.0f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.dry_base = 1.75f;
+    p.dry_allowed_length = 2;
+    p.dry_penalty_last_n = -1;
+    p.xtc_threshold = 0.10f;
+    p.dynatemp_exponent = 1.0f;
+    p.mirostat_tau = 5.0f;
+    p.mirostat_eta = 0.1f;
+    gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_DEFAULT, &p);
+    return p;
+}
+
+#define CHECK_RANGE(cond, field, range)                                                      \
+    do {                                                                                     \
+        if (!(cond)) return g3_error(GEMMA3_ERR_ARG, "sampler: %s out of range (%s)", field, range); \
+    } while (0)
+
+static int validate(const gemma3_sampler_params *p, int n_vocab) {
+    CHECK_RANGE(p->mode == GEMMA3_SAMPLER_MODE_CDF || p->mode == GEMMA3_SAMPLER_MODE_GUMBEL, "mode", "0 cdf, 1 gumbel");
+    CHECK_RANGE(isfinite(p->temperature) && p->temperature >= 0, "temperature", ">= 0");
+    CHECK_RANGE(p->top_p >= 0 && p->top_p <= 1, "top_p", "[0, 1]");
+    CHECK_RANGE(isfinite(p->min_p) && p->min_p >= 0, "min_p", ">= 0");
+    CHECK_RANGE(isfinite(p->typical_p) && p->typical_p >= 0, "typical_p", ">= 0");
+    CHECK_RANGE(isfinite(p->top_n_sigma), "top_n_sigma", "finite");
+    CHECK_RANGE(p->min_keep >= 0, "min_keep", ">= 0");
+    CHECK_RANGE(isfinite(p->repeat_penalty) && p->repeat_penalty > 0, "repeat_penalty", "> 0");
+    CHECK_RANGE(p->repeat_last_n >= -1, "repeat_last_n", ">= -1");
+    CHECK_RANGE(isfinite(p->frequency_penalty) && isfinite(p->presence_penalty), "frequency/presence_penalty", "finite");
+    CHECK_RANGE(isfinite(p->dry_multiplier) && p->dry_multiplier >= 0, "dry_multiplier", ">= 0");
+    CHECK_RANGE(isfinite(p->dry_base) && p->dry_base >= 0, "dry_base", ">= 0");
+    CHECK_RANGE(p->dry_allowed_length >= 0, "dry_allowed_length", ">= 0");
+    CHECK_RANGE(p->dry_penalty_last_n >= -1, "dry_penalty_last_n", ">= -1");
+    CHECK_RANGE(p->n_dry_breakers >= 0 && p->n_dry_breakers <= GEMMA3_SAMPLER_MAX_BREAKERS, "n_dry_breakers", "[0, 16]");
+    for (int b = 0; b < p->n_dry_breakers; b++) {
+        CHECK_RANGE(p->dry_breaker_len[b] >= 1 && p->dry_breaker_len[b] <= GEMMA3_SAMPLER_MAX_BREAKER_LEN,
+                    "dry_breaker_len", "[1, 20]");
+        for (int j = 0; j < p->dry_breaker_len[b]; j++)
+            CHECK_RANGE(p->dry_breakers[b][j] >= 0 && p->dry_breakers[b][j] < n_vocab, "dry_breakers token", "[0, n_vocab)");
+    }
+    CHECK_RANGE(p->xtc_probability >= 0 && p->xtc_probability <= 1, "xtc_probability", "[0, 1]");
+    CHECK_RANGE(p->xtc_threshold >= 0 && p->xtc_threshold <= 1, "xtc_threshold", "[0, 1]");
+    CHECK_RANGE(isfinite(p->dynatemp_range) && p->dynatemp_range >= 0, "dynatemp_range", ">= 0");
+    CHECK_RANGE(isfinite(p->dynatemp_exponent) && p->dynatemp_exponent >= 0, "dynatemp_exponent", ">= 0");
+    CHECK_RANGE(p->mirostat >= 0 && p->mirostat <= 2, "mirostat", "0, 1, 2");
+    CHECK_RANGE(isfinite(p->mirostat_tau) && p->mirostat_tau >= 0, "mirostat_tau", ">= 0");
+    CHECK_RANGE(isfinite(p->mirostat_eta) && p->mirostat_eta >= 0, "mirostat_eta", ">= 0");
+    CHECK_RANGE(p->n_ctx >= 0, "n_ctx", ">= 0");
+    CHECK_RANGE(p->n_logit_bias >= 0 && p->n_logit_bias <= GEMMA3_SAMPLER_MAX_BIAS, "n_logit_bias", "[0, 256]");
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= n_vocab)
+            return g3_error(GEMMA3_ERR_ARG, "sampler: logit bias token %d out of range [0, %d)",
+                            (int)p->logit_bias[i].token, n_vocab);
+        CHECK_RANGE(!isnan(p->logit_bias[i].bias), "logit bias", "not NaN");
+    }
+    CHECK_RANGE(p->n_eos >= 0 && p->n_eos <= GEMMA3_SAMPLER_MAX_EOS, "n_eos", "[0, 8]");
+    for (int i = 0; i < p->n_eos; i++)
+        if (p->eos_ids[i] < 0 || p->eos_ids[i] >= n_vocab)
+            return g3_error(GEMMA3_ERR_ARG, "sampler: eos id %d out of range [0, %d)", (int)p->eos_ids[i], n_vocab);
+    CHECK_RANGE(p->n_samplers >= 0 && p->n_samplers <= GEMMA3_SAMPLER_MAX_CHAIN, "n_samplers", "[0, 16]");
+    for (int i = 0; i < p->n_samplers; i++)
+        CHECK_RANGE(p->samplers[i] >= 0 && p->samplers[i] < GEMMA3_SAMPLER_N_TYPES, "samplers[]", "a gemma3_sampler_type");
+    return GEMMA3_OK;
+}
+
+/* A last_n of -1 means "the context size"; 0 means off. */
+static int resolve_last_n(const gemma3_sampler_params *p, int last_n) {
+    return last_n < 0 ? (p->n_ctx > 0 ? p->n_ctx : 4096) : last_n;
+}
+
+int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3_sampler **out) {
+    if (!out) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL out pointer");
+    *out = NULL;
+    if (!params) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL params");
+    if (n_vocab < 1) return g3_error(GEMMA3_ERR_ARG, "sampler: n_vocab %d must be >= 1", n_vocab);
+    int rc = validate(params, n_vocab);
+    if (rc != GEMMA3_OK) return rc;
+    gemma3_sampler *s = calloc(1, sizeof *s);
+    if (!s) return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory");
+    s->p = *params;
+    s->n_vocab = n_vocab;
+    s->seed = params->seed == GEMMA3_SEED_RANDOM ? random_seed() : params->seed;
+    s->mu = 2.0f * params->mirostat_tau;
+    int rep = resolve_last_n(params, params->repeat_last_n);
+    int dry = resolve_last_n(params, params->dry_penalty_last_n);
+    s->hist_cap = rep > dry ? rep : dry;
+    if (s->hist_cap < 1) s->hist_cap = 1;
+    size_t V = (size_t)n_vocab, H = (size_t)s->hist_cap;
+    s->hist = g3_alloc_aligned(H * sizeof *s->hist);
+    s->touched = g3_alloc_aligned(H * sizeof *s->touched);
+    s->dry_ctx = g3_alloc_aligned(H * sizeof *s->dry_ctx);
+    s->dry_z = g3_alloc_aligned(H * sizeof *s->dry_z);
+    s->logits = g3_alloc_aligned(V * sizeof *s->logits);
+    s->cand = g3_alloc_aligned(V * sizeof *s->cand);
+    s->ids_tmp = g3_alloc_aligned(V * sizeof *s->ids_tmp);
+    s->ids_tmp2 = g3_alloc_aligned(V * sizeof *s->ids_tmp2);
+    s->keys = g3_alloc_aligned(V * sizeof *s->keys);
+    s->keys_tmp = g3_alloc_aligned(V * sizeof *s->keys_tmp);
+    s->mass = g3_alloc_aligned(V * sizeof *s->mass);
+    s->mass_tmp = g3_alloc_aligned(V * sizeof *s->mass_tmp);
+    s->w = g3_alloc_aligned(V * sizeof *s->w);
+    s->counts = g3_alloc_aligned(V * sizeof *s->counts);
+    s->scored = g3_alloc_aligned(V * sizeof *s->scored);
+    if (!s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
+        !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp ||
+        !s->w || !s->counts || !s->scored) {
+        gemma3_sampler_free(s);
+        return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
+    }
+    *out = s;
+    return GEMMA3_OK;
+}
+
+void gemma3_sampler_free(gemma3_sampler *s) {
+    if (!s) return;
+    g3_free_aligned(s->hist);
+    g3_free_aligned(s->touched);
+    g3_free_aligned(s->dry_ctx);
+    g3_free_aligned(s->dry_z);
+    g3_free_aligned(s->logits);
+    g3_free_aligned(s->cand);
+    g3_free_aligned(s->ids_tmp);
+    g3_free_aligned(s->ids_tmp2);
+    g3_free_aligned(s->keys);
+    g3_free_aligned(s->keys_tmp);
+    g3_free_aligned(s->mass);
+    g3_free_aligned(s->mass_tmp);
+    g3_free_aligned(s->w);
+    g3_free_aligned(s->counts);
+    g3_free_aligned(s->scored);
+    free(s);
+}
+
+int gemma3_sampler_accept(gemma3_sampler *s, int32_t token) {
+    if (!s) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL sampler");
+    if (token < 0 || token >= s->n_vocab)
+        return g3_error(GEMMA3_ERR_ARG, "sampler: accepted token %d out of range [0, %d)", (int)token, s->n_vocab);
+    s->hist[s->hist_head] = token;
+    s->hist_head = (s->hist_head + 1) % s->hist_cap;
+    if (s->hist_len < s->hist_cap) s->hist_len++;
+    return GEMMA3_OK;
+}
+
+void gemma3_sampler_reset(gemma3_sampler *s) {
+    if (!s) return;
+    s->hist_len = s->hist_head = 0;
+    s->mu = 2.0f * s->p.mirostat_tau;
+}
+
+uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; }
+const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
+float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
+
+/* The last n accepted tokens, oldest first, into dst. */
+static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
+    if (n > s->hist_len) n = s->hist_len;
+    int start = (s->hist_head - n + s->hist_cap) % s->hist_cap;
+    for (int j = 0; j < n; j++) dst[j] = s->hist[(start + j) % s->hist_cap];
+    return n;
+}
+
+/* ================================ helpers on the candidate list ============================= */
+
+/* Total order of the sort path: a before b iff logit greater, or equal and id smaller. */
+static inline int before(const float *l, int32_t a, int32_t b) {
+    return l[a] > l[b] || (l[a] == l[b] && a < b);
+}
+
+static float cand_max(const gemma3_sampler *s) {
+    if (s->sorted) return s->logits[s->cand[0]];
+    float m = -INFINITY;
+    for (int j = 0; j < s->n_cand; j++) m = fmaxf(m, s->logits[s->cand[j]]);
+    return m;
+}
+
+/* LSD radix sort of non-negative ids, 11-bit digits, as many passes as the largest id needs. */
+static void radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
+    uint32_t cnt[2048], top = 0;
+    for (int j = 0; j < n; j++) top |= (uint32_t)ids[j];
+    for (int sh = 0; sh < 32 && (top >> sh) != 0; sh += 11) {
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < n; j++) cnt[((uint32_t)ids[j] >> sh) & 2047]++;
+        uint32_t sum = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t c = cnt[b];
+            cnt[b] = sum;
+            sum += c;
+        }
+        for (int j = 0; j < n; j++) tmp[cnt[((uint32_t)ids[j] >> sh) & 2047]++] = ids[j];
+        memcpy(ids, tmp, (size_t)n * sizeof *ids);
+    }
+}
+
+/* The candidate ids in ascending order, for order-independent sums: the list itself when it is
+ * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
+static const int32_t *ids_ascending(gemma3_sampler *s) {
+    if (s->id_order) return s->cand;
+    memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
+    if (s->n_cand < 64) { /* insertion sort beats the 2x64k-bucket radix on a few ids */
+        int32_t *a = s->ids_tmp2;
+        for (int i = 1; i < s->n_cand; i++) {
+            int32_t v = a[i];
+            int j = i;
+            for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+            a[j] = v;
+        }
+    } else {
+        radix_sort_ids(s->ids_tmp2, s->ids_tmp, s->n_cand);
+    }
+    return s->ids_tmp2;
+}
+
+/* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */
+static double cand_z(gemma3_sampler *s, float lmax) {
+    const int32_t *ids = ids_ascending(s);
+    double z = 0;
+    for (int j = 0; j < s->n_cand; j++) z += exp((double)s->logits[ids[j]] - lmax);
+    return z;
+}
+
+/* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
+ * sorted, leaving the list untouched. O(n log m); a heap whose root is the worst kept id. */
+static void sift_down(const float *l, int32_t *h, int n, int i) {
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && before(l, h[c], h[c + 1])) c++; /* the worse child */
+        if (!before(l, h[i], h[c])) return;
+        int32_t t = h[i]; h[i] = h[c]; h[c] = t;
+        i = c;
+    }
+}
+
+static void select_top(gemma3_sampler *s, int m) {
+    const float *l = s->logits;
+    int32_t *h = s->ids_tmp;
+    const int32_t *c = s->cand;
+    int n = s->n_cand;
+    for (int j = 0; j < m; j++) h[j] = c[j];
+    for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
+    float worst = l[h[0]];
+    for (int j = m; j < n; j++) {
+        if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
+        if (!before(l, c[j], h[0])) continue;
+        h[0] = c[j];
+        sift_down(l, h, m, 0);
+        worst = l[h[0]];
+    }
+    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
+        int32_t t = h[0]; h[0] = h[end]; h[end] = t;
+        sift_down(l, h, end, 0);
+    }
+}
+
+static void keep_prefix_of_tmp(gemma3_sampler *s, int m) {
+    memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
+    s->n_cand = m;
+    s->sorted = 1;
+    s->id_order = (m <= 1);
+}
+
+/* Sorts the whole list into the total order: a stable LSD radix sort (3 passes of 11 bits) on
+ * the inverted float keys of a list in ascending id order, so equal logits stay in id order. */
+static void sort_all(gemma3_sampler *s) {
+    int n = s->n_cand;
+    if (!s->id_order) radix_sort_ids(s->cand, s->ids_tmp, n);
+    uint32_t *k = s->keys, *kt = s->keys_tmp;
+    int32_t *c = s->cand, *ct = s->ids_tmp;
+    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(s->logits[c[j]]);
+    uint32_t cnt[2048];
+    for (int sh = 0; sh < 32; sh += 11) {
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < n; j++) cnt[(k[j] >> sh) & 2047]++;
+        uint32_t sum = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t t = cnt[b];
+            cnt[b] = sum;
+            sum += t;
+        }
+        for (int j = 0; j < n; j++) {
+            uint32_t d = cnt[(k[j] >> sh) & 2047]++;
+            kt[d] = k[j];
+            ct[d] = c[j];
+        }
+        uint32_t *tk = k; k = kt; kt = tk;
+        int32_t *tc = c; c = ct; ct = tc;
+    }
+    if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
+    s->sorted = 1;
+    s->id_order = n <= 1;
+}
+
+static void ensure_sorted(gemma3_sampler *s) {
+    if (s->sorted || s->n_cand == 0) return;
+    if (s->n_cand > 512) {
+        sort_all(s);
+        return;
+    }
+    select_top(s, s->n_cand);
+    keep_prefix_of_tmp(s, s->n_cand);
+}
+
+/* ================================ radix selection (Gumbel path) ============================= */
+
+/* Among keys[0..n), finds the r-th largest key t (1 <= r <= n) by three histogram passes over
+ * 11/11/10-bit digits, each on the survivors of the last; *n_above = how many keys exceed t.
+ * tmp [n] is scratch. */
+static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int r, uint32_t *tmp,
+                             int *n_above) {
+    static const int shift[3] = {21, 10, 0};
+    static const uint32_t mask[3] = {2047, 2047, 1023};
+    uint32_t *hist = s->hist_bins;
+    uint32_t prefix = 0;
+    int above = 0;
+    const uint32_t *src = keys;
+    for (int pass = 0; pass < 3; pass++) {
+        int sh = shift[pass];
+        uint32_t mk = mask[pass];
+        memset(hist, 0, (mk + 1) * sizeof *hist);
+        for (int i = 0; i < n; i++) hist[(src[i] >> sh) & mk]++;
+        uint32_t b = mk;
+        int cum = 0;
+        for (;; b--) {
+            if (cum + (int)hist[b] >= r) break;
+            cum += (int)hist[b];
+        }
+        above += cum;
+        r -= cum;
+        prefix |= b << sh;
+        if (pass < 2) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (((src[i] >> sh) & mk) == b) tmp[m++] = src[i];
+            src = tmp;
+            n = m;
+        }
+    }
+    *n_above = above;
+    return prefix;
+}
+
+/* The same walk weighted by fixed-point mass: finds the key t of the token where the inclusive
+ * mass, walking the total order, first reaches target (1 <= target <= total mass). Returns t and
+ * the count and mass of keys above t. */
+static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
+                                  int n, uint64_t target, int *n_above, uint64_t *mass_above) {
+    static const int shift[3] = {21, 10, 0};
+    static const uint32_t mask[3] = {2047, 2047, 1023};
+    uint32_t *hist = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    uint32_t prefix = 0;
+    int above = 0;
+    uint64_t above_m = 0;
+    const uint32_t *src = keys;
+    const uint64_t *srcm = mass;
+    for (int pass = 0; pass < 3; pass++) {
+        int sh = shift[pass];
+        uint32_t mk = mask[pass];
+        memset(hist, 0, (mk + 1) * sizeof *hist);
+        memset(hm, 0, (mk + 1) * sizeof *hm);
+        for (int i = 0; i < n; i++) {
+            uint32_t d = (src[i] >> sh) & mk;
+            hist[d]++;
+            hm[d] += srcm[i];
+        }
+        uint32_t b = mk;
+        int cum = 0;
+        uint64_t cum_m = 0;
+        for (;; b--) {
+            if (cum_m + hm[b] >= target) break;
+            cum += (int)hist[b];
+            cum_m += hm[b];
+        }
+        above += cum;
+        above_m += cum_m;
+        target -= cum_m;
+        prefix |= b << sh;
+        if (pass < 2) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (((src[i] >> sh) & mk) == b) {
+                    s->keys_tmp[m] = src[i];
+                    s->mass_tmp[m] = srcm[i];
+                    m++;
+                }
+            src = s->keys_tmp;
+            srcm = s->mass_tmp;
+            n = m;
+        }
+    }
+    *n_above = above;
+    *mass_above = above_m;
+    return prefix;
+}
+
+/* Keeps every candidate whose key (in s->keys, parallel to the list) is above t, plus the
+ * `ties` tied-at-t candidates with the smallest ids: the first n_above + ties of the total order. */
+static void keep_above_and_ties(gemma3_sampler *s, uint32_t t, int ties) {
+    int n = s->n_cand, nt = 0;
+    int32_t *tie = s->ids_tmp;
+    for (int j = 0; j < n; j++)
+        if (s->keys[j] == t) tie[nt++] = s->cand[j];
+    int32_t id_limit = INT32_MAX;
+    if (ties < nt) { /* the ties-th smallest id = the ties-th largest of ~id */
+        uint32_t *k = s->keys_tmp + 0;
+        uint32_t *tmp = (uint32_t *)s->ids_tmp2;
+        for (int j = 0; j < nt; j++) k[j] = ~(uint32_t)tie[j];
+        int dummy;
+        id_limit = (int32_t)~radix_select(s, k, nt, ties, tmp, &dummy);
+    }
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t k = s->keys[j];
+        if (k > t || (k == t && s->cand[j] <= id_limit)) s->cand[m++] = s->cand[j];
+    }
+    s->n_cand = m;
+    s->sorted = (m <= 1) || s->sorted;
+}
+
+static void fill_keys(gemma3_sampler *s) {
+    const float *l = s->logits;
+    for (int j = 0; j < s->n_cand; j++) s->keys[j] = g3_float_key(l[s->cand[j]]);
+}
+
+/* ================================ the samplers ============================================== */
+
+static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
+
+/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
+static void top_k(gemma3_sampler *s, int k) {
+    if (k <= 0 || k >= s->n_cand) return;
+    if (s->sorted) {
+        s->n_cand = k;
+        return;
+    }
+    if (gumbel_mode(s)) {
+        fill_keys(s);
+        int above;
+        uint32_t t = radix_select(s, s->keys, s->n_cand, k, s->keys_tmp, &above);
+        keep_above_and_ties(s, t, k - above);
+    } else {
+        select_top(s, k);
+        keep_prefix_of_tmp(s, k);
+    }
+}
+
+uint64_t g3_fixed_mass(float l, float lmax) {
+    double d = (double)l - (double)lmax;
+    if (!(d >= -29.0)) return 0;
+    return (uint64_t)llround(exp(d) * 0x1p40);
+}
+
+/* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
+static uint64_t scale_floor(float p, uint64_t q) {
+    int e;
+    double fr = frexp((double)p, &e); /* p = fr * 2^e, fr in [0.5, 1) */
+    uint64_t mant = (uint64_t)ldexp(fr, 24); /* exact: p is a float */
+    int sh = 24 - e;
+    unsigned __int128 prod = (unsigned __int128)q * mant;
+    return sh >= 128 ? 0 : (uint64_t)(prod >> sh);
+}
+
+/* Top-p: keep token i iff the mass strictly before it in the total order is < p * Z, i.e. the
+ * shortest prefix whose mass reaches p * Z (the token crossing p is kept), at least one token
+ * and at least min_keep. Masses are the fixed-point q_i. */
+static void top_p(gemma3_sampler *s, float p) {
+    int n = s->n_cand;
+    if (p >= 1.0f || n <= 1) return;
+    float lmax = cand_max(s);
+    if (lmax == -INFINITY) return;
+    int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
+    uint64_t total = 0;
+    if (gumbel_mode(s)) {
+        fill_keys(s);
+        for (int j = 0; j < n; j++) total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        uint64_t target = scale_floor(p, total);
+        if (target == 0) { top_k(s, floor_keep); return; }
+        int above;
+        uint64_t above_m;
+        uint32_t t = radix_select_mass(s, s->keys, s->mass, n, target, &above, &above_m);
+        float lt;
+        uint32_t u = (t & 0x80000000u) ? (t & 0x7fffffffu) : ~t; /* key -> float bits */
+        memcpy(&lt, &u, sizeof lt);
+        uint64_t qt = g3_fixed_mass(lt, lmax); /* > 0: the crossing token carries mass */
+        int ties = (int)((target - above_m + qt - 1) / qt);
+        if (above + ties < floor_keep) { top_k(s, floor_keep); return; }
+        keep_above_and_ties(s, t, ties);
+        return;
+    }
+    /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
+     * model distributions), else the whole list sorted */
+    for (int j = 0; j < n; j++) total += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+    uint64_t target = scale_floor(p, total);
+    if (target == 0) { top_k(s, floor_keep); return; }
+    if (!s->sorted && n > 256) {
+        select_top(s, 256);
+        uint64_t cum = 0;
+        for (int j = 0; j < 256; j++) {
+            cum += g3_fixed_mass(s->logits[s->ids_tmp[j]], lmax);
+            if (cum >= target) {
+                if (j + 1 < floor_keep) break;
+                keep_prefix_of_tmp(s, j + 1);
+                return;
+            }
+        }
+    }
+    ensure_sorted(s);
+    uint64_t cum = 0;
+    int keep = n;
+    for (int j = 0; j < n; j++) {
+        cum += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        if (cum >= target) { keep = j + 1; break; }
+    }
+    if (keep < floor_keep) keep = floor_keep < n ? floor_keep : n;
+    s->n_cand = keep;
+}
+
+/* Min-p: keep p_i >= m * p_max, evaluated as l_i >= lmax + ln m in double (no softmax needed).
+ * Shared by both paths; the floor (1 token or min_keep) goes through top_k. */
+static void min_p(gemma3_sampler *s, float mp) {
+    int n = s->n_cand;
+    if (mp <= 0.0f || n <= 1) return;
+    float lmax = cand_max(s);
+    if (lmax == -INFINITY) return;
+    double thr = (double)lmax + log((double)mp);
+    int kept = 0;
+    for (int j = 0; j < n; j++) kept += (double)s->logits[s->cand[j]] >= thr;
+    int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
+    if (kept < floor_keep) { top_k(s, floor_keep); return; }
+    int m = 0;
+    for (int j = 0; j < n; j++)
+        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
+    s->n_cand = m;
+}
+
+/* Top-n-sigma: drop l_i < lmax - n * sigma, mean and population sigma over the finite candidate
+ * logits, in double, summed in id order. */
+static void top_n_sigma(gemma3_sampler *s, float nsig) {
+    if (nsig <= 0.0f || s->n_cand <= 1) return;
+    const int32_t *ids = ids_ascending(s);
+    double sum = 0, lmax = -INFINITY;
+    int nf = 0;
+    for (int j = 0; j < s->n_cand; j++) {
+        float l = s->logits[ids[j]];
+        if (l == -INFINITY) continue;
+        sum += l;
+        nf++;
+        if (l > lmax) lmax = l;
+    }
+    if (nf == 0) return;
+    double mean = sum / nf, var = 0;
+    for (int j = 0; j < s->n_cand; j++) {
+        float l = s->logits[ids[j]];
+        if (l != -INFINITY) var += ((double)l - mean) * ((double)l - mean);
+    }
+    double thr = lmax - (double)nsig * sqrt(var / nf);
+    int m = 0;
+    for (int j = 0; j < s->n_cand; j++)
+        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
+    s->n_cand = m;
+}
+
+/* Probabilities of the candidates into w[] (parallel to the list); returns lmax. */
+static float cand_probs(gemma3_sampler *s) {
+    float lmax = cand_max(s);
+    double z = cand_z(s, lmax);
+    for (int j = 0; j < s->n_cand; j++) s->w[j] = exp((double)s->logits[s->cand[j]] - lmax) / z;
+    return lmax;
+}
+
+static double entropy_id_order(gemma3_sampler *s, float lmax, double z) {
+    const int32_t *ids = ids_ascending(s);
+    double h = 0;
+    for (int j = 0; j < s->n_cand; j++) {
+        double pj = exp((double)s->logits[ids[j]] - lmax) / z;
+        if (pj > 0) h -= pj * log(pj);
+    }
+    return h;
+}
+
+static int cmp_scored(const void *a, const void *b) {
+    const struct scored *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Locally typical: score |-ln p_i - H|, ascending (ties by id); keep the shortest prefix whose
+ * mass exceeds p (strict, as llama.cpp), at least min_keep. */
+static void typical(gemma3_sampler *s, float tp) {
+    int n = s->n_cand;
+    if (tp >= 1.0f || n <= 1) return;
+    float lmax = cand_max(s);
+    if (lmax == -INFINITY) return;
+    double z = cand_z(s, lmax);
+    double h = entropy_id_order(s, lmax, z);
+    for (int j = 0; j < n; j++) {
+        int32_t id = s->cand[j];
+        double pj = exp((double)s->logits[id] - lmax) / z;
+        s->scored[j].score = fabs(-log(pj) - h);
+        s->scored[j].id = id;
+    }
+    qsort(s->scored, (size_t)n, sizeof *s->scored, cmp_scored);
+    double cum = 0;
+    int keep = n;
+    for (int j = 0; j < n; j++) {
+        cum += exp((double)s->logits[s->scored[j].id] - lmax) / z;
+        if (cum > tp && j >= s->p.min_keep - 1) { keep = j + 1; break; }
+    }
+    for (int j = 0; j < keep; j++) s->cand[j] = s->scored[j].id;
+    s->n_cand = keep;
+    s->sorted = keep <= 1;
+    s->id_order = keep <= 1;
+}
+
+/* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
+ * except the least probable of them, when at least two qualify and min_keep allows. */
+static void xtc(gemma3_sampler *s, int64_t pos) {
+    float prob = s->p.xtc_probability, thr = s->p.xtc_threshold;
+    if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
+    double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
+    if (coin > prob) return;
+    ensure_sorted(s);
+    cand_probs(s);
+    int last = -1;
+    for (int j = 0; j < s->n_cand; j++)
+        if (s->w[j] >= thr) last = j;
+    if (last < 1 || s->n_cand - last < s->p.min_keep) return;
+    memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
+    s->n_cand -= last;
+}
+
+/* Collapses the list to its first token in the total order (greedy). */
+static void keep_argmax(gemma3_sampler *s) {
+    if (s->n_cand <= 1) return;
+    const float *l = s->logits;
+    int32_t best = s->cand[0];
+    for (int j = 1; j < s->n_cand; j++)
+        if (before(l, s->cand[j], best)) best = s->cand[j];
+    s->cand[0] = best;
+    s->n_cand = 1;
+    s->sorted = s->id_order = 1;
+}
+
+/* Temperature, with llama.cpp's dynamic temperature when dynatemp_range > 0: the entropy of the
+ * current candidates, normalised by ln N, picks T' in [max(0, T-d), T+d]. */
+static void temperature(gemma3_sampler *s, float t) {
+    if (s->p.dynatemp_range > 0.0f && s->n_cand > 1) {
+        float lo = fmaxf(0.0f, t - s->p.dynatemp_range), hi = t + s->p.dynatemp_range;
+        float lmax = cand_max(s);
+        if (lmax != -INFINITY) {
+            double z = cand_z(s, lmax);
+            double h = entropy_id_order(s, lmax, z) / log((double)s->n_cand);
+            t = lo + (hi - lo) * (float)pow(h, (double)s->p.dynatemp_exponent);
+        }
+    }
+    if (t <= 0.0f) { keep_argmax(s); return; }
+    if (t == 1.0f) return;
+    float *l = s->logits;
+    for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] /= t;
+    if (s->n_cand > 1) s->sorted = 0; /* division may merge values into ties */
+}
+
+/* Repetition (sign-split, once per token), frequency and presence penalties over the last
+ * repeat_last_n accepted tokens. */
+static void penalties(gemma3_sampler *s) {
+    const gemma3_sampler_params *p = &s->p;
+    int n = resolve_last_n(p, p->repeat_last_n);
+    if (n == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+        return;
+    n = history_tail(s, n, s->dry_ctx);
+    int nt = 0;
+    for (int j = 0; j < n; j++)
+        if (s->counts[s->dry_ctx[j]]++ == 0) s->touched[nt++] = s->dry_ctx[j];
+    for (int j = 0; j < nt; j++) {
+        int32_t id = s->touched[j];
+        float l = s->logits[id];
+        l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
+        l -= (float)s->counts[id] * p->frequency_penalty + p->presence_penalty;
+        s->logits[id] = l;
+        s->counts[id] = 0;
+    }
+    if (nt > 0) s->sorted = 0;
+}
+
+static int is_single_breaker(const gemma3_sampler_params *p, int32_t id) {
+    for (int b = 0; b < p->n_dry_breakers; b++)
+        if (p->dry_breaker_len[b] == 1 && p->dry_breakers[b][0] == id) return 1;
+    return 0;
+}
+
+/* DRY: for each token t, L = the longest suffix of the history that, followed by t, occurred
+ * before (matches found at once for every position by the Z-algorithm on the reversed history,
+ * and never extending back across a sequence breaker). If L >= allowed_length, the logit of t
+ * loses multiplier * base^(L - allowed_length), capped at FLT_MAX. */
+static void dry(gemma3_sampler *s) {
+    const gemma3_sampler_params *p = &s->p;
+    int n = resolve_last_n(p, p->dry_penalty_last_n);
+    if (p->dry_multiplier == 0.0f || p->dry_base < 1.0f || n == 0) return;
+    int32_t *c = s->dry_ctx;
+    n = history_tail(s, n, c);
+    if (n < 2) return;
+    /* the match may not reach back past the newest breaker occurrence */
+    int limit = n;
+    for (int e = n - 1; e >= 0 && limit == n; e--)
+        for (int b = 0; b < p->n_dry_breakers; b++) {
+            int len = p->dry_breaker_len[b];
+            if (len > e + 1) continue;
+            if (memcmp(c + e - len + 1, p->dry_breakers[b], (size_t)len * sizeof *c) == 0) {
+                limit = n - 1 - e;
+                break;
+            }
+        }
+    /* z[k] = longest common prefix of r and r[k..], r = the history reversed */
+    int32_t *z = s->dry_z;
+#define R(k) c[n - 1 - (k)]
+    z[0] = n;
+    for (int k = 1, lo = 0, hi = 0; k < n; k++) {
+        int v = 0;
+        if (k < hi) v = z[k - lo] < hi - k ? z[k - lo] : hi - k;
+        while (k + v < n && R(v) == R(k + v)) v++;
+        z[k] = v;
+        if (k + v > hi) { lo = k; hi = k + v; }
+    }
+#undef R
+    int nt = 0;
+    for (int i = 1; i < n; i++) {
+        int m = z[n - i]; /* the suffix ending at c[i-1] matches the history's suffix */
+        if (m > limit) m = limit;
+        if (m < p->dry_allowed_length || m == 0) continue;
+        int32_t t = c[i];
+        if (is_single_breaker(p, t)) continue;
+        if (s->counts[t] == 0) s->touched[nt++] = t;
+        if (m > s->counts[t]) s->counts[t] = m;
+    }
+    for (int j = 0; j < nt; j++) {
+        int32_t t = s->touched[j];
+        double pen = (double)p->dry_multiplier * pow((double)p->dry_base, (double)(s->counts[t] - p->dry_allowed_length));
+        if (pen > FLT_MAX) pen = FLT_MAX;
+        s->logits[t] -= (float)pen;
+        s->counts[t] = 0;
+    }
+    if (nt > 0) s->sorted = 0;
+}
+
+/* ================================ the draw ================================================== */
+
+/* Inverse-CDF draw over the list: the first candidate whose running weight EXCEEDS u * Z (strict,
+ * so a zero-weight token is never picked); the last positive-weight one if rounding leaves the
+ * walk short. Returns -1 when no candidate has weight. */
+static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
+    int n = s->n_cand;
+    float lmax = cand_max(s);
+    if (lmax == -INFINITY) return -1;
+    double z = 0;
+    for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
+    double target = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0)) * z;
+    double cum = 0;
+    int last = -1;
+    for (int j = 0; j < n; j++) {
+        if (s->w[j] <= 0) continue;
+        cum += s->w[j];
+        last = j;
+        if (cum > target) return s->cand[j];
+    }
+    return last >= 0 ? s->cand[last] : -1;
+}
+
+/* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
+ * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best. */
+static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
+    const float *l = s->logits;
+    int n = s->n_cand;
+    if (n == 0) return -1;
+    int32_t top = s->cand[0];
+    for (int j = 1; j < n; j++)
+        if (before(l, s->cand[j], top)) top = s->cand[j];
+    if (l[top] == -INFINITY) return -1;
+    uint64_t key = g3_rng_key(s->seed, pos);
+    double gmax = g3_gumbel_max();
+    int32_t best = top;
+    double best_v = (double)l[top] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
+    for (int j = 0; j < n; j++) {
+        int32_t id = s->cand[j];
+        if (id == top || (double)l[id] + gmax < best_v) continue;
+        double v = (double)l[id] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+        if (v > best_v || (v == best_v && id < best)) {
+            best_v = v;
+            best = id;
+        }
+    }
+    return best;
+}
+
+static int32_t draw(gemma3_sampler *s, int64_t pos) {
+    return gumbel_mode(s) ? draw_gumbel(s, pos) : draw_cdf(s, pos);
+}
+
+/* ================================ one call ================================================== */
+
+/* Copies the logits, applies logit bias and --ignore-eos, the NaN/+inf rules, and lists every
+ * token with a logit above -inf as a candidate. */
+static void prepare(gemma3_sampler *s, const float *logits) {
+    const gemma3_sampler_params *p = &s->p;
+    int V = s->n_vocab;
+    float *l = s->logits;
+    memcpy(l, logits, (size_t)V * sizeof *l);
+    uint32_t nonfinite = 0; /* exponent all ones: NaN or +-inf */
+    const uint32_t *bits = (const uint32_t *)(const void *)l;
+    for (int i = 0; i < V; i++) nonfinite |= (uint32_t)((bits[i] & 0x7f800000u) == 0x7f800000u);
+    int clean = !nonfinite;
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        int32_t id = p->logit_bias[i].token;
+        float b = p->logit_bias[i].bias;
+        l[id] = b == -INFINITY ? -INFINITY : l[id] + b;
+        clean &= (l[id] - l[id] == 0.0f);
+    }
+    if (p->ignore_eos)
+        for (int i = 0; i < p->n_eos; i++) {
+            l[p->eos_ids[i]] = -INFINITY;
+            clean = 0;
+        }
+    s->sorted = 0;
+    s->id_order = 1;
+    if (clean) {
+        for (int i = 0; i < V; i++) s->cand[i] = i;
+        s->n_cand = V;
+        return;
+    }
+    int n_pinf = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(l[i])) l[i] = -INFINITY;
+        n_pinf += l[i] == INFINITY;
+    }
+    int n = 0;
+    for (int i = 0; i < V; i++) {
+        if (n_pinf > 0) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY; /* uniform over the +inf tokens */
+        if (l[i] != -INFINITY) s->cand[n++] = i;
+    }
+    s->n_cand = n;
+}
+
+/* When nothing finite survives: the argmax of the caller's raw logits, NaN ignored, lowest id;
+ * 0 if all are NaN. */
+static int32_t fallback(const gemma3_sampler *s, const float *logits) {
+    int32_t best = 0;
+    float bv = NAN;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv)) {
+            bv = logits[i];
+            best = i;
+        }
+    return best;
+}
+
+/* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
+static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
+    const gemma3_sampler_params *p = &s->p;
+    for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
+        int t = p->samplers[i];
+        if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
+        switch (t) {
+        case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
+        case GEMMA3_SAMPLER_DRY: dry(s); break;
+        case GEMMA3_SAMPLER_TOP_N_SIGMA: top_n_sigma(s, p->top_n_sigma); break;
+        case GEMMA3_SAMPLER_TOP_K: top_k(s, p->top_k); break;
+        case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p); break;
+        case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p); break;
+        case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
+        case GEMMA3_SAMPLER_XTC: xtc(s, pos); break;
+        case GEMMA3_SAMPLER_TEMPERATURE: temperature(s, p->temperature); break;
+        }
+    }
+}
+
+/* Mirostat (after bias and plain temperature). v1 fits a Zipf exponent to the top 100
+ * probabilities and keeps the top k that would give surprise mu; v2 keeps tokens whose surprise
+ * -log2 p is at most mu. Both draw, then move mu towards tau by the observed surprise. */
+static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
+    const gemma3_sampler_params *p = &s->p;
+    float t = p->temperature;
+    if (t != 1.0f)
+        for (int j = 0; j < s->n_cand; j++) s->logits[s->cand[j]] /= t;
+    s->sorted = 0;
+    float lmax = cand_max(s);
+    if (lmax == -INFINITY) return -1;
+    double z = cand_z(s, lmax);
+    if (p->mirostat == 1) {
+        int m = s->n_cand < 100 ? s->n_cand : 100;
+        select_top(s, m);
+        double sum_tb = 0, sum_tt = 0;
+        for (int i = 0; i + 1 < m; i++) {
+            double ti = log((double)(i + 2) / (double)(i + 1));
+            double bi = (double)s->logits[s->ids_tmp[i]] - (double)s->logits[s->ids_tmp[i + 1]]; /* ln(p_i/p_i+1) */
+            sum_tb += ti * bi;
+            sum_tt += ti * ti;
+        }
+        double s_hat = sum_tt > 0 ? sum_tb / sum_tt : 1.0;
+        double eps = s_hat - 1;
+        double k = pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
+        int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
+        top_k(s, ki);
+    } else {
+        double lim = (double)lmax + log(z) - (double)s->mu * log(2.0); /* -log2 p <= mu */
+        int m = 0;
+        for (int j = 0; j < s->n_cand; j++)
+            if ((double)s->logits[s->cand[j]] >= lim) s->cand[m++] = s->cand[j];
+        if (m == 0) keep_argmax(s);
+        else s->n_cand = m;
+    }
+    int32_t tok = draw(s, pos);
+    if (tok < 0) return tok;
+    lmax = cand_max(s);
+    double pk = exp((double)s->logits[tok] - lmax) / cand_z(s, lmax);
+    s->mu -= p->mirostat_eta * (float)(-log2(pk) - p->mirostat_tau);
+    return tok;
+}
+
+int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position) {
+    if (!s || !logits) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL argument");
+    prepare(s, logits);
+    int32_t tok = -1;
+    if (s->n_cand > 0) {
+        if (s->p.temperature == 0.0f) {
+            run_chain(s, position, 1);
+            keep_argmax(s);
+            if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
+        } else if (s->p.mirostat) {
+            tok = mirostat(s, position);
+        } else {
+            run_chain(s, position, 0);
+            if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0]; /* no RNG */
+            else if (s->n_cand > 1) tok = draw(s, position);
+        }
+    }
+    return tok >= 0 ? tok : fallback(s, logits);
+}
+
+int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params) {
+    int rc = validate(params, s->n_vocab);
+    if (rc != GEMMA3_OK) return rc;
+    int rep = resolve_last_n(params, params->repeat_last_n);
+    int dry = resolve_last_n(params, params->dry_penalty_last_n);
+    if (rep > s->hist_cap || dry > s->hist_cap)
+        return g3_error(GEMMA3_ERR_ARG, "sampler: a last_n window larger than at init (%d)", s->hist_cap);
+    uint32_t seed = params->seed == GEMMA3_SEED_RANDOM ? s->seed : params->seed;
+    s->p = *params;
+    s->seed = seed;
+    s->mu = 2.0f * params->mirostat_tau;
+    return GEMMA3_OK;
+}
+
+int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, int32_t *ids) {
+    if (!s || !logits || !ids) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL argument");
+    if (s->p.temperature == 0.0f || s->p.mirostat)
+        return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
+    prepare(s, logits);
+    run_chain(s, position, 0);
+    int n = 0;
+    for (int j = 0; j < s->n_cand; j++)
+        if (s->logits[s->cand[j]] != -INFINITY) ids[n++] = s->cand[j];
+    radix_sort_ids(ids, s->ids_tmp, n);
+    return n;
+}
