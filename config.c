@@ -387,15 +387,16 @@ static int parse_root(const cJSON *root, const char *path, g3_config *c) {
     if ((rc = get_bool(&top, "tie_word_embeddings", &c->tie_word_embeddings)) ||
         (rc = get_bool(&s, "tie_word_embeddings", &c->tie_word_embeddings)))
         return rc;
-    /* Token ids: the multimodal top level first, text_config overrides. */
-    if ((rc = get_int(&top, "bos_token_id", 0, &c->bos_id)) ||
-        (rc = get_int(&top, "pad_token_id", 0, &c->pad_id)) ||
-        (rc = get_ids(&top, "eos_token_id", c->eos_ids, &c->n_eos)))
-        return rc;
+    /* Token ids: text_config's, overridden by the multimodal top level where it has them (as
+     * HF derives the generation config from the top-level config first). */
     if (c->multimodal &&
         ((rc = get_int(&s, "bos_token_id", 0, &c->bos_id)) ||
          (rc = get_int(&s, "pad_token_id", 0, &c->pad_id)) ||
          (rc = get_ids(&s, "eos_token_id", c->eos_ids, &c->n_eos))))
+        return rc;
+    if ((rc = get_int(&top, "bos_token_id", 0, &c->bos_id)) ||
+        (rc = get_int(&top, "pad_token_id", 0, &c->pad_id)) ||
+        (rc = get_ids(&top, "eos_token_id", c->eos_ids, &c->n_eos)))
         return rc;
 
     if (c->n_layers > G3_MAX_LAYERS)
