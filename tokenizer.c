@@ -54,7 +54,7 @@ typedef struct {
 
 struct gemma3_tokenizer {
     int32_t n_pieces;
-    void *arena;       /* one mapping holding piece, ht and text (below) */
+    void *arena;       /* one block holding piece, ht and text (below); see arena_alloc */
     size_t arena_size;
     char *text;      /* every piece's bytes back to back, each followed by a NUL */
     piece_info *piece; /* [n_pieces] */
@@ -67,6 +67,11 @@ struct gemma3_tokenizer {
     trie_node *trie;
     int32_t n_trie;
     int32_t root_child[256];
+    /* A cheap test before walking the trie: trie_short[b] = some trie piece of < 4 bytes starts
+     * with b; otherwise the first 4 bytes must hit trie_bloom (a 32768-bit Bloom filter). Most
+     * word starts ('▁' + letter) are rejected without a walk. */
+    uint8_t trie_short[256];
+    uint64_t trie_bloom[512];
 
     int32_t byte_piece[256];  /* id of <0xNN>, -1 when absent */
     int32_t ascii_piece[128]; /* id of the mergeable one-byte piece "c", -1 when absent */
@@ -160,9 +165,39 @@ float g3_tokenizer_piece_score(const gemma3_tokenizer *tok, int32_t id) {
     return (tok && id >= 0 && id < tok->n_pieces) ? tok->piece[id].score : 0.0f;
 }
 
+/* The big tables live in one anonymous mapping populated up front (MAP_POPULATE): faulting its
+ * pages in one at a time cost a third of the load time. Under AddressSanitizer they come from
+ * malloc instead, so that reads past their end are caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_MALLOC 1
+#endif
+#endif
+
+static void *arena_alloc(size_t size) {
+#ifdef ARENA_MALLOC
+    return malloc(size);
+#else
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#endif
+}
+
+static void arena_free(void *p, size_t size) {
+#ifdef ARENA_MALLOC
+    (void)size;
+    free(p);
+#else
+    if (p) munmap(p, size);
+#endif
+}
+
 void gemma3_tokenizer_free(gemma3_tokenizer *tok) {
     if (!tok) return;
-    if (tok->arena) munmap(tok->arena, tok->arena_size);
+    arena_free(tok->arena, tok->arena_size);
     free(tok->trie);
     free(tok->unk_surface);
     free(tok);
@@ -427,6 +462,20 @@ static int build_hash(gemma3_tokenizer *t, const char *label) {
     return GEMMA3_OK;
 }
 
+static inline uint32_t bloom_hash(const uint8_t *s) {
+    uint32_t v;
+    memcpy(&v, s, 4);
+    return (v * 0x9E3779B1u) >> 17;
+}
+
+/* Could a trie piece start at s (n bytes left)? False means certainly not. */
+static inline int may_match(const gemma3_tokenizer *t, const uint8_t *s, size_t n) {
+    if (t->root_child[s[0]] < 0) return 0;
+    if (t->trie_short[s[0]] || n < 4) return 1;
+    uint32_t h = bloom_hash(s);
+    return (int)((t->trie_bloom[h >> 6] >> (h & 63)) & 1);
+}
+
 static int build_trie(gemma3_tokenizer *t, const char *label) {
     size_t nodes = 1;
     for (int32_t id = 0; id < t->n_pieces; id++) {
@@ -463,6 +512,12 @@ static int build_trie(gemma3_tokenizer *t, const char *label) {
             node = c;
         }
         t->trie[node].id = id;
+        if (t->piece[id].len < 4) {
+            t->trie_short[s[0]] = 1;
+        } else {
+            uint32_t h = bloom_hash(s);
+            t->trie_bloom[h >> 6] |= 1ull << (h & 63);
+        }
     }
     return GEMMA3_OK;
 }
@@ -615,17 +670,13 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     gemma3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
     t->n_pieces = (int32_t)n_pieces;
-    /* The big tables share one mapping, populated in one go: page faults one by one were a
-     * third of the load time. */
     size_t ht_size = 16;
     while (ht_size < 2 * n_pieces) ht_size *= 2;
     t->ht_mask = (uint32_t)(ht_size - 1);
     t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
-    t->arena = mmap(NULL, t->arena_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    t->arena = arena_alloc(t->arena_size);
     int rc = GEMMA3_OK;
-    if (t->arena == MAP_FAILED) {
-        t->arena = NULL;
+    if (!t->arena) {
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
     } else {
         t->piece = t->arena;
@@ -1032,23 +1083,28 @@ static size_t match_piece(const gemma3_tokenizer *t, const unsigned char *s, siz
  * squeeze runs, optionally add one leading space, then spaces become U+2581. out has room for
  * 3 * len + 3 bytes. */
 static size_t normalize(const gemma3_tokenizer *t, const char *text, size_t len, char *out) {
-    size_t a = 0, b = len, n = 0;
+    const char *p = text, *end = text + len;
     if (t->remove_extra_whitespaces) {
-        while (a < b && text[a] == ' ') a++;
-        while (b > a && text[b - 1] == ' ') b--;
+        while (p < end && *p == ' ') p++;
+        while (end > p && end[-1] == ' ') end--;
     }
-    int prefix = t->add_dummy_prefix && a < b;
-    for (size_t i = (size_t)0 - (size_t)prefix; i != b - a; i++) {
-        char c = (i == (size_t)-1) ? ' ' : text[a + i];
-        if (c == ' ' && t->remove_extra_whitespaces && i != (size_t)-1 && i > 0 &&
-            text[a + i - 1] == ' ')
-            continue;
-        if (c == ' ' && t->escape_whitespaces) {
-            memcpy(out + n, SPACE_SYMBOL, 3);
-            n += 3;
-        } else {
-            out[n++] = c;
-        }
+    const char *space = t->escape_whitespaces ? SPACE_SYMBOL : " ";
+    size_t space_len = t->escape_whitespaces ? 3 : 1, n = 0;
+    if (t->add_dummy_prefix && p < end) {
+        memcpy(out, space, space_len);
+        n = space_len;
+    }
+    while (p < end) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        size_t run = (size_t)((sp ? sp : end) - p);
+        memcpy(out + n, p, run);
+        n += run;
+        if (!sp) break;
+        memcpy(out + n, space, space_len);
+        n += space_len;
+        p = sp + 1;
+        if (t->remove_extra_whitespaces)
+            while (p < end && *p == ' ') p++;
     }
     return n;
 }
@@ -1081,7 +1137,7 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     size_t seg = 0;
     for (size_t i = 0; i < n && !rc;) {
         int32_t id;
-        size_t m = tok->root_child[u[i]] >= 0 ? match_piece(tok, u + i, n - i, special, &id) : 0;
+        size_t m = may_match(tok, u + i, n - i) ? match_piece(tok, u + i, n - i, special, &id) : 0;
         if (m == 0) {
             i += utf8_len(u + i, n - i);
             continue;
