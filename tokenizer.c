@@ -1395,8 +1395,10 @@ static int chat_text(chat_out *c, const char *s, size_t n) {
 }
 
 /* Follows chat_template.jinja: roles after an optional leading system message alternate
- * user/model starting with user ("assistant" is rendered "model"), every content is trimmed, the
- * system text plus "\n\n" opens the first user turn. The turn markers are the vocabulary's own
+ * user/model starting with user ("assistant" is rendered "model"), every message content is
+ * trimmed (Jinja's `trim`: Python whitespace), and the system text plus "\n\n" opens the first
+ * user turn. The template does not trim the system text, so neither do we (a system message
+ * alone renders nothing). The turn markers are the vocabulary's own
  * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
  * parsing, so a message cannot smuggle in a <bos> or <eos>. */
 int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
@@ -1435,12 +1437,8 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
     }
 
     /* the text of one turn: role, newline, [system + blank line], trimmed content */
-    size_t cap = 16;
+    size_t cap = 16 + (system ? strlen(system) + 2 : 0);
     size_t a, b;
-    if (system) {
-        trim(system, &a, &b);
-        cap += b - a + 2;
-    }
     size_t longest = 0;
     for (int i = first; i < n_msgs; i++) {
         size_t n = strlen(msgs[i].content);
@@ -1457,9 +1455,8 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
         memcpy(turn, role, strlen(role));
         n += strlen(role);
         if (system && i == first) {
-            trim(system, &a, &b);
-            memcpy(turn + n, system + a, b - a);
-            n += b - a;
+            memcpy(turn + n, system, strlen(system));
+            n += strlen(system);
             memcpy(turn + n, "\n\n", 2);
             n += 2;
         }
