@@ -980,6 +980,9 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
         l->next = r->next;
         if (r->next >= 0) sym[r->next].prev = c.left;
         r->len = 0;
+        /* the two new neighbour pairs: start both table misses, then look them up */
+        if (l->prev >= 0) prefetch_slot(t, w + sym[l->prev].start, sym[l->prev].len + l->len);
+        if (l->next >= 0) prefetch_slot(t, w + l->start, l->len + sym[l->next].len);
         if (l->prev >= 0) try_pair(t, e, w, &n_heap, l->prev);
         if (l->next >= 0) try_pair(t, e, w, &n_heap, c.left);
     }
@@ -992,8 +995,12 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     return GEMMA3_OK;
 }
 
-static int cache_grow(encoder *e) {
-    uint32_t size = e->cache ? 2 * (e->cache_mask + 1) : 4096;
+/* Creates the word cache with room for about text_len / 8 words, or doubles it. */
+static int cache_grow(encoder *e, size_t text_len) {
+    uint32_t size = 256;
+    if (e->cache) size = 2 * (e->cache_mask + 1);
+    else
+        while (size < 4096 && size < text_len / 4) size *= 2;
     cached_word *c = malloc(size * sizeof *c);
     if (!c) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (word cache)");
     for (uint32_t i = 0; i < size; i++) c[i].len = 0;
@@ -1039,7 +1046,7 @@ static int encode_word(const gemma3_tokenizer *t, encoder *e, const char *w, siz
     }
     e->cache[slot] = (cached_word){h, (uint32_t)n, (size_t)(w - e->base), (uint32_t)first,
                                    (uint32_t)(e->n_word_ids - first)};
-    if (++e->cache_used * 2 > e->cache_mask + 1) return cache_grow(e);
+    if (++e->cache_used * 2 > e->cache_mask + 1) return cache_grow(e, 0);
     return GEMMA3_OK;
 }
 
@@ -1131,7 +1138,7 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     if (!norm) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (%zu bytes)", len);
     size_t n = normalize(tok, text, len, norm);
     e.base = norm;
-    int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e) : GEMMA3_OK;
+    int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e, n) : GEMMA3_OK;
     int special = (flags & GEMMA3_TOK_PARSE_SPECIAL) != 0;
     const unsigned char *u = (const unsigned char *)norm;
     size_t seg = 0;
