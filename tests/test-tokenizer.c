@@ -452,7 +452,7 @@ static void tiny_model(pbuf *p, tiny_opts o) {
     put_piece(p, "<s>", 0, 3);
     put_piece(p, "</s>", 0, 3);
     put_piece(p, "<|x|>", 0, o.bad_type ? 9 : 4);
-    const char *pieces[] = {"a", "b", "c", "\xE2\x96\x81", "ab", "bc", "aa", "abc", "\xE2\x96\x81" "a"};
+    const char *pieces[] = {"a", "b", "c", "\xE2\x96\x81", "ab", "bc", "aa", "abc", "\xE2\x96\x81\x61"};
     float scores[] = {-1, -2, -3, -4, -6, -5, -7, -8, -9};
     for (int i = 0; i < 9; i++)
         put_piece(p, pieces[i], scores[i], (o.unused_ab && i == 4) ? 5 : 1);
