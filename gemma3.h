@@ -113,16 +113,20 @@ const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in us
 
 enum gemma3_tok_flags {
     GEMMA3_TOK_BOS = 1,           /* prepend <bos> */
-    GEMMA3_TOK_PARSE_SPECIAL = 2, /* text of control pieces (<bos>, <eos>, <pad>...) becomes their id */
+    GEMMA3_TOK_PARSE_SPECIAL = 2, /* text of control/unknown pieces (<bos>, <eos>, <pad>, <unk>)
+                                     becomes their id, as HF tokenizers do; off for user text.
+                                     User-defined pieces (<start_of_turn>...) always match. */
 };
 
-/* Loads a SentencePiece tokenizer.model (BPE with byte fallback). */
+/* Loads a SentencePiece tokenizer.model (BPE, with or without byte fallback). Other model
+ * types (unigram, word, char) and non-identity normalizers give GEMMA3_ERR_UNSUPPORTED. */
 int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out);
 void gemma3_tokenizer_free(gemma3_tokenizer *tok);
 int gemma3_tokenizer_vocab_size(const gemma3_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8 text. Writes at most max_ids ids and returns the total count
- * (which may exceed max_ids: call again with a larger buffer), or a negative error. */
+ * (which may exceed max_ids: call again with a larger buffer), or a negative error. ids may be
+ * NULL when max_ids is 0. Invalid UTF-8 bytes become byte pieces (or <unk>). */
 int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_t len, int flags,
                             int32_t *ids, int max_ids);
 
@@ -130,7 +134,9 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
 const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id);
 
 /* Decodes ids to text (U+2581 -> space, byte pieces reassembled), snprintf-style: writes at most
- * cap bytes including a NUL and returns the full length, or a negative error. */
+ * cap bytes including a NUL and returns the full length, or a negative error. Control pieces
+ * decode to nothing, <unk> to the model's unk_surface (" \u2047 "), byte sequences that are not
+ * valid UTF-8 to U+FFFD. buf may be NULL when cap is 0. */
 int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int n_ids, char *buf,
                             size_t cap);
 
@@ -141,10 +147,13 @@ typedef struct gemma3_decoder {
     int n_pending;
     int started; /* some text was decoded (a dummy-prefix space is dropped only before that) */
 } gemma3_decoder;
-/* Appends the text of id to out (cap bytes, NUL-terminated) and returns the bytes written. */
+/* Writes the newly complete text of id to out (cap bytes, NUL-terminated) and returns the bytes
+ * written, or GEMMA3_ERR_ARG (decoder unchanged) if they do not fit. Concatenating every push and
+ * the flush gives exactly gemma3_tokenizer_decode's text. */
 int gemma3_decoder_push(const gemma3_tokenizer *tok, gemma3_decoder *dec, int32_t id, char *out,
                         size_t cap);
-/* Emits whatever is pending (invalid bytes as U+FFFD) and resets the decoder. */
+/* Emits whatever is pending (an incomplete sequence as one U+FFFD; cap >= 4) and resets the
+ * decoder. */
 int gemma3_decoder_flush(gemma3_decoder *dec, char *out, size_t cap);
 
 enum gemma3_special {
@@ -162,7 +171,9 @@ typedef struct gemma3_chat_msg {
 /* Renders messages as ids: <bos><start_of_turn>user\n...<end_of_turn>\n..., with the system text
  * folded into the first user turn and, if add_generation_prompt, a trailing
  * <start_of_turn>model\n. add_bos = 0 omits the leading <bos> (continuing a cached conversation).
- * Count/return convention as gemma3_tokenizer_encode. */
+ * As chat_template.jinja: contents are trimmed, the system text is not; roles after the system
+ * message must alternate user/model starting with user (else GEMMA3_ERR_ARG). Message text is
+ * encoded without GEMMA3_TOK_PARSE_SPECIAL. Count/return convention as gemma3_tokenizer_encode. */
 int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
                        int add_bos, int add_generation_prompt, int32_t *ids, int max_ids);
 

@@ -22,10 +22,20 @@
 
 /* ---- the model in memory ------------------------------------------------------------------ */
 
+/* A hash-table slot carries what BPE needs to test a pair without touching the piece itself:
+ * the piece's first 8 bytes (zero-padded), its length class, whether merges may produce it and
+ * its score. Pieces of <= 8 bytes (nearly all merges) are found with one cache miss. */
 typedef struct {
-    uint32_t hash;
-    int32_t id; /* -1 = empty slot */
+    uint64_t head;
+    uint32_t meta;  /* SLOT_EMPTY, or id | len_class << 26 | mergeable << 30 */
+    float score;
 } hash_slot;
+
+#define SLOT_EMPTY 0xFFFFFFFFu
+#define SLOT_ID(meta) ((int32_t)((meta) & 0x3FFFFFFu))
+#define SLOT_LEN(meta) (((meta) >> 26) & 15u) /* the length if <= 8, else 9 */
+#define SLOT_MERGEABLE (1u << 30)
+#define PAD 8 /* readable bytes after every key the hot path hashes (see load8) */
 
 typedef struct {
     int32_t child;   /* first child node, -1 if none */
@@ -44,7 +54,7 @@ typedef struct {
 
 struct gemma3_tokenizer {
     int32_t n_pieces;
-    void *arena;       /* one mapping holding piece, ht and text (below) */
+    void *arena;       /* one block holding piece, ht and text (below); see arena_alloc */
     size_t arena_size;
     char *text;      /* every piece's bytes back to back, each followed by a NUL */
     piece_info *piece; /* [n_pieces] */
@@ -57,6 +67,11 @@ struct gemma3_tokenizer {
     trie_node *trie;
     int32_t n_trie;
     int32_t root_child[256];
+    /* A cheap test before walking the trie: trie_short[b] = some trie piece of < 4 bytes starts
+     * with b; otherwise the first 4 bytes must hit trie_bloom (a 32768-bit Bloom filter). Most
+     * word starts ('▁' + letter) are rejected without a walk. */
+    uint8_t trie_short[256];
+    uint64_t trie_bloom[512];
 
     int32_t byte_piece[256];  /* id of <0xNN>, -1 when absent */
     int32_t ascii_piece[128]; /* id of the mergeable one-byte piece "c", -1 when absent */
@@ -78,43 +93,63 @@ static int mergeable(int type) {
     return type == G3_PIECE_NORMAL || type == G3_PIECE_USER_DEFINED || type == G3_PIECE_UNUSED;
 }
 
-/* A fast 32-bit hash of short byte strings (pieces are ~2-16 bytes): 8 bytes per step with a
- * multiply-xorshift mix, so a lookup costs a few cycles plus one memcmp. */
-static inline uint32_t hash_bytes(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+/* The first min(n, 8) bytes of s as a zero-padded word. load8 reads 8 bytes whatever n is:
+ * only for buffers with PAD bytes of slack (the piece text and the normalized input);
+ * load8_safe is for anything else. */
+static inline uint64_t load8(const char *s, size_t n) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    return n >= 8 ? v : v & ((1ull << (8 * n)) - 1);
+}
+
+static inline uint64_t load8_safe(const char *s, size_t n) {
+    uint64_t v = 0;
+    memcpy(&v, s, n < 8 ? n : 8);
+    return v;
+}
+
+/* A 32-bit multiply-xorshift hash of a key given its head word (pieces are mostly <= 8 bytes,
+ * so usually one multiplication). */
+static inline uint32_t hash_key(uint64_t head, const char *s, size_t n) {
+    uint64_t h = (head ^ ((uint64_t)n * 0xC2B2AE3D27D4EB4Full)) * 0xBF58476D1CE4E5B9ull;
+    for (size_t i = 8; i < n; i += 8) {
         h ^= h >> 31;
-        p += 8;
-        n -= 8;
+        h = (h ^ load8_safe(s + i, n - i)) * 0x94D049BB133111EBull;
     }
-    uint64_t t = 0;
-    switch (n) {
-    case 7: t |= (uint64_t)p[6] << 48; /* fall through */
-    case 6: t |= (uint64_t)p[5] << 40; /* fall through */
-    case 5: t |= (uint64_t)p[4] << 32; /* fall through */
-    case 4: t |= (uint64_t)p[3] << 24; /* fall through */
-    case 3: t |= (uint64_t)p[2] << 16; /* fall through */
-    case 2: t |= (uint64_t)p[1] << 8;  /* fall through */
-    case 1: t |= (uint64_t)p[0]; break;
-    default: break;
-    }
-    h = (h ^ t) * 0x94D049BB133111EBull;
     h ^= h >> 32;
     return (uint32_t)h;
 }
 
-static inline int32_t lookup(const gemma3_tokenizer *t, const char *s, size_t n) {
-    uint32_t h = hash_bytes(s, n);
-    for (uint32_t i = h & t->ht_mask;; i = (i + 1) & t->ht_mask) {
-        int32_t id = t->ht[i].id;
-        if (id < 0) return -1;
-        if (t->ht[i].hash == h && t->piece[id].len == n && memcmp(t->text + t->piece[id].off, s, n) == 0)
-            return id;
+static inline uint32_t len_class(size_t n) { return n <= 8 ? (uint32_t)n : 9u; }
+
+/* The slot of the piece whose bytes are s[0..n) (head = its first 8 bytes), or NULL. */
+static inline const hash_slot *find_slot(const gemma3_tokenizer *t, uint64_t head, const char *s,
+                                         size_t n) {
+    uint32_t lc = len_class(n);
+    for (uint32_t i = hash_key(head, s, n) & t->ht_mask;; i = (i + 1) & t->ht_mask) {
+        const hash_slot *sl = &t->ht[i];
+        if (sl->meta == SLOT_EMPTY) return NULL;
+        if (sl->head != head || SLOT_LEN(sl->meta) != lc) continue;
+        if (n <= 8) return sl;
+        const piece_info *pi = &t->piece[SLOT_ID(sl->meta)];
+        if (pi->len == n && memcmp(t->text + pi->off, s, n) == 0) return sl;
     }
+}
+
+static inline void prefetch_slot(const gemma3_tokenizer *t, const char *s, size_t n) {
+    __builtin_prefetch(&t->ht[hash_key(load8(s, n), s, n) & t->ht_mask]);
+}
+
+/* Id of any piece with exactly these bytes, or -1. */
+static int32_t lookup(const gemma3_tokenizer *t, const char *s, size_t n) {
+    const hash_slot *sl = find_slot(t, load8_safe(s, n), s, n);
+    return sl ? SLOT_ID(sl->meta) : -1;
+}
+
+/* The same for BPE on padded buffers: only pieces that merges may produce. */
+static inline const hash_slot *lookup_merge(const gemma3_tokenizer *t, const char *s, size_t n) {
+    const hash_slot *sl = find_slot(t, load8(s, n), s, n);
+    return sl && (sl->meta & SLOT_MERGEABLE) ? sl : NULL;
 }
 
 int32_t g3_tokenizer_piece_id(const gemma3_tokenizer *tok, const char *text, size_t len) {
@@ -130,9 +165,39 @@ float g3_tokenizer_piece_score(const gemma3_tokenizer *tok, int32_t id) {
     return (tok && id >= 0 && id < tok->n_pieces) ? tok->piece[id].score : 0.0f;
 }
 
+/* The big tables live in one anonymous mapping populated up front (MAP_POPULATE): faulting its
+ * pages in one at a time cost a third of the load time. Under AddressSanitizer they come from
+ * malloc instead, so that reads past their end are caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_MALLOC 1
+#endif
+#endif
+
+static void *arena_alloc(size_t size) {
+#ifdef ARENA_MALLOC
+    return malloc(size);
+#else
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#endif
+}
+
+static void arena_free(void *p, size_t size) {
+#ifdef ARENA_MALLOC
+    (void)size;
+    free(p);
+#else
+    if (p) munmap(p, size);
+#endif
+}
+
 void gemma3_tokenizer_free(gemma3_tokenizer *tok) {
     if (!tok) return;
-    if (tok->arena) munmap(tok->arena, tok->arena_size);
+    arena_free(tok->arena, tok->arena_size);
     free(tok->trie);
     free(tok->unk_surface);
     free(tok);
@@ -362,35 +427,53 @@ static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *t
 /* ---- building the lookup structures -------------------------------------------------------- */
 
 /* Hashes are computed in a first sequential pass so that the insertion pass can prefetch the
- * slot of a piece a few pieces ahead: the table (4 MB for Gemma) is otherwise a cache miss per
+ * slot of a piece a few pieces ahead: the table (8 MB for Gemma) is otherwise a cache miss per
  * insertion, which dominated load time. Duplicate piece texts are refused, as SentencePiece does. */
 static int build_hash(gemma3_tokenizer *t, const char *label) {
     uint32_t *hashes = malloc((size_t)t->n_pieces * sizeof *hashes);
     if (!hashes) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory (hash table)", label);
-    memset(t->ht, 0xff, (t->ht_mask + 1) * sizeof *t->ht); /* id -1: empty */
-    for (int32_t id = 0; id < t->n_pieces; id++)
-        hashes[id] = hash_bytes(t->text + t->piece[id].off, t->piece[id].len);
+    memset(t->ht, 0xff, (t->ht_mask + 1) * sizeof *t->ht); /* meta SLOT_EMPTY */
+    for (int32_t id = 0; id < t->n_pieces; id++) {
+        const char *s = t->text + t->piece[id].off;
+        hashes[id] = hash_key(load8(s, t->piece[id].len), s, t->piece[id].len);
+    }
     enum { AHEAD = 16 };
     for (int32_t id = 0; id < t->n_pieces; id++) {
         if (id + AHEAD < t->n_pieces) __builtin_prefetch(&t->ht[hashes[id + AHEAD] & t->ht_mask], 1);
-        const char *s = t->text + t->piece[id].off;
-        size_t n = t->piece[id].len;
-        uint32_t h = hashes[id];
-        uint32_t i = h & t->ht_mask;
-        for (; t->ht[i].id >= 0; i = (i + 1) & t->ht_mask) {
-            int32_t o = t->ht[i].id;
-            if (t->ht[i].hash == h && t->piece[o].len == n &&
-                memcmp(t->text + t->piece[o].off, s, n) == 0) {
+        const piece_info *pi = &t->piece[id];
+        const char *s = t->text + pi->off;
+        uint64_t head = load8(s, pi->len);
+        uint32_t lc = len_class(pi->len);
+        uint32_t i = hashes[id] & t->ht_mask;
+        for (; t->ht[i].meta != SLOT_EMPTY; i = (i + 1) & t->ht_mask) {
+            int32_t o = SLOT_ID(t->ht[i].meta);
+            if (t->ht[i].head == head && SLOT_LEN(t->ht[i].meta) == lc &&
+                t->piece[o].len == pi->len && memcmp(t->text + t->piece[o].off, s, pi->len) == 0) {
                 free(hashes);
                 return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %d '%.40s' duplicates piece %d",
                                 label, (int)id, s, (int)o);
             }
         }
-        t->ht[i].hash = h;
-        t->ht[i].id = id;
+        t->ht[i].head = head;
+        t->ht[i].meta = (uint32_t)id | lc << 26 | (mergeable(pi->type) ? SLOT_MERGEABLE : 0);
+        t->ht[i].score = pi->score;
     }
     free(hashes);
     return GEMMA3_OK;
+}
+
+static inline uint32_t bloom_hash(const uint8_t *s) {
+    uint32_t v;
+    memcpy(&v, s, 4);
+    return (v * 0x9E3779B1u) >> 17;
+}
+
+/* Could a trie piece start at s (n bytes left)? False means certainly not. */
+static inline int may_match(const gemma3_tokenizer *t, const uint8_t *s, size_t n) {
+    if (t->root_child[s[0]] < 0) return 0;
+    if (t->trie_short[s[0]] || n < 4) return 1;
+    uint32_t h = bloom_hash(s);
+    return (int)((t->trie_bloom[h >> 6] >> (h & 63)) & 1);
 }
 
 static int build_trie(gemma3_tokenizer *t, const char *label) {
@@ -429,6 +512,12 @@ static int build_trie(gemma3_tokenizer *t, const char *label) {
             node = c;
         }
         t->trie[node].id = id;
+        if (t->piece[id].len < 4) {
+            t->trie_short[s[0]] = 1;
+        } else {
+            uint32_t h = bloom_hash(s);
+            t->trie_bloom[h >> 6] |= 1ull << (h & 63);
+        }
     }
     return GEMMA3_OK;
 }
@@ -574,24 +663,20 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
                         (int)(s.norm_name_len > 40 ? 40 : s.norm_name_len),
                         s.norm_name ? (const char *)s.norm_name : "");
     if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
-    if (n_pieces > (1u << 26))
+    if (n_pieces > (1u << 26)) /* ids must fit hash_slot.meta */
         return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
                         1u << 26);
 
     gemma3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
     t->n_pieces = (int32_t)n_pieces;
-    /* The big tables share one mapping, populated in one go: page faults one by one were a
-     * third of the load time. */
     size_t ht_size = 16;
     while (ht_size < 2 * n_pieces) ht_size *= 2;
     t->ht_mask = (uint32_t)(ht_size - 1);
-    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes;
-    t->arena = mmap(NULL, t->arena_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
+    t->arena = arena_alloc(t->arena_size);
     int rc = GEMMA3_OK;
-    if (t->arena == MAP_FAILED) {
-        t->arena = NULL;
+    if (!t->arena) {
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
     } else {
         t->piece = t->arena;
@@ -804,9 +889,8 @@ static inline void try_pair(const gemma3_tokenizer *t, encoder *e, const char *w
     const symbol *a = &e->sym[l];
     const symbol *b = &e->sym[a->next];
     uint32_t size = a->len + b->len;
-    int32_t id = lookup(t, w + a->start, size);
-    if (id < 0 || !mergeable(t->piece[id].type)) return;
-    heap_push(e->heap, n_heap, (merge_cand){t->piece[id].score, l, size, id});
+    const hash_slot *sl = lookup_merge(t, w + a->start, size);
+    if (sl) heap_push(e->heap, n_heap, (merge_cand){sl->score, l, size, SLOT_ID(sl->meta)});
 }
 
 static void emit_symbol(const gemma3_tokenizer *t, encoder *e, const char *w, uint32_t start,
@@ -853,18 +937,24 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     int32_t m = 0;
     for (size_t i = 0; i < n;) {
         size_t cl = utf8_len((const unsigned char *)w + i, n - i);
-        int32_t id;
-        if (cl == 1 && (unsigned char)w[i] < 128) {
-            id = t->ascii_piece[(unsigned char)w[i]];
-        } else {
-            id = lookup(t, w + i, cl);
-            if (id >= 0 && !mergeable(t->piece[id].type)) id = -1;
-        }
-        sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, id, m};
+        sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, -1, m};
+        if (cl > 1) prefetch_slot(t, w + i, cl);
         m++;
         i += cl;
     }
     sym[m - 1].next = -1;
+    /* the table is 8 MB: start every miss of the first round of lookups before using any */
+    for (int32_t k = 0; k + 1 < m; k++)
+        prefetch_slot(t, w + sym[k].start, sym[k].len + sym[k + 1].len);
+    for (int32_t k = 0; k < m; k++) {
+        const char *c = w + sym[k].start;
+        if (sym[k].len == 1 && (unsigned char)*c < 128) {
+            sym[k].id = t->ascii_piece[(unsigned char)*c];
+        } else {
+            const hash_slot *sl = lookup_merge(t, c, sym[k].len);
+            sym[k].id = sl ? SLOT_ID(sl->meta) : -1;
+        }
+    }
     int track = t->has_unused;
     int32_t n_nodes = 0;
     if (track) {
@@ -890,6 +980,9 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
         l->next = r->next;
         if (r->next >= 0) sym[r->next].prev = c.left;
         r->len = 0;
+        /* the two new neighbour pairs: start both table misses, then look them up */
+        if (l->prev >= 0) prefetch_slot(t, w + sym[l->prev].start, sym[l->prev].len + l->len);
+        if (l->next >= 0) prefetch_slot(t, w + l->start, l->len + sym[l->next].len);
         if (l->prev >= 0) try_pair(t, e, w, &n_heap, l->prev);
         if (l->next >= 0) try_pair(t, e, w, &n_heap, c.left);
     }
@@ -902,8 +995,12 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     return GEMMA3_OK;
 }
 
-static int cache_grow(encoder *e) {
-    uint32_t size = e->cache ? 2 * (e->cache_mask + 1) : 4096;
+/* Creates the word cache with room for about text_len / 8 words, or doubles it. */
+static int cache_grow(encoder *e, size_t text_len) {
+    uint32_t size = 256;
+    if (e->cache) size = 2 * (e->cache_mask + 1);
+    else
+        while (size < 4096 && size < text_len / 4) size *= 2;
     cached_word *c = malloc(size * sizeof *c);
     if (!c) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (word cache)");
     for (uint32_t i = 0; i < size; i++) c[i].len = 0;
@@ -928,10 +1025,12 @@ static int encode_word(const gemma3_tokenizer *t, encoder *e, const char *w, siz
     uint32_t h = 0, slot = 0;
     int cacheable = e->cache && n <= CACHE_MAX_WORD;
     if (cacheable) {
-        h = hash_bytes(w, n);
+        h = hash_key(load8(w, n), w, n);
         for (slot = h & e->cache_mask; e->cache[slot].len; slot = (slot + 1) & e->cache_mask) {
             const cached_word *c = &e->cache[slot];
-            if (c->hash == h && c->len == n && memcmp(e->base + c->off, w, n) == 0) {
+            if (c->hash == h && c->len == n &&
+                (n <= 8 ? load8(e->base + c->off, n) == load8(w, n)
+                        : memcmp(e->base + c->off, w, n) == 0)) {
                 for (uint32_t i = 0; i < c->n_ids; i++) emit(e, e->word_ids[c->ids + i]);
                 return GEMMA3_OK;
             }
@@ -947,7 +1046,7 @@ static int encode_word(const gemma3_tokenizer *t, encoder *e, const char *w, siz
     }
     e->cache[slot] = (cached_word){h, (uint32_t)n, (size_t)(w - e->base), (uint32_t)first,
                                    (uint32_t)(e->n_word_ids - first)};
-    if (++e->cache_used * 2 > e->cache_mask + 1) return cache_grow(e);
+    if (++e->cache_used * 2 > e->cache_mask + 1) return cache_grow(e, 0);
     return GEMMA3_OK;
 }
 
@@ -991,23 +1090,28 @@ static size_t match_piece(const gemma3_tokenizer *t, const unsigned char *s, siz
  * squeeze runs, optionally add one leading space, then spaces become U+2581. out has room for
  * 3 * len + 3 bytes. */
 static size_t normalize(const gemma3_tokenizer *t, const char *text, size_t len, char *out) {
-    size_t a = 0, b = len, n = 0;
+    const char *p = text, *end = text + len;
     if (t->remove_extra_whitespaces) {
-        while (a < b && text[a] == ' ') a++;
-        while (b > a && text[b - 1] == ' ') b--;
+        while (p < end && *p == ' ') p++;
+        while (end > p && end[-1] == ' ') end--;
     }
-    int prefix = t->add_dummy_prefix && a < b;
-    for (size_t i = (size_t)0 - (size_t)prefix; i != b - a; i++) {
-        char c = (i == (size_t)-1) ? ' ' : text[a + i];
-        if (c == ' ' && t->remove_extra_whitespaces && i != (size_t)-1 && i > 0 &&
-            text[a + i - 1] == ' ')
-            continue;
-        if (c == ' ' && t->escape_whitespaces) {
-            memcpy(out + n, SPACE_SYMBOL, 3);
-            n += 3;
-        } else {
-            out[n++] = c;
-        }
+    const char *space = t->escape_whitespaces ? SPACE_SYMBOL : " ";
+    size_t space_len = t->escape_whitespaces ? 3 : 1, n = 0;
+    if (t->add_dummy_prefix && p < end) {
+        memcpy(out, space, space_len);
+        n = space_len;
+    }
+    while (p < end) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        size_t run = (size_t)((sp ? sp : end) - p);
+        memcpy(out + n, p, run);
+        n += run;
+        if (!sp) break;
+        memcpy(out + n, space, space_len);
+        n += space_len;
+        p = sp + 1;
+        if (t->remove_extra_whitespaces)
+            while (p < end && *p == ' ') p++;
     }
     return n;
 }
@@ -1030,17 +1134,17 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
         emit(&e, tok->bos_id);
     }
     if (len == 0) return e.count;
-    char *norm = malloc(3 * len + 3);
+    char *norm = malloc(3 * len + 3 + PAD);
     if (!norm) return g3_error(GEMMA3_ERR_NOMEM, "tokenizer encode: out of memory (%zu bytes)", len);
     size_t n = normalize(tok, text, len, norm);
     e.base = norm;
-    int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e) : GEMMA3_OK;
+    int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e, n) : GEMMA3_OK;
     int special = (flags & GEMMA3_TOK_PARSE_SPECIAL) != 0;
     const unsigned char *u = (const unsigned char *)norm;
     size_t seg = 0;
     for (size_t i = 0; i < n && !rc;) {
         int32_t id;
-        size_t m = tok->root_child[u[i]] >= 0 ? match_piece(tok, u + i, n - i, special, &id) : 0;
+        size_t m = may_match(tok, u + i, n - i) ? match_piece(tok, u + i, n - i, special, &id) : 0;
         if (m == 0) {
             i += utf8_len(u + i, n - i);
             continue;
@@ -1298,8 +1402,10 @@ static int chat_text(chat_out *c, const char *s, size_t n) {
 }
 
 /* Follows chat_template.jinja: roles after an optional leading system message alternate
- * user/model starting with user ("assistant" is rendered "model"), every content is trimmed, the
- * system text plus "\n\n" opens the first user turn. The turn markers are the vocabulary's own
+ * user/model starting with user ("assistant" is rendered "model"), every message content is
+ * trimmed (Jinja's `trim`: Python whitespace), and the system text plus "\n\n" opens the first
+ * user turn. The template does not trim the system text, so neither do we (a system message
+ * alone renders nothing). The turn markers are the vocabulary's own
  * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
  * parsing, so a message cannot smuggle in a <bos> or <eos>. */
 int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
@@ -1338,12 +1444,8 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
     }
 
     /* the text of one turn: role, newline, [system + blank line], trimmed content */
-    size_t cap = 16;
+    size_t cap = 16 + (system ? strlen(system) + 2 : 0);
     size_t a, b;
-    if (system) {
-        trim(system, &a, &b);
-        cap += b - a + 2;
-    }
     size_t longest = 0;
     for (int i = first; i < n_msgs; i++) {
         size_t n = strlen(msgs[i].content);
@@ -1360,9 +1462,8 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
         memcpy(turn, role, strlen(role));
         n += strlen(role);
         if (system && i == first) {
-            trim(system, &a, &b);
-            memcpy(turn + n, system + a, b - a);
-            n += b - a;
+            memcpy(turn + n, system, strlen(system));
+            n += strlen(system);
             memcpy(turn + n, "\n\n", 2);
             n += 2;
         }

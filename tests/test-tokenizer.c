@@ -350,11 +350,17 @@ static void test_chat(const gemma3_tokenizer *tok) {
                "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n");
     check_chat(tok, one, 1, 0, 0, "<start_of_turn>user\nHello<end_of_turn>\n");
 
-    gemma3_chat_msg sys[] = {{"system", "  You are a helpful assistant.\n"},
+    /* the template trims message contents but not the system text */
+    gemma3_chat_msg sys[] = {{"system", "You are a helpful assistant."},
                              {"user", "\t What is 2+2? \n\n"}};
     check_chat(tok, sys, 2, 1, 1,
                "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nWhat is 2+2?"
                "<end_of_turn>\n<start_of_turn>model\n");
+    gemma3_chat_msg sys_ws[] = {{"system", "  Be terse.\n"}, {"user", "Hi "}};
+    check_chat(tok, sys_ws, 2, 1, 0,
+               "<bos><start_of_turn>user\n  Be terse.\n\n\nHi<end_of_turn>\n");
+    gemma3_chat_msg sys_only[] = {{"system", "ignored"}};
+    check_chat(tok, sys_only, 1, 1, 1, "<bos><start_of_turn>model\n");
 
     gemma3_chat_msg multi[] = {{"system", "Be brief."},
                                {"user", "Hi"},
@@ -370,8 +376,9 @@ static void test_chat(const gemma3_tokenizer *tok) {
                "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
                "Hello! How can I help?<end_of_turn>\n<start_of_turn>model\n");
 
-    /* an empty (all-whitespace) system prompt still adds its blank line: "\n\n\n" is one piece */
-    gemma3_chat_msg empty_sys[] = {{"system", " \u3000 "}, {"user", "\xC2\xA0Hi"}};
+    /* an empty system prompt still adds its blank line ("\n\n\n" is one piece); Python's
+     * whitespace (U+3000, U+00A0) is trimmed from contents */
+    gemma3_chat_msg empty_sys[] = {{"system", ""}, {"user", "\xC2\xA0Hi\u3000"}};
     check_chat(tok, empty_sys, 2, 1, 1,
                "<bos><start_of_turn>user\n\n\nHi<end_of_turn>\n<start_of_turn>model\n");
     check_chat(tok, NULL, 0, 1, 1, "<bos><start_of_turn>model\n");
@@ -445,7 +452,7 @@ static void tiny_model(pbuf *p, tiny_opts o) {
     put_piece(p, "<s>", 0, 3);
     put_piece(p, "</s>", 0, 3);
     put_piece(p, "<|x|>", 0, o.bad_type ? 9 : 4);
-    const char *pieces[] = {"a", "b", "c", "\xE2\x96\x81", "ab", "bc", "aa", "abc", "\xE2\x96\x81" "a"};
+    const char *pieces[] = {"a", "b", "c", "\xE2\x96\x81", "ab", "bc", "aa", "abc", "\xE2\x96\x81\x61"};
     float scores[] = {-1, -2, -3, -4, -6, -5, -7, -8, -9};
     for (int i = 0; i < 9; i++)
         put_piece(p, pieces[i], scores[i], (o.unused_ab && i == 4) ? 5 : 1);
