@@ -50,6 +50,9 @@ struct gemma3_sampler {
     int32_t *touched;         /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx;         /* [hist_cap] */
     int32_t *dry_z;           /* [hist_cap] */
+    int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
+    uint32_t *sel_keys, *sel_keys2;
+    uint64_t *sel_mass;
     struct scored { double score; int32_t id; } *scored; /* typical-p */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
@@ -262,7 +265,15 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->w = g3_alloc_aligned(V * sizeof *s->w);
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
-    if (!s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
+    s->pos_above = g3_alloc_aligned(V * sizeof *s->pos_above);
+    s->pos_edge = g3_alloc_aligned(V * sizeof *s->pos_edge);
+    s->pos_sub = g3_alloc_aligned(V * sizeof *s->pos_sub);
+    s->tie_ids = g3_alloc_aligned(V * sizeof *s->tie_ids);
+    s->sel_keys = g3_alloc_aligned(V * sizeof *s->sel_keys);
+    s->sel_keys2 = g3_alloc_aligned(V * sizeof *s->sel_keys2);
+    s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
+    if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys || !s->sel_keys2 || !s->sel_mass ||
+        !s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
         !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp ||
         !s->w || !s->counts || !s->scored) {
         gemma3_sampler_free(s);
@@ -289,6 +300,13 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->w);
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
+    g3_free_aligned(s->pos_above);
+    g3_free_aligned(s->pos_edge);
+    g3_free_aligned(s->pos_sub);
+    g3_free_aligned(s->tie_ids);
+    g3_free_aligned(s->sel_keys);
+    g3_free_aligned(s->sel_keys2);
+    g3_free_aligned(s->sel_mass);
     free(s);
 }
 
@@ -400,7 +418,21 @@ static void select_top(gemma3_sampler *s, int m) {
     for (int j = 0; j < m; j++) h[j] = c[j];
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
-    for (int j = m; j < n; j++) {
+    int j = m;
+    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
+        for (; j + 16 <= n; j += 16) {
+            int hits = 0;
+            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
+            if (hits == 0) continue;
+            for (int k = j; k < j + 16; k++) {
+                if (l[k] < worst || !before(l, k, h[0])) continue;
+                h[0] = k;
+                sift_down(l, h, m, 0);
+                worst = l[h[0]];
+            }
+        }
+    }
+    for (; j < n; j++) {
         if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
         if (!before(l, c[j], h[0])) continue;
         h[0] = c[j];
@@ -504,7 +536,8 @@ static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int
  * mass, walking the total order, first reaches target (1 <= target <= total mass). Returns t and
  * the count and mass of keys above t. */
 static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
-                                  int n, uint64_t target, int *n_above, uint64_t *mass_above) {
+                                  int n, uint64_t target, uint32_t *tmp, uint64_t *tmp_mass,
+                                  int *n_above, uint64_t *mass_above) {
     static const int shift[3] = {21, 10, 0};
     static const uint32_t mask[3] = {2047, 2047, 1023};
     uint32_t *hist = s->hist_bins;
@@ -540,12 +573,12 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (((src[i] >> sh) & mk) == b) {
-                    s->keys_tmp[m] = src[i];
-                    s->mass_tmp[m] = srcm[i];
+                    tmp[m] = src[i];
+                    tmp_mass[m] = srcm[i];
                     m++;
                 }
-            src = s->keys_tmp;
-            srcm = s->mass_tmp;
+            src = tmp;
+            srcm = tmp_mass;
             n = m;
         }
     }
@@ -554,33 +587,128 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
     return prefix;
 }
 
-/* Keeps every candidate whose key (in s->keys, parallel to the list) is above t, plus the
- * `ties` tied-at-t candidates with the smallest ids: the first n_above + ties of the total order. */
-static void keep_above_and_ties(gemma3_sampler *s, uint32_t t, int ties) {
-    int n = s->n_cand, nt = 0;
-    int32_t *tie = s->ids_tmp;
-    for (int j = 0; j < n; j++)
-        if (s->keys[j] == t) tie[nt++] = s->cand[j];
-    int32_t id_limit = INT32_MAX;
-    if (ties < nt) { /* the ties-th smallest id = the ties-th largest of ~id */
-        uint32_t *k = s->keys_tmp + 0;
-        uint32_t *tmp = (uint32_t *)s->ids_tmp2;
-        for (int j = 0; j < nt; j++) k[j] = ~(uint32_t)tie[j];
+/* Keeps the first `count` candidates of the total order (by_mass = 0), or the shortest prefix of
+ * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`
+ * (by_mass = 1), without sorting: one pass computes the keys and a histogram of their top 11
+ * bits; a second pass lists the positions above the boundary bucket and in it; radix selection
+ * on the (few) boundary-bucket keys finds the boundary key t; ties at t are resolved by id with
+ * one more selection on ~id. The list keeps its order. O(n), deterministic. */
+static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target) {
+    int n = s->n_cand;
+    int32_t *c = s->cand;
+    const float *l = s->logits;
+    uint32_t *keys = s->keys, *hist = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    /* positions that can matter. For a small count over the whole vocabulary, split it into 16
+     * interleaved blocks per column (block b = {b, b + B, ..., b + 15B}): the count-th largest
+     * block maximum theta is a lower bound of the count-th largest value (count distinct values
+     * reach it), so only blocks whose maximum reaches theta can hold survivors. The column
+     * maxima are one vectorisable pass; theta is one radix selection over B = n/16 keys. */
+    int32_t *sub = s->pos_sub;
+    int nsub = 0;
+    int B = n / 16;
+    if (!by_mass && s->id_order && n == s->n_vocab && count <= B / 4) {
+        float *bm = (float *)s->sel_keys2; /* [B] */
+        memcpy(bm, l, (size_t)B * sizeof *bm);
+        for (int r = 1; r < 16; r++) {
+            const float *row = l + (size_t)r * B;
+            int b = 0;
+            for (; b + 16 <= B; b += 16) /* fixed-size inner loop: vectorised at -O2 */
+                for (int k = 0; k < 16; k++) bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
+            for (; b < B; b++) bm[b] = row[b] > bm[b] ? row[b] : bm[b];
+        }
+        uint32_t *bk = s->sel_keys;
+        for (int b = 0; b < B; b++) bk[b] = g3_float_key(bm[b]);
         int dummy;
-        id_limit = (int32_t)~radix_select(s, k, nt, ties, tmp, &dummy);
+        uint32_t theta_key = radix_select(s, bk, B, count, s->keys_tmp, &dummy);
+        for (int b = 0; b < B; b++) {
+            if (bk[b] < theta_key) continue;
+            for (int r = 0; r < 16; r++) {
+                int j = r * B + b;
+                if (g3_float_key(l[j]) >= theta_key) sub[nsub++] = j;
+            }
+        }
+        for (int j = 16 * B; j < n; j++) sub[nsub++] = j; /* the ragged tail, unfiltered */
+        radix_sort_ids(sub, s->tie_ids, nsub);            /* positions in list order */
+    } else {
+        for (int j = 0; j < n; j++) sub[j] = j;
+        nsub = n;
     }
-    int m = 0;
-    for (int j = 0; j < n; j++) {
-        uint32_t k = s->keys[j];
-        if (k > t || (k == t && s->cand[j] <= id_limit)) s->cand[m++] = s->cand[j];
+    memset(hist, 0, RADIX_BUCKETS * sizeof *hist);
+    if (by_mass) {
+        memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> 21]++;
+            hm[k >> 21] += s->mass[j];
+        }
+    } else {
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> 21]++;
+        }
+    }
+    /* the boundary bucket b: buckets above it hold fewer than `count` (or less than target mass) */
+    uint32_t b = RADIX_BUCKETS - 1;
+    int above = 0;
+    uint64_t above_m = 0;
+    for (;; b--) {
+        if (by_mass ? above_m + hm[b] >= target : above + (int)hist[b] >= count) break;
+        above += (int)hist[b];
+        above_m += hm[b];
+    }
+    int na = 0, ne = 0;
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        uint32_t d = keys[j] >> 21;
+        if (d > b) s->pos_above[na++] = j;
+        else if (d == b) s->pos_edge[ne++] = j;
+    }
+    uint32_t *ek = s->sel_keys;
+    for (int r = 0; r < ne; r++) ek[r] = keys[s->pos_edge[r]];
+    uint32_t t;
+    int ties;
+    if (by_mass) {
+        uint64_t *em = s->sel_mass;
+        for (int r = 0; r < ne; r++) em[r] = s->mass[s->pos_edge[r]];
+        int above2;
+        uint64_t above2_m;
+        t = radix_select_mass(s, ek, em, ne, target - above_m, s->keys_tmp, s->mass_tmp, &above2, &above2_m);
+        uint64_t rem = target - above_m - above2_m, qt = 0;
+        for (int r = 0; r < ne && qt == 0; r++)
+            if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
+        ties = (int)((rem + qt - 1) / qt);
+        above += above2;
+    } else {
+        int above2;
+        t = radix_select(s, ek, ne, count - above, s->keys_tmp, &above2);
+        above += above2;
+        ties = count - above;
+    }
+    /* ties at t: the `ties` smallest ids win */
+    int nt = 0;
+    for (int r = 0; r < ne; r++)
+        if (ek[r] == t) s->tie_ids[nt++] = c[s->pos_edge[r]];
+    int32_t id_limit = INT32_MAX;
+    if (ties < nt) {
+        for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
+        int dummy;
+        id_limit = (int32_t)~radix_select(s, s->sel_keys2, nt, ties, s->keys_tmp, &dummy);
+    }
+    /* merge the two position lists, both increasing; in place since positions >= outputs */
+    int m = 0, ia = 0, ie = 0;
+    while (ia < na || ie < ne) {
+        if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
+            c[m++] = c[s->pos_above[ia++]];
+        } else {
+            int j = s->pos_edge[ie++];
+            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
+        }
     }
     s->n_cand = m;
-    s->sorted = (m <= 1) || s->sorted;
-}
-
-static void fill_keys(gemma3_sampler *s) {
-    const float *l = s->logits;
-    for (int j = 0; j < s->n_cand; j++) s->keys[j] = g3_float_key(l[s->cand[j]]);
+    s->sorted = s->sorted || m <= 1;
 }
 
 /* ================================ the samplers ============================================== */
@@ -595,10 +723,7 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        fill_keys(s);
-        int above;
-        uint32_t t = radix_select(s, s->keys, s->n_cand, k, s->keys_tmp, &above);
-        keep_above_and_ties(s, t, k - above);
+        select_first(s, 0, k, 0);
     } else {
         select_top(s, k);
         keep_prefix_of_tmp(s, k);
@@ -632,20 +757,11 @@ static void top_p(gemma3_sampler *s, float p) {
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     uint64_t total = 0;
     if (gumbel_mode(s)) {
-        fill_keys(s);
         for (int j = 0; j < n; j++) total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
         if (target == 0) { top_k(s, floor_keep); return; }
-        int above;
-        uint64_t above_m;
-        uint32_t t = radix_select_mass(s, s->keys, s->mass, n, target, &above, &above_m);
-        float lt;
-        uint32_t u = (t & 0x80000000u) ? (t & 0x7fffffffu) : ~t; /* key -> float bits */
-        memcpy(&lt, &u, sizeof lt);
-        uint64_t qt = g3_fixed_mass(lt, lmax); /* > 0: the crossing token carries mass */
-        int ties = (int)((target - above_m + qt - 1) / qt);
-        if (above + ties < floor_keep) { top_k(s, floor_keep); return; }
-        keep_above_and_ties(s, t, ties);
+        select_first(s, 1, 0, target);
+        if (s->n_cand < floor_keep) top_k(s, floor_keep); /* a prefix: extending it is top-k */
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
@@ -794,6 +910,29 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
 static void keep_argmax(gemma3_sampler *s) {
     if (s->n_cand <= 1) return;
     const float *l = s->logits;
+    if (s->id_order) { /* the first maximum in id order is the lowest id */
+        float m[16];
+        int n = s->n_cand, j = 0;
+        for (int k = 0; k < 16; k++) m[k] = -INFINITY;
+        if (n == s->n_vocab)
+            for (; j + 16 <= n; j += 16)
+                for (int k = 0; k < 16; k++) m[k] = l[j + k] > m[k] ? l[j + k] : m[k];
+        float mx = -INFINITY;
+        for (int k = 0; k < 16; k++) mx = m[k] > mx ? m[k] : mx;
+        for (; j < n; j++) mx = l[s->cand[j]] > mx ? l[s->cand[j]] : mx;
+        j = 0;
+        if (n == s->n_vocab) /* skip whole blocks without the maximum */
+            for (; j + 16 <= n; j += 16) {
+                int hits = 0;
+                for (int k = 0; k < 16; k++) hits += l[j + k] == mx;
+                if (hits) break;
+            }
+        for (; j < n && l[s->cand[j]] != mx; j++) {}
+        s->cand[0] = s->cand[j < n ? j : 0];
+        s->n_cand = 1;
+        s->sorted = 1;
+        return;
+    }
     int32_t best = s->cand[0];
     for (int j = 1; j < s->n_cand; j++)
         if (before(l, s->cand[j], best)) best = s->cand[j];
@@ -958,17 +1097,39 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
+/* dst = src and cand = 0, 1, 2, ...; returns 1 if every value is finite. Fixed-size inner
+ * blocks so that the compiler vectorises it at -O2. */
+static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            dst[i + k] = src[i + k];
+            cand[i + k] = i + k;
+            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = src[i];
+        cand[i] = i;
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
 /* Copies the logits, applies logit bias and --ignore-eos, the NaN/+inf rules, and lists every
  * token with a logit above -inf as a candidate. */
 static void prepare(gemma3_sampler *s, const float *logits) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
     float *l = s->logits;
-    memcpy(l, logits, (size_t)V * sizeof *l);
-    uint32_t nonfinite = 0; /* exponent all ones: NaN or +-inf */
-    const uint32_t *bits = (const uint32_t *)(const void *)l;
-    for (int i = 0; i < V; i++) nonfinite |= (uint32_t)((bits[i] & 0x7f800000u) == 0x7f800000u);
-    int clean = !nonfinite;
+    int clean = copy_logits(l, s->cand, logits, V);
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
@@ -982,11 +1143,8 @@ static void prepare(gemma3_sampler *s, const float *logits) {
         }
     s->sorted = 0;
     s->id_order = 1;
-    if (clean) {
-        for (int i = 0; i < V; i++) s->cand[i] = i;
-        s->n_cand = V;
-        return;
-    }
+    s->n_cand = V;
+    if (clean) return;
     int n_pinf = 0;
     for (int i = 0; i < V; i++) {
         if (isnan(l[i])) l[i] = -INFINITY;
