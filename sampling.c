@@ -347,8 +347,17 @@ static inline int before(const float *l, int32_t a, int32_t b) {
 
 static float cand_max(const gemma3_sampler *s) {
     if (s->sorted) return s->logits[s->cand[0]];
+    const float *l = s->logits;
     float m = -INFINITY;
-    for (int j = 0; j < s->n_cand; j++) m = fmaxf(m, s->logits[s->cand[j]]);
+    int n = s->n_cand, j = 0;
+    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: 16 lanes, vectorised */
+        float lane[16];
+        for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+        for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    }
+    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
     return m;
 }
 
@@ -495,20 +504,30 @@ static void ensure_sorted(gemma3_sampler *s) {
 
 /* ================================ radix selection (Gumbel path) ============================= */
 
+/* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
+ * ones (where clearing and walking 2048 buckets would cost more than the keys). */
+struct digits {
+    int passes;
+    int shift[4];
+    uint32_t mask[4];
+};
+static const struct digits digits_large = {3, {21, 10, 0, 0}, {2047, 2047, 1023, 0}};
+static const struct digits digits_small = {4, {24, 16, 8, 0}, {255, 255, 255, 255}};
+static const struct digits *digits_for(int n) { return n > 4096 ? &digits_large : &digits_small; }
+
 /* Among keys[0..n), finds the r-th largest key t (1 <= r <= n) by three histogram passes over
  * 11/11/10-bit digits, each on the survivors of the last; *n_above = how many keys exceed t.
  * tmp [n] is scratch. */
 static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int r, uint32_t *tmp,
                              int *n_above) {
-    static const int shift[3] = {21, 10, 0};
-    static const uint32_t mask[3] = {2047, 2047, 1023};
+    const struct digits *dg = digits_for(n);
     uint32_t *hist = s->hist_bins;
     uint32_t prefix = 0;
     int above = 0;
     const uint32_t *src = keys;
-    for (int pass = 0; pass < 3; pass++) {
-        int sh = shift[pass];
-        uint32_t mk = mask[pass];
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
         memset(hist, 0, (mk + 1) * sizeof *hist);
         for (int i = 0; i < n; i++) hist[(src[i] >> sh) & mk]++;
         uint32_t b = mk;
@@ -520,7 +539,7 @@ static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int
         above += cum;
         r -= cum;
         prefix |= b << sh;
-        if (pass < 2) {
+        if (pass < dg->passes - 1) {
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (((src[i] >> sh) & mk) == b) tmp[m++] = src[i];
@@ -538,8 +557,7 @@ static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int
 static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
                                   int n, uint64_t target, uint32_t *tmp, uint64_t *tmp_mass,
                                   int *n_above, uint64_t *mass_above) {
-    static const int shift[3] = {21, 10, 0};
-    static const uint32_t mask[3] = {2047, 2047, 1023};
+    const struct digits *dg = digits_for(n);
     uint32_t *hist = s->hist_bins;
     uint64_t *hm = s->hist_mass;
     uint32_t prefix = 0;
@@ -547,9 +565,9 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
     uint64_t above_m = 0;
     const uint32_t *src = keys;
     const uint64_t *srcm = mass;
-    for (int pass = 0; pass < 3; pass++) {
-        int sh = shift[pass];
-        uint32_t mk = mask[pass];
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
         memset(hist, 0, (mk + 1) * sizeof *hist);
         memset(hm, 0, (mk + 1) * sizeof *hm);
         for (int i = 0; i < n; i++) {
@@ -569,7 +587,7 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
         above_m += cum_m;
         target -= cum_m;
         prefix |= b << sh;
-        if (pass < 2) {
+        if (pass < dg->passes - 1) {
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (((src[i] >> sh) & mk) == b) {
@@ -634,35 +652,38 @@ static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t tar
         for (int j = 0; j < n; j++) sub[j] = j;
         nsub = n;
     }
-    memset(hist, 0, RADIX_BUCKETS * sizeof *hist);
+    const struct digits *dg = digits_for(nsub);
+    int sh = dg->shift[0];
+    uint32_t top_bucket = dg->mask[0];
+    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
     if (by_mass) {
-        memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
         for (int r = 0; r < nsub; r++) {
             int j = sub[r];
             uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> 21]++;
-            hm[k >> 21] += s->mass[j];
+            hist[k >> sh]++;
+            hm[k >> sh] += s->mass[j];
         }
     } else {
         for (int r = 0; r < nsub; r++) {
             int j = sub[r];
             uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> 21]++;
+            hist[k >> sh]++;
         }
     }
     /* the boundary bucket b: buckets above it hold fewer than `count` (or less than target mass) */
-    uint32_t b = RADIX_BUCKETS - 1;
+    uint32_t b = top_bucket;
     int above = 0;
     uint64_t above_m = 0;
     for (;; b--) {
         if (by_mass ? above_m + hm[b] >= target : above + (int)hist[b] >= count) break;
         above += (int)hist[b];
-        above_m += hm[b];
+        if (by_mass) above_m += hm[b];
     }
     int na = 0, ne = 0;
     for (int r = 0; r < nsub; r++) {
         int j = sub[r];
-        uint32_t d = keys[j] >> 21;
+        uint32_t d = keys[j] >> sh;
         if (d > b) s->pos_above[na++] = j;
         else if (d == b) s->pos_edge[ne++] = j;
     }
@@ -724,6 +745,10 @@ static void top_k(gemma3_sampler *s, int k) {
     }
     if (gumbel_mode(s)) {
         select_first(s, 0, k, 0);
+    } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
+        sort_all(s);
+        s->n_cand = k;
     } else {
         select_top(s, k);
         keep_prefix_of_tmp(s, k);
@@ -733,7 +758,7 @@ static void top_k(gemma3_sampler *s, int k) {
 uint64_t g3_fixed_mass(float l, float lmax) {
     double d = (double)l - (double)lmax;
     if (!(d >= -29.0)) return 0;
-    return (uint64_t)llround(exp(d) * 0x1p40);
+    return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
@@ -765,15 +790,19 @@ static void top_p(gemma3_sampler *s, float p) {
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
-     * model distributions), else the whole list sorted */
-    for (int j = 0; j < n; j++) total += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+     * model distributions), else the whole list sorted. Masses cached by token id. */
+    uint64_t *q = s->mass_tmp;
+    for (int j = 0; j < n; j++) {
+        int32_t id = s->cand[j];
+        total += q[id] = g3_fixed_mass(s->logits[id], lmax);
+    }
     uint64_t target = scale_floor(p, total);
     if (target == 0) { top_k(s, floor_keep); return; }
     if (!s->sorted && n > 256) {
         select_top(s, 256);
         uint64_t cum = 0;
         for (int j = 0; j < 256; j++) {
-            cum += g3_fixed_mass(s->logits[s->ids_tmp[j]], lmax);
+            cum += q[s->ids_tmp[j]];
             if (cum >= target) {
                 if (j + 1 < floor_keep) break;
                 keep_prefix_of_tmp(s, j + 1);
@@ -785,7 +814,7 @@ static void top_p(gemma3_sampler *s, float p) {
     uint64_t cum = 0;
     int keep = n;
     for (int j = 0; j < n; j++) {
-        cum += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        cum += q[s->cand[j]];
         if (cum >= target) { keep = j + 1; break; }
     }
     if (keep < floor_keep) keep = floor_keep < n ? floor_keep : n;
