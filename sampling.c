@@ -11,7 +11,26 @@
  *
  * Top-p decisions use fixed-point masses q_i = round(exp(l_i - lmax) * 2^40): integer sums are
  * associative, so the heap walk and the radix walk agree on the boundary token exactly. The
- * draw itself uses the true double weights (the two differ by < 2^-40 relative). */
+ * draw itself uses the true double weights (the two differ by < 2^-40 relative).
+ *
+ * Choices where sampling-reference.md leaves room or where we differ, and why:
+ * - Every token stays in the candidate list, bans (-inf) included, as in llama.cpp; NaN becomes
+ *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
+ * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.
+ * - Sort path: top-k uses a size-k heap (O(n log k)), or one O(n) LSD radix sort when k > n/4 and
+ *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256 and falls back
+ *   to the radix sort only when the nucleus is larger. Never an O(n log n) comparison sort of the
+ *   vocabulary.
+ * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
+ *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
+ * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
+ *   XTC, whose point is randomness.
+ * - Mirostat's mu is updated by gemma3_sampler_sample (as llama.cpp does in apply), so re-running
+ *   a position reproduces the draw only if mu is restored (reset).
+ * - DRY breakers are exact token-id sequences; llama.cpp also matches breakers that overlap token
+ *   texts, which needs the tokenizer (the CLI encodes the strings).
+ * - Dynamic temperature normalises the entropy by ln N with N counting banned tokens too, as
+ *   llama.cpp does (they are in its candidate array). */
 #define _POSIX_C_SOURCE 200809L
 #include "sampling.h"
 
@@ -1152,8 +1171,8 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
     return bad == 0;
 }
 
-/* Copies the logits, applies logit bias and --ignore-eos, the NaN/+inf rules, and lists every
- * token with a logit above -inf as a candidate. */
+/* Copies the logits, applies logit bias and --ignore-eos and the NaN/+inf rules, and lists every
+ * token as a candidate. */
 static void prepare(gemma3_sampler *s, const float *logits) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
@@ -1163,28 +1182,23 @@ static void prepare(gemma3_sampler *s, const float *logits) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
         l[id] = b == -INFINITY ? -INFINITY : l[id] + b;
-        clean &= (l[id] - l[id] == 0.0f);
+        clean &= !isnan(l[id]) && l[id] != INFINITY;
     }
     if (p->ignore_eos)
-        for (int i = 0; i < p->n_eos; i++) {
-            l[p->eos_ids[i]] = -INFINITY;
-            clean = 0;
-        }
+        for (int i = 0; i < p->n_eos; i++) l[p->eos_ids[i]] = -INFINITY;
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
+    /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
+     * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
     if (clean) return;
     int n_pinf = 0;
     for (int i = 0; i < V; i++) {
         if (isnan(l[i])) l[i] = -INFINITY;
         n_pinf += l[i] == INFINITY;
     }
-    int n = 0;
-    for (int i = 0; i < V; i++) {
-        if (n_pinf > 0) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY; /* uniform over the +inf tokens */
-        if (l[i] != -INFINITY) s->cand[n++] = i;
-    }
-    s->n_cand = n;
+    if (n_pinf > 0) /* the +inf tokens share the mass uniformly: the limit of the softmax */
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
 }
 
 /* When nothing finite survives: the argmax of the caller's raw logits, NaN ignored, lowest id;
@@ -1239,6 +1253,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
             double bi = (double)s->logits[s->ids_tmp[i]] - (double)s->logits[s->ids_tmp[i + 1]]; /* ln(p_i/p_i+1) */
+            if (!isfinite(bi)) break; /* banned tokens reached */
             sum_tb += ti * bi;
             sum_tt += ti * ti;
         }
