@@ -5,6 +5,10 @@
 #define G3_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "gemma3.h"
 
 #define CLI_EXIT_USAGE 2
 #define CLI_EXIT_FAIL 1
@@ -35,7 +39,6 @@ int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, 
 
 /* Flags shared by every command that runs the model: -m DIR, -t N, -c N, -b N, --exact,
  * --kv-type f32|bf16, --isa NAME, -v. */
-#include "gemma3.h"
 typedef struct cli_model_opts {
     const char *model_dir;
     gemma3_session_params sp;
@@ -48,5 +51,45 @@ void cli_model_opts_init(cli_model_opts *o);
 int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o);
 /* Help lines for the shared flags. */
 extern const char cli_model_help[];
+
+/* ---- sampling flags (cli-sampling.c) ------------------------------------------------------ */
+
+/* The sampler parameters a command line builds, plus what the sampler cannot resolve itself:
+ * which values were given explicitly (so generation_config.json does not override them) and the
+ * DRY sequence breakers as strings (the sampler takes token ids; see
+ * cli_sampling_resolve_breakers). */
+typedef struct cli_sampling {
+    gemma3_sampler_params params;
+    unsigned set;                 /* CLI_SAMPLING_SET_* bits */
+    int n_dry_breakers;           /* -1: llama.cpp's defaults "\n" ":" "\"" "*"; 0: none */
+    const char *dry_breakers[GEMMA3_SAMPLER_MAX_BREAKERS]; /* argv strings, not owned */
+} cli_sampling;
+enum {
+    CLI_SAMPLING_SET_TEMP = 1,
+    CLI_SAMPLING_SET_TOP_K = 2,
+    CLI_SAMPLING_SET_TOP_P = 4,
+    CLI_SAMPLING_SET_MIN_P = 8,
+    CLI_SAMPLING_SET_REPEAT_PENALTY = 16,
+    CLI_SAMPLING_SET_EOS = 32,
+};
+
+/* Gemma defaults (gemma3_sampler_default_params), default breakers, nothing set. */
+void cli_sampling_init(cli_sampling *cs);
+/* If argv[*i] is a sampling flag (llama.cpp's names: --temp, --top-k, --top-p, --min-p,
+ * --typical, --top-nsigma, --repeat-penalty, --repeat-last-n, --frequency-penalty,
+ * --presence-penalty, --dry-*, --xtc-*, --dynatemp-*, --mirostat*, -l/--logit-bias, --ignore-eos,
+ * --samplers, --sampling-seq, -s/--seed, --sampler-mode), parses it and its value (advancing *i)
+ * and sets *matched = 1; else *matched = 0 and nothing is consumed. Returns 0, or
+ * CLI_EXIT_USAGE after printing one line naming the flag and the accepted range. */
+int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matched);
+/* The help text of the sampling flags. */
+void cli_sampling_help(FILE *f);
+/* Applies generation_config.json values (gc->has_*) that the command line did not set, and its
+ * EOS ids (for --ignore-eos) unless set already. */
+void cli_sampling_apply_gen_config(cli_sampling *cs, const g3_gen_config *gc);
+/* Tokenizes the DRY breaker strings into params.dry_breakers with encode (text -> ids without
+ * BOS; returns the id count or < 0). A breaker of more than 20 tokens is a usage error. */
+typedef int (*cli_encode_fn)(void *ctx, const char *text, int32_t *ids, int max_ids);
+int cli_sampling_resolve_breakers(cli_sampling *cs, cli_encode_fn encode, void *ctx);
 
 #endif

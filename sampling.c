@@ -11,7 +11,26 @@
  *
  * Top-p decisions use fixed-point masses q_i = round(exp(l_i - lmax) * 2^40): integer sums are
  * associative, so the heap walk and the radix walk agree on the boundary token exactly. The
- * draw itself uses the true double weights (the two differ by < 2^-40 relative). */
+ * draw itself uses the true double weights (the two differ by < 2^-40 relative).
+ *
+ * Choices where sampling-reference.md leaves room or where we differ, and why:
+ * - Every token stays in the candidate list, bans (-inf) included, as in llama.cpp; NaN becomes
+ *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
+ * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.
+ * - Sort path: top-k uses a size-k heap (O(n log k)), or one O(n) LSD radix sort when k > n/4 and
+ *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256 and falls back
+ *   to the radix sort only when the nucleus is larger. Never an O(n log n) comparison sort of the
+ *   vocabulary.
+ * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
+ *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
+ * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
+ *   XTC, whose point is randomness.
+ * - Mirostat's mu is updated by gemma3_sampler_sample (as llama.cpp does in apply), so re-running
+ *   a position reproduces the draw only if mu is restored (reset).
+ * - DRY breakers are exact token-id sequences; llama.cpp also matches breakers that overlap token
+ *   texts, which needs the tokenizer (the CLI encodes the strings).
+ * - Dynamic temperature normalises the entropy by ln N with N counting banned tokens too, as
+ *   llama.cpp does (they are in its candidate array). */
 #define _POSIX_C_SOURCE 200809L
 #include "sampling.h"
 
@@ -50,6 +69,9 @@ struct gemma3_sampler {
     int32_t *touched;         /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx;         /* [hist_cap] */
     int32_t *dry_z;           /* [hist_cap] */
+    int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
+    uint32_t *sel_keys, *sel_keys2;
+    uint64_t *sel_mass;
     struct scored { double score; int32_t id; } *scored; /* typical-p */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
@@ -262,7 +284,15 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->w = g3_alloc_aligned(V * sizeof *s->w);
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
-    if (!s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
+    s->pos_above = g3_alloc_aligned(V * sizeof *s->pos_above);
+    s->pos_edge = g3_alloc_aligned(V * sizeof *s->pos_edge);
+    s->pos_sub = g3_alloc_aligned(V * sizeof *s->pos_sub);
+    s->tie_ids = g3_alloc_aligned(V * sizeof *s->tie_ids);
+    s->sel_keys = g3_alloc_aligned(V * sizeof *s->sel_keys);
+    s->sel_keys2 = g3_alloc_aligned(V * sizeof *s->sel_keys2);
+    s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
+    if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys || !s->sel_keys2 || !s->sel_mass ||
+        !s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
         !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp ||
         !s->w || !s->counts || !s->scored) {
         gemma3_sampler_free(s);
@@ -289,6 +319,13 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->w);
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
+    g3_free_aligned(s->pos_above);
+    g3_free_aligned(s->pos_edge);
+    g3_free_aligned(s->pos_sub);
+    g3_free_aligned(s->tie_ids);
+    g3_free_aligned(s->sel_keys);
+    g3_free_aligned(s->sel_keys2);
+    g3_free_aligned(s->sel_mass);
     free(s);
 }
 
@@ -329,8 +366,17 @@ static inline int before(const float *l, int32_t a, int32_t b) {
 
 static float cand_max(const gemma3_sampler *s) {
     if (s->sorted) return s->logits[s->cand[0]];
+    const float *l = s->logits;
     float m = -INFINITY;
-    for (int j = 0; j < s->n_cand; j++) m = fmaxf(m, s->logits[s->cand[j]]);
+    int n = s->n_cand, j = 0;
+    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: 16 lanes, vectorised */
+        float lane[16];
+        for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+        for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    }
+    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
     return m;
 }
 
@@ -400,7 +446,21 @@ static void select_top(gemma3_sampler *s, int m) {
     for (int j = 0; j < m; j++) h[j] = c[j];
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
-    for (int j = m; j < n; j++) {
+    int j = m;
+    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
+        for (; j + 16 <= n; j += 16) {
+            int hits = 0;
+            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
+            if (hits == 0) continue;
+            for (int k = j; k < j + 16; k++) {
+                if (l[k] < worst || !before(l, k, h[0])) continue;
+                h[0] = k;
+                sift_down(l, h, m, 0);
+                worst = l[h[0]];
+            }
+        }
+    }
+    for (; j < n; j++) {
         if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
         if (!before(l, c[j], h[0])) continue;
         h[0] = c[j];
@@ -463,20 +523,30 @@ static void ensure_sorted(gemma3_sampler *s) {
 
 /* ================================ radix selection (Gumbel path) ============================= */
 
+/* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
+ * ones (where clearing and walking 2048 buckets would cost more than the keys). */
+struct digits {
+    int passes;
+    int shift[4];
+    uint32_t mask[4];
+};
+static const struct digits digits_large = {3, {21, 10, 0, 0}, {2047, 2047, 1023, 0}};
+static const struct digits digits_small = {4, {24, 16, 8, 0}, {255, 255, 255, 255}};
+static const struct digits *digits_for(int n) { return n > 4096 ? &digits_large : &digits_small; }
+
 /* Among keys[0..n), finds the r-th largest key t (1 <= r <= n) by three histogram passes over
  * 11/11/10-bit digits, each on the survivors of the last; *n_above = how many keys exceed t.
  * tmp [n] is scratch. */
 static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int r, uint32_t *tmp,
                              int *n_above) {
-    static const int shift[3] = {21, 10, 0};
-    static const uint32_t mask[3] = {2047, 2047, 1023};
+    const struct digits *dg = digits_for(n);
     uint32_t *hist = s->hist_bins;
     uint32_t prefix = 0;
     int above = 0;
     const uint32_t *src = keys;
-    for (int pass = 0; pass < 3; pass++) {
-        int sh = shift[pass];
-        uint32_t mk = mask[pass];
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
         memset(hist, 0, (mk + 1) * sizeof *hist);
         for (int i = 0; i < n; i++) hist[(src[i] >> sh) & mk]++;
         uint32_t b = mk;
@@ -488,7 +558,7 @@ static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int
         above += cum;
         r -= cum;
         prefix |= b << sh;
-        if (pass < 2) {
+        if (pass < dg->passes - 1) {
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (((src[i] >> sh) & mk) == b) tmp[m++] = src[i];
@@ -504,9 +574,9 @@ static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int
  * mass, walking the total order, first reaches target (1 <= target <= total mass). Returns t and
  * the count and mass of keys above t. */
 static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
-                                  int n, uint64_t target, int *n_above, uint64_t *mass_above) {
-    static const int shift[3] = {21, 10, 0};
-    static const uint32_t mask[3] = {2047, 2047, 1023};
+                                  int n, uint64_t target, uint32_t *tmp, uint64_t *tmp_mass,
+                                  int *n_above, uint64_t *mass_above) {
+    const struct digits *dg = digits_for(n);
     uint32_t *hist = s->hist_bins;
     uint64_t *hm = s->hist_mass;
     uint32_t prefix = 0;
@@ -514,9 +584,9 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
     uint64_t above_m = 0;
     const uint32_t *src = keys;
     const uint64_t *srcm = mass;
-    for (int pass = 0; pass < 3; pass++) {
-        int sh = shift[pass];
-        uint32_t mk = mask[pass];
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
         memset(hist, 0, (mk + 1) * sizeof *hist);
         memset(hm, 0, (mk + 1) * sizeof *hm);
         for (int i = 0; i < n; i++) {
@@ -536,16 +606,16 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
         above_m += cum_m;
         target -= cum_m;
         prefix |= b << sh;
-        if (pass < 2) {
+        if (pass < dg->passes - 1) {
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (((src[i] >> sh) & mk) == b) {
-                    s->keys_tmp[m] = src[i];
-                    s->mass_tmp[m] = srcm[i];
+                    tmp[m] = src[i];
+                    tmp_mass[m] = srcm[i];
                     m++;
                 }
-            src = s->keys_tmp;
-            srcm = s->mass_tmp;
+            src = tmp;
+            srcm = tmp_mass;
             n = m;
         }
     }
@@ -554,33 +624,131 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
     return prefix;
 }
 
-/* Keeps every candidate whose key (in s->keys, parallel to the list) is above t, plus the
- * `ties` tied-at-t candidates with the smallest ids: the first n_above + ties of the total order. */
-static void keep_above_and_ties(gemma3_sampler *s, uint32_t t, int ties) {
-    int n = s->n_cand, nt = 0;
-    int32_t *tie = s->ids_tmp;
-    for (int j = 0; j < n; j++)
-        if (s->keys[j] == t) tie[nt++] = s->cand[j];
-    int32_t id_limit = INT32_MAX;
-    if (ties < nt) { /* the ties-th smallest id = the ties-th largest of ~id */
-        uint32_t *k = s->keys_tmp + 0;
-        uint32_t *tmp = (uint32_t *)s->ids_tmp2;
-        for (int j = 0; j < nt; j++) k[j] = ~(uint32_t)tie[j];
+/* Keeps the first `count` candidates of the total order (by_mass = 0), or the shortest prefix of
+ * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`
+ * (by_mass = 1), without sorting: one pass computes the keys and a histogram of their top 11
+ * bits; a second pass lists the positions above the boundary bucket and in it; radix selection
+ * on the (few) boundary-bucket keys finds the boundary key t; ties at t are resolved by id with
+ * one more selection on ~id. The list keeps its order. O(n), deterministic. */
+static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target) {
+    int n = s->n_cand;
+    int32_t *c = s->cand;
+    const float *l = s->logits;
+    uint32_t *keys = s->keys, *hist = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    /* positions that can matter. For a small count over the whole vocabulary, split it into 16
+     * interleaved blocks per column (block b = {b, b + B, ..., b + 15B}): the count-th largest
+     * block maximum theta is a lower bound of the count-th largest value (count distinct values
+     * reach it), so only blocks whose maximum reaches theta can hold survivors. The column
+     * maxima are one vectorisable pass; theta is one radix selection over B = n/16 keys. */
+    int32_t *sub = s->pos_sub;
+    int nsub = 0;
+    int B = n / 16;
+    if (!by_mass && s->id_order && n == s->n_vocab && count <= B / 4) {
+        float *bm = (float *)s->sel_keys2; /* [B] */
+        memcpy(bm, l, (size_t)B * sizeof *bm);
+        for (int r = 1; r < 16; r++) {
+            const float *row = l + (size_t)r * B;
+            int b = 0;
+            for (; b + 16 <= B; b += 16) /* fixed-size inner loop: vectorised at -O2 */
+                for (int k = 0; k < 16; k++) bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
+            for (; b < B; b++) bm[b] = row[b] > bm[b] ? row[b] : bm[b];
+        }
+        uint32_t *bk = s->sel_keys;
+        for (int b = 0; b < B; b++) bk[b] = g3_float_key(bm[b]);
         int dummy;
-        id_limit = (int32_t)~radix_select(s, k, nt, ties, tmp, &dummy);
+        uint32_t theta_key = radix_select(s, bk, B, count, s->keys_tmp, &dummy);
+        for (int b = 0; b < B; b++) {
+            if (bk[b] < theta_key) continue;
+            for (int r = 0; r < 16; r++) {
+                int j = r * B + b;
+                if (g3_float_key(l[j]) >= theta_key) sub[nsub++] = j;
+            }
+        }
+        for (int j = 16 * B; j < n; j++) sub[nsub++] = j; /* the ragged tail, unfiltered */
+        radix_sort_ids(sub, s->tie_ids, nsub);            /* positions in list order */
+    } else {
+        for (int j = 0; j < n; j++) sub[j] = j;
+        nsub = n;
     }
-    int m = 0;
-    for (int j = 0; j < n; j++) {
-        uint32_t k = s->keys[j];
-        if (k > t || (k == t && s->cand[j] <= id_limit)) s->cand[m++] = s->cand[j];
+    const struct digits *dg = digits_for(nsub);
+    int sh = dg->shift[0];
+    uint32_t top_bucket = dg->mask[0];
+    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
+    if (by_mass) {
+        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> sh]++;
+            hm[k >> sh] += s->mass[j];
+        }
+    } else {
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> sh]++;
+        }
+    }
+    /* the boundary bucket b: buckets above it hold fewer than `count` (or less than target mass) */
+    uint32_t b = top_bucket;
+    int above = 0;
+    uint64_t above_m = 0;
+    for (;; b--) {
+        if (by_mass ? above_m + hm[b] >= target : above + (int)hist[b] >= count) break;
+        above += (int)hist[b];
+        if (by_mass) above_m += hm[b];
+    }
+    int na = 0, ne = 0;
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        uint32_t d = keys[j] >> sh;
+        if (d > b) s->pos_above[na++] = j;
+        else if (d == b) s->pos_edge[ne++] = j;
+    }
+    uint32_t *ek = s->sel_keys;
+    for (int r = 0; r < ne; r++) ek[r] = keys[s->pos_edge[r]];
+    uint32_t t;
+    int ties;
+    if (by_mass) {
+        uint64_t *em = s->sel_mass;
+        for (int r = 0; r < ne; r++) em[r] = s->mass[s->pos_edge[r]];
+        int above2;
+        uint64_t above2_m;
+        t = radix_select_mass(s, ek, em, ne, target - above_m, s->keys_tmp, s->mass_tmp, &above2, &above2_m);
+        uint64_t rem = target - above_m - above2_m, qt = 0;
+        for (int r = 0; r < ne && qt == 0; r++)
+            if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
+        ties = (int)((rem + qt - 1) / qt);
+        above += above2;
+    } else {
+        int above2;
+        t = radix_select(s, ek, ne, count - above, s->keys_tmp, &above2);
+        above += above2;
+        ties = count - above;
+    }
+    /* ties at t: the `ties` smallest ids win */
+    int nt = 0;
+    for (int r = 0; r < ne; r++)
+        if (ek[r] == t) s->tie_ids[nt++] = c[s->pos_edge[r]];
+    int32_t id_limit = INT32_MAX;
+    if (ties < nt) {
+        for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
+        int dummy;
+        id_limit = (int32_t)~radix_select(s, s->sel_keys2, nt, ties, s->keys_tmp, &dummy);
+    }
+    /* merge the two position lists, both increasing; in place since positions >= outputs */
+    int m = 0, ia = 0, ie = 0;
+    while (ia < na || ie < ne) {
+        if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
+            c[m++] = c[s->pos_above[ia++]];
+        } else {
+            int j = s->pos_edge[ie++];
+            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
+        }
     }
     s->n_cand = m;
-    s->sorted = (m <= 1) || s->sorted;
-}
-
-static void fill_keys(gemma3_sampler *s) {
-    const float *l = s->logits;
-    for (int j = 0; j < s->n_cand; j++) s->keys[j] = g3_float_key(l[s->cand[j]]);
+    s->sorted = s->sorted || m <= 1;
 }
 
 /* ================================ the samplers ============================================== */
@@ -595,10 +763,11 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        fill_keys(s);
-        int above;
-        uint32_t t = radix_select(s, s->keys, s->n_cand, k, s->keys_tmp, &above);
-        keep_above_and_ties(s, t, k - above);
+        select_first(s, 0, k, 0);
+    } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
+        sort_all(s);
+        s->n_cand = k;
     } else {
         select_top(s, k);
         keep_prefix_of_tmp(s, k);
@@ -608,7 +777,7 @@ static void top_k(gemma3_sampler *s, int k) {
 uint64_t g3_fixed_mass(float l, float lmax) {
     double d = (double)l - (double)lmax;
     if (!(d >= -29.0)) return 0;
-    return (uint64_t)llround(exp(d) * 0x1p40);
+    return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
@@ -632,32 +801,27 @@ static void top_p(gemma3_sampler *s, float p) {
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     uint64_t total = 0;
     if (gumbel_mode(s)) {
-        fill_keys(s);
         for (int j = 0; j < n; j++) total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
         if (target == 0) { top_k(s, floor_keep); return; }
-        int above;
-        uint64_t above_m;
-        uint32_t t = radix_select_mass(s, s->keys, s->mass, n, target, &above, &above_m);
-        float lt;
-        uint32_t u = (t & 0x80000000u) ? (t & 0x7fffffffu) : ~t; /* key -> float bits */
-        memcpy(&lt, &u, sizeof lt);
-        uint64_t qt = g3_fixed_mass(lt, lmax); /* > 0: the crossing token carries mass */
-        int ties = (int)((target - above_m + qt - 1) / qt);
-        if (above + ties < floor_keep) { top_k(s, floor_keep); return; }
-        keep_above_and_ties(s, t, ties);
+        select_first(s, 1, 0, target);
+        if (s->n_cand < floor_keep) top_k(s, floor_keep); /* a prefix: extending it is top-k */
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
-     * model distributions), else the whole list sorted */
-    for (int j = 0; j < n; j++) total += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+     * model distributions), else the whole list sorted. Masses cached by token id. */
+    uint64_t *q = s->mass_tmp;
+    for (int j = 0; j < n; j++) {
+        int32_t id = s->cand[j];
+        total += q[id] = g3_fixed_mass(s->logits[id], lmax);
+    }
     uint64_t target = scale_floor(p, total);
     if (target == 0) { top_k(s, floor_keep); return; }
     if (!s->sorted && n > 256) {
         select_top(s, 256);
         uint64_t cum = 0;
         for (int j = 0; j < 256; j++) {
-            cum += g3_fixed_mass(s->logits[s->ids_tmp[j]], lmax);
+            cum += q[s->ids_tmp[j]];
             if (cum >= target) {
                 if (j + 1 < floor_keep) break;
                 keep_prefix_of_tmp(s, j + 1);
@@ -669,7 +833,7 @@ static void top_p(gemma3_sampler *s, float p) {
     uint64_t cum = 0;
     int keep = n;
     for (int j = 0; j < n; j++) {
-        cum += g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        cum += q[s->cand[j]];
         if (cum >= target) { keep = j + 1; break; }
     }
     if (keep < floor_keep) keep = floor_keep < n ? floor_keep : n;
@@ -794,6 +958,29 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
 static void keep_argmax(gemma3_sampler *s) {
     if (s->n_cand <= 1) return;
     const float *l = s->logits;
+    if (s->id_order) { /* the first maximum in id order is the lowest id */
+        float m[16];
+        int n = s->n_cand, j = 0;
+        for (int k = 0; k < 16; k++) m[k] = -INFINITY;
+        if (n == s->n_vocab)
+            for (; j + 16 <= n; j += 16)
+                for (int k = 0; k < 16; k++) m[k] = l[j + k] > m[k] ? l[j + k] : m[k];
+        float mx = -INFINITY;
+        for (int k = 0; k < 16; k++) mx = m[k] > mx ? m[k] : mx;
+        for (; j < n; j++) mx = l[s->cand[j]] > mx ? l[s->cand[j]] : mx;
+        j = 0;
+        if (n == s->n_vocab) /* skip whole blocks without the maximum */
+            for (; j + 16 <= n; j += 16) {
+                int hits = 0;
+                for (int k = 0; k < 16; k++) hits += l[j + k] == mx;
+                if (hits) break;
+            }
+        for (; j < n && l[s->cand[j]] != mx; j++) {}
+        s->cand[0] = s->cand[j < n ? j : 0];
+        s->n_cand = 1;
+        s->sorted = 1;
+        return;
+    }
     int32_t best = s->cand[0];
     for (int j = 1; j < s->n_cand; j++)
         if (before(l, s->cand[j], best)) best = s->cand[j];
@@ -958,46 +1145,60 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
-/* Copies the logits, applies logit bias and --ignore-eos, the NaN/+inf rules, and lists every
- * token with a logit above -inf as a candidate. */
+/* dst = src and cand = 0, 1, 2, ...; returns 1 if every value is finite. Fixed-size inner
+ * blocks so that the compiler vectorises it at -O2. */
+static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            dst[i + k] = src[i + k];
+            cand[i + k] = i + k;
+            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = src[i];
+        cand[i] = i;
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* Copies the logits, applies logit bias and --ignore-eos and the NaN/+inf rules, and lists every
+ * token as a candidate. */
 static void prepare(gemma3_sampler *s, const float *logits) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
     float *l = s->logits;
-    memcpy(l, logits, (size_t)V * sizeof *l);
-    uint32_t nonfinite = 0; /* exponent all ones: NaN or +-inf */
-    const uint32_t *bits = (const uint32_t *)(const void *)l;
-    for (int i = 0; i < V; i++) nonfinite |= (uint32_t)((bits[i] & 0x7f800000u) == 0x7f800000u);
-    int clean = !nonfinite;
+    int clean = copy_logits(l, s->cand, logits, V);
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
         l[id] = b == -INFINITY ? -INFINITY : l[id] + b;
-        clean &= (l[id] - l[id] == 0.0f);
+        clean &= !isnan(l[id]) && l[id] != INFINITY;
     }
     if (p->ignore_eos)
-        for (int i = 0; i < p->n_eos; i++) {
-            l[p->eos_ids[i]] = -INFINITY;
-            clean = 0;
-        }
+        for (int i = 0; i < p->n_eos; i++) l[p->eos_ids[i]] = -INFINITY;
     s->sorted = 0;
     s->id_order = 1;
-    if (clean) {
-        for (int i = 0; i < V; i++) s->cand[i] = i;
-        s->n_cand = V;
-        return;
-    }
+    s->n_cand = V;
+    /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
+     * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
+    if (clean) return;
     int n_pinf = 0;
     for (int i = 0; i < V; i++) {
         if (isnan(l[i])) l[i] = -INFINITY;
         n_pinf += l[i] == INFINITY;
     }
-    int n = 0;
-    for (int i = 0; i < V; i++) {
-        if (n_pinf > 0) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY; /* uniform over the +inf tokens */
-        if (l[i] != -INFINITY) s->cand[n++] = i;
-    }
-    s->n_cand = n;
+    if (n_pinf > 0) /* the +inf tokens share the mass uniformly: the limit of the softmax */
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
 }
 
 /* When nothing finite survives: the argmax of the caller's raw logits, NaN ignored, lowest id;
@@ -1052,6 +1253,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
             double bi = (double)s->logits[s->ids_tmp[i]] - (double)s->logits[s->ids_tmp[i + 1]]; /* ln(p_i/p_i+1) */
+            if (!isfinite(bi)) break; /* banned tokens reached */
             sum_tb += ti * bi;
             sum_tt += ti * ti;
         }

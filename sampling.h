@@ -49,12 +49,13 @@ double g3_gumbel(uint64_t bits);
 /* The largest value g3_gumbel can return (at b = 2^32 - 1). */
 double g3_gumbel_max(void);
 
-/* Order-preserving map float -> uint32 (a < b  <=>  key(a) < key(b); -inf lowest; +0 and -0
- * differ, which is harmless because both sort between the negatives and the positives and the
- * sampler never sees both as "equal" ties). NaN must be removed before. */
+/* Order-preserving map float -> uint32: a < b  <=>  key(a) < key(b) and a == b  <=>  key(a) ==
+ * key(b), so radix selection on keys agrees with float comparisons: -inf is lowest and -0 maps
+ * to the key of +0 (f + 0.0f is +0 for both zeros). NaN must be removed before. */
 static inline uint32_t g3_float_key(float f) {
+    float g = f + 0.0f;
     uint32_t u;
-    memcpy(&u, &f, sizeof u);
+    memcpy(&u, &g, sizeof u);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

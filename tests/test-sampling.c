@@ -113,6 +113,9 @@ static void test_top_k(void) {
     EXPECT_KEPT(p, t, 6, 1, 2, 3, 5);
     p.top_k = 5;
     EXPECT_KEPT(p, t, 6, 0, 1, 2, 3, 5);
+    float zeros[] = {-0.0f, 0.0f, -0.0f, -1.0f}; /* signed zeros are equal values: id order */
+    p.top_k = 2;
+    EXPECT_KEPT(p, zeros, 4, 0, 1);
     float eq[8] = {0};
     p.top_k = 3;
     EXPECT_KEPT(p, eq, 8, 0, 1, 2);

@@ -32,6 +32,7 @@ static double bench(const char *name, gemma3_sampler_params p, float *const *log
         fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
         exit(1);
     }
+    for (int i = 0; i < 64; i++) gemma3_sampler_accept(s, (int32_t)(g3_mix64((uint64_t)i) % V)); /* a history */
     static double t[CALLS];
     long sink = 0;
     for (int i = 0; i < CALLS; i++) {
@@ -40,7 +41,7 @@ static double bench(const char *name, gemma3_sampler_params p, float *const *log
         t[i] = g3_now() - t0;
     }
     qsort(t, CALLS, sizeof t[0], cmp_double);
-    printf("sampling %-28s %.3f ms/token  (median of %d; min %.3f)%s\n", name, t[CALLS / 2] * 1e3,
+    printf("sampling %-32s %.3f ms/token  (median of %d; min %.3f)%s\n", name, t[CALLS / 2] * 1e3,
            CALLS, t[0] * 1e3, sink < 0 ? "!" : "");
     gemma3_sampler_free(s);
     return t[CALLS / 2];
@@ -68,6 +69,14 @@ int main(void) {
     bench("top-p 0.95 only (cdf):", p, logits, NL);
     p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
     bench("top-p 0.95 only (gumbel):", p, logits, NL);
+    p = gemma3_sampler_default_params();
+    p.seed = 42;
+    p.repeat_penalty = 1.1f;
+    p.ignore_eos = 1;
+    p.n_eos = 2;
+    p.eos_ids[0] = 1;
+    p.eos_ids[1] = 106;
+    bench("default + repeat 1.1 + no-eos:", p, logits, NL);
     p = gemma3_sampler_default_params();
     p.seed = 42;
     gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &p);

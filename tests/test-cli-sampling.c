@@ -1,0 +1,248 @@
+/* test-cli-sampling.c - the sampling flag parser: every flag, strict ranges with one-line errors
+ * naming the flag and the range, generation_config.json defaults vs explicit flags, DRY breaker
+ * resolution. The CLI objects are not in libgemma3.a, so their sources are included here. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../cli.c"
+#include "../cli-sampling.c"
+#include "check.h"
+
+static char err_text[4096];
+
+/* Parses one flag (+ value) with stderr captured into err_text; returns the parser's status. */
+static int parse(cli_sampling *cs, const char *flag, const char *value, int *matched) {
+    char *argv[3] = {(char *)"gemma3", (char *)flag, (char *)value};
+    int argc = value ? 3 : 2, i = 1;
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    if (!tmp || saved < 0) return -100;
+    dup2(fileno(tmp), 2);
+    int rc = cli_sampling_flag(argc, argv, &i, cs, matched);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(err_text, 1, sizeof err_text - 1, tmp);
+    err_text[n] = '\0';
+    fclose(tmp);
+    if (rc == 0 && *matched) CHECK_MSG(i == argc - 1, "%s consumed %d args", flag, i);
+    return rc;
+}
+
+static int lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void expect_ok(cli_sampling *cs, const char *flag, const char *value) {
+    int matched = 0;
+    int rc = parse(cs, flag, value, &matched);
+    CHECK_MSG(rc == 0 && matched, "%s %s: rc %d matched %d: %s", flag, value ? value : "", rc, matched, err_text);
+}
+
+static void expect_error(const char *flag, const char *value, const char *needle) {
+    cli_sampling cs;
+    cli_sampling_init(&cs);
+    int matched = 0;
+    int rc = parse(&cs, flag, value, &matched);
+    CHECK_MSG(rc == CLI_EXIT_USAGE, "%s %s: rc %d", flag, value ? value : "", rc);
+    CHECK_MSG(lines(err_text) == 1 && strncmp(err_text, "gemma3: ", 8) == 0, "not one line: %s", err_text);
+    CHECK_MSG(strstr(err_text, flag) != NULL, "message lacks the flag: %s", err_text);
+    CHECK_MSG(strstr(err_text, needle) != NULL, "message lacks '%s': %s", needle, err_text);
+}
+
+static void test_values(void) {
+    cli_sampling cs;
+    cli_sampling_init(&cs);
+    CHECK_EQ_INT(cs.params.top_k, 64);
+    CHECK_EQ_INT(cs.n_dry_breakers, -1);
+    expect_ok(&cs, "--temp", "0.7");
+    CHECK_NEAR(cs.params.temperature, 0.7f, 0);
+    expect_ok(&cs, "--temperature", "0");
+    CHECK_NEAR(cs.params.temperature, 0, 0);
+    expect_ok(&cs, "--top-k", "40");
+    CHECK_EQ_INT(cs.params.top_k, 40);
+    expect_ok(&cs, "--top-p", "0.9");
+    CHECK_NEAR(cs.params.top_p, 0.9f, 0);
+    expect_ok(&cs, "--min-p", "0.05");
+    CHECK_NEAR(cs.params.min_p, 0.05f, 0);
+    expect_ok(&cs, "--typical", "0.8");
+    expect_ok(&cs, "--typical-p", "0.7");
+    CHECK_NEAR(cs.params.typical_p, 0.7f, 0);
+    expect_ok(&cs, "--top-nsigma", "1.5");
+    CHECK_NEAR(cs.params.top_n_sigma, 1.5f, 0);
+    expect_ok(&cs, "--repeat-penalty", "1.1");
+    CHECK_NEAR(cs.params.repeat_penalty, 1.1f, 0);
+    expect_ok(&cs, "--repeat-last-n", "-1");
+    CHECK_EQ_INT(cs.params.repeat_last_n, -1);
+    expect_ok(&cs, "--frequency-penalty", "0.5");
+    expect_ok(&cs, "--presence-penalty", "-0.5");
+    CHECK_NEAR(cs.params.frequency_penalty, 0.5f, 0);
+    CHECK_NEAR(cs.params.presence_penalty, -0.5f, 0);
+    expect_ok(&cs, "--dry-multiplier", "0.8");
+    expect_ok(&cs, "--dry-base", "1.5");
+    expect_ok(&cs, "--dry-allowed-length", "3");
+    expect_ok(&cs, "--dry-penalty-last-n", "256");
+    CHECK_NEAR(cs.params.dry_multiplier, 0.8f, 0);
+    CHECK_NEAR(cs.params.dry_base, 1.5f, 0);
+    CHECK_EQ_INT(cs.params.dry_allowed_length, 3);
+    CHECK_EQ_INT(cs.params.dry_penalty_last_n, 256);
+    expect_ok(&cs, "--xtc-probability", "0.5");
+    expect_ok(&cs, "--xtc-threshold", "0.2");
+    CHECK_NEAR(cs.params.xtc_probability, 0.5f, 0);
+    CHECK_NEAR(cs.params.xtc_threshold, 0.2f, 0);
+    expect_ok(&cs, "--dynatemp-range", "0.3");
+    expect_ok(&cs, "--dynatemp-exp", "2");
+    CHECK_NEAR(cs.params.dynatemp_range, 0.3f, 0);
+    CHECK_NEAR(cs.params.dynatemp_exponent, 2.0f, 0);
+    expect_ok(&cs, "--mirostat", "2");
+    expect_ok(&cs, "--mirostat-lr", "0.2");
+    expect_ok(&cs, "--mirostat-ent", "4");
+    CHECK_EQ_INT(cs.params.mirostat, 2);
+    CHECK_NEAR(cs.params.mirostat_eta, 0.2f, 0);
+    CHECK_NEAR(cs.params.mirostat_tau, 4.0f, 0);
+    expect_ok(&cs, "-l", "15043+1");
+    expect_ok(&cs, "--logit-bias", "7-inf");
+    expect_ok(&cs, "--logit-bias", "9-0.5");
+    CHECK_EQ_INT(cs.params.n_logit_bias, 3);
+    CHECK_EQ_INT(cs.params.logit_bias[0].token, 15043);
+    CHECK_NEAR(cs.params.logit_bias[0].bias, 1.0, 0);
+    CHECK(cs.params.logit_bias[1].token == 7 && cs.params.logit_bias[1].bias == -INFINITY);
+    CHECK_NEAR(cs.params.logit_bias[2].bias, -0.5, 0);
+    expect_ok(&cs, "--ignore-eos", NULL);
+    CHECK_EQ_INT(cs.params.ignore_eos, 1);
+    expect_ok(&cs, "-s", "42");
+    CHECK_EQ_INT(cs.params.seed, 42);
+    expect_ok(&cs, "--seed", "4294967295");
+    CHECK_EQ_INT(cs.params.seed, GEMMA3_SEED_RANDOM);
+    expect_ok(&cs, "--seed", "-1");
+    CHECK_EQ_INT(cs.params.seed, GEMMA3_SEED_RANDOM);
+    expect_ok(&cs, "--sampler-mode", "gumbel");
+    CHECK_EQ_INT(cs.params.mode, GEMMA3_SAMPLER_MODE_GUMBEL);
+    expect_ok(&cs, "--sampling-seq", "kt");
+    CHECK_EQ_INT(cs.params.n_samplers, 2);
+    CHECK_EQ_INT(cs.params.samplers[1], GEMMA3_SAMPLER_TEMPERATURE);
+    expect_ok(&cs, "--samplers", "llama.cpp");
+    CHECK_EQ_INT(cs.params.n_samplers, 9);
+    CHECK_EQ_INT(cs.params.samplers[8], GEMMA3_SAMPLER_TEMPERATURE);
+    expect_ok(&cs, "--samplers", "top_k;min-p;temp");
+    CHECK_EQ_INT(cs.params.n_samplers, 3);
+    CHECK_EQ_INT(cs.params.samplers[1], GEMMA3_SAMPLER_MIN_P);
+    expect_ok(&cs, "--dry-sequence-breaker", "\n");
+    expect_ok(&cs, "--dry-sequence-breaker", "###");
+    CHECK_EQ_INT(cs.n_dry_breakers, 2);
+    expect_ok(&cs, "--dry-sequence-breaker", "none");
+    CHECK_EQ_INT(cs.n_dry_breakers, 0);
+    /* a parsed set of params passes the library's own validation */
+    gemma3_sampler *s = NULL;
+    cs.params.logit_bias[0].token = 3;
+    CHECK(gemma3_sampler_init(&cs.params, 100, &s) == GEMMA3_OK);
+    gemma3_sampler_free(s);
+    /* a flag that is not ours is left alone */
+    int matched = 1;
+    CHECK_EQ_INT(parse(&cs, "--model", "x", &matched), 0);
+    CHECK_EQ_INT(matched, 0);
+}
+
+static void test_errors(void) {
+    expect_error("--temp", "-1", "[0, 100]");
+    expect_error("--temp", "abc", "[0, 100]");
+    expect_error("--temp", "nan", "[0, 100]");
+    expect_error("--top-p", "2", "[0, 1]");
+    expect_error("--top-p", "0.5x", "[0, 1]");
+    expect_error("--min-p", "-0.1", "[0, 1]");
+    expect_error("--top-k", "-5", "[0, 2147483647]");
+    expect_error("--top-k", "1.5", "[0, 2147483647]");
+    expect_error("--typical", "1.5", "[0, 1]");
+    expect_error("--repeat-penalty", "0", "[0.01, 100]");
+    expect_error("--repeat-last-n", "-2", "[-1,");
+    expect_error("--frequency-penalty", "3", "[-2, 2]");
+    expect_error("--xtc-probability", "1.1", "[0, 1]");
+    expect_error("--mirostat", "3", "[0, 2]");
+    expect_error("--dry-allowed-length", "-1", "[0, 65536]");
+    expect_error("--seed", "-2", "[-1, 4294967295]");
+    expect_error("--seed", "4294967296", "[-1, 4294967295]");
+    expect_error("--logit-bias", "15043", "TOKEN_ID(+|-)BIAS");
+    expect_error("--logit-bias", "-3+1", "TOKEN_ID(+|-)BIAS");
+    expect_error("--logit-bias", "5+x", "bias must be");
+    expect_error("--logit-bias", "5+", "bias must be");
+    expect_error("--sampler-mode", "fast", "cdf, gumbel");
+    expect_error("--sampling-seq", "kq", "'q'");
+    expect_error("--samplers", "top_k;bogus", "bogus");
+    expect_error("--top-p", NULL, "missing value");
+}
+
+static void test_gen_config(void) {
+    cli_sampling cs;
+    cli_sampling_init(&cs);
+    expect_ok(&cs, "--top-k", "10");
+    g3_gen_config gc;
+    memset(&gc, 0, sizeof gc);
+    gc.has_top_k = gc.has_top_p = gc.has_temperature = 1;
+    gc.top_k = 64;
+    gc.top_p = 0.8f;
+    gc.temperature = 0.6f;
+    gc.n_eos = 2;
+    gc.eos_ids[0] = 1;
+    gc.eos_ids[1] = 106;
+    cli_sampling_apply_gen_config(&cs, &gc);
+    CHECK_EQ_INT(cs.params.top_k, 10); /* the flag wins */
+    CHECK_NEAR(cs.params.top_p, 0.8f, 0);
+    CHECK_NEAR(cs.params.temperature, 0.6f, 0);
+    CHECK_NEAR(cs.params.min_p, 0, 0); /* not in the file: the default */
+    CHECK_EQ_INT(cs.params.n_eos, 2);
+    CHECK_EQ_INT(cs.params.eos_ids[1], 106);
+}
+
+/* A toy tokenizer: one id per byte. */
+static int byte_encode(void *ctx, const char *text, int32_t *ids, int max_ids) {
+    (void)ctx;
+    int n = (int)strlen(text);
+    for (int i = 0; i < n && i < max_ids; i++) ids[i] = (unsigned char)text[i];
+    return n;
+}
+
+static void test_breakers(void) {
+    cli_sampling cs;
+    cli_sampling_init(&cs);
+    CHECK_EQ_INT(cli_sampling_resolve_breakers(&cs, byte_encode, NULL), 0);
+    CHECK_EQ_INT(cs.params.n_dry_breakers, 4); /* llama.cpp's defaults */
+    CHECK_EQ_INT(cs.params.dry_breakers[0][0], '\n');
+    CHECK_EQ_INT(cs.params.dry_breakers[3][0], '*');
+    expect_ok(&cs, "--dry-sequence-breaker", "ab");
+    CHECK_EQ_INT(cli_sampling_resolve_breakers(&cs, byte_encode, NULL), 0);
+    CHECK_EQ_INT(cs.params.n_dry_breakers, 1);
+    CHECK_EQ_INT(cs.params.dry_breaker_len[0], 2);
+    CHECK_EQ_INT(cs.params.dry_breakers[0][1], 'b');
+    expect_ok(&cs, "--dry-sequence-breaker", "this breaker is far too long to fit");
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    if (!tmp) { CHECK(0); return; }
+    dup2(fileno(tmp), 2);
+    int rc = cli_sampling_resolve_breakers(&cs, byte_encode, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(tmp);
+    CHECK_EQ_INT(rc, CLI_EXIT_USAGE);
+}
+
+int main(void) {
+    test_values();
+    test_errors();
+    test_gen_config();
+    test_breakers();
+    FILE *devnull = fopen("/dev/null", "w");
+    if (devnull) {
+        cli_sampling_help(devnull);
+        fclose(devnull);
+    }
+    return check_report();
+}
