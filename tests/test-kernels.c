@@ -48,7 +48,7 @@ static void fill_bf16(uint16_t *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = g3_f32_to_bf16(rng_f() * scale);
 }
 
-static const int n_ins[] = {1, 7, 16, 31, 33, 100, 257, 1153};
+static const int n_ins[] = {1, 7, 16, 31, 33, 100, 257, 1153, 3001};
 static const int n_rows[] = {1, 5, 17, 40};
 static const int n_toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 37};
 
@@ -111,8 +111,8 @@ static void test_matmul(const g3_kernels *k, const g3_kernels *ref, int xbf16) {
  * split row ranges (odd splits, and the g3_split shares of 2 and 3 threads), bitwise. */
 static void test_determinism(const g3_kernels *k, int xbf16) {
     const int n_tok = 37, rows = 53;
-    int ins[] = {31, 100, 1153};
-    for (int a = 0; a < 3; a++) {
+    int ins[] = {31, 100, 1153, 3001}; /* 3001: k-blocked, tail in the last block */
+    for (int a = 0; a < 4; a++) {
         int n_in = ins[a];
         uint16_t *W = malloc((size_t)rows * n_in * sizeof *W);
         float *X = malloc((size_t)n_tok * n_in * sizeof *X);
