@@ -574,70 +574,94 @@ INLINE AVX512 void prefetch_next_tile(const uint16_t *const *w, int R, int n_in,
         _mm_prefetch((const char *)((uintptr_t)(w[i] + k) + ahead), _MM_HINT_T0);
 }
 
-/* One R x C tile (R*C <= 16) of matmul_f32: bf16 weights widened to fp32, 16 k per FMA. */
-INLINE AVX512 void tile_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
-                                size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C,
-                                int k0, int k1, __m512 *save) {
-    TILE_POINTERS(float)
-    int k = k0;
-    for (; k + 16 <= k1; k += 16) {
-        if (C == 1 && k % 32 == 0) prefetch_next_tile(w, R, n_in, k);
-        __m512 xv[16];
+/* Splits 32 bf16 (16 adjacent k-pairs) into fp32 vectors of the even and of the odd k: one
+ * shift and one mask, half the work of widening two halves with vpmovzxwd. */
+INLINE AVX512 void split_bf16_512(__m512i v, __m512 *even, __m512 *odd) {
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* The same even/odd split of 32 fp32 activations (two permutes, shared by the tile's rows). */
+INLINE AVX512 void split_f32_512(__m512 lo, __m512 hi, __m512 *even, __m512 *odd) {
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *even = _mm512_permutex2var_ps(lo, ie, hi);
+    *odd = _mm512_permutex2var_ps(lo, io, hi);
+}
+
+/* One R x C tile of the widening matmuls, 32 k per step: lane j of an accumulator takes the
+ * products of k = 32s + 2j and then of k = 32s + 2j + 1 (two FMAs). X is fp32 (matmul_f32)
+ * or, when XBF16, bf16 split like W (matmul_bf16 on AVX-512 without the BF16 extension). */
+INLINE AVX512 void tile_widen_512(float *Y, size_t ldy, const uint16_t *W, const void *Xv,
+                                  size_t ldx, int xbf16, int n_in, int r, int nr, int t, int nt,
+                                  int R, int C, int k0, int k1, __m512 *save) {
+    const uint16_t *w[16];
+    const float *xf[16];
+    const uint16_t *xh[16];
 #pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+#pragma GCC unroll 16
+    for (int c = 0; c < C; c++) {
+        size_t off = (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+        xf[c] = (const float *)Xv + off;
+        xh[c] = (const uint16_t *)Xv + off;
+    }
+    __m512 acc[32];
+#pragma GCC unroll 32
+    for (int i = 0; i < R * C; i++) acc[i] = k0 > 0 ? save[i] : _mm512_setzero_ps();
+    int k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        if (C == 1) prefetch_next_tile(w, R, n_in, k);
+        __m512 xe[16], xo[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) {
+            if (xbf16) split_bf16_512(_mm512_loadu_si512(xh[c] + k), &xe[c], &xo[c]);
+            else split_f32_512(_mm512_loadu_ps(xf[c] + k), _mm512_loadu_ps(xf[c] + k + 16), &xe[c], &xo[c]);
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
+            __m512 we, wo;
+            split_bf16_512(_mm512_loadu_si512(w[i] + k), &we, &wo);
 #pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+            for (int c = 0; c < C; c++) {
+                acc[i * C + c] = _mm512_fmadd_ps(we, xe[c], acc[i * C + c]);
+                acc[i * C + c] = _mm512_fmadd_ps(wo, xo[c], acc[i * C + c]);
+            }
         }
     }
-    if (k < k1) { /* tail chunk, zero-padded by masked loads */
-        __mmask16 m = mask16_512(n_in - k);
-        __m512 xv[16];
+    if (k < k1) { /* tail chunk (k1 == n_in), zero-padded by masked loads */
+        __mmask32 m = (__mmask32)((1ull << (k1 - k)) - 1u);
+        __m512 xe[16], xo[16];
 #pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + k);
+        for (int c = 0; c < C; c++) {
+            if (xbf16) split_bf16_512(_mm512_maskz_loadu_epi16(m, xh[c] + k), &xe[c], &xo[c]);
+            else split_f32_512(_mm512_maskz_loadu_ps((__mmask16)m, xf[c] + k),
+                               _mm512_maskz_loadu_ps((__mmask16)(m >> 16), xf[c] + k + 16), &xe[c], &xo[c]);
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
+            __m512 we, wo;
+            split_bf16_512(_mm512_maskz_loadu_epi16(m, w[i] + k), &we, &wo);
 #pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+            for (int c = 0; c < C; c++) {
+                acc[i * C + c] = _mm512_fmadd_ps(we, xe[c], acc[i * C + c]);
+                acc[i * C + c] = _mm512_fmadd_ps(wo, xo[c], acc[i * C + c]);
+            }
         }
     }
     finish_tile_512(Y, ldy, r, nr, t, nt, acc, R, C, n_in, k1, save);
 }
 
-/* One R x C tile of matmul_bf16 without the BF16 extension: both sides widened, 16 k per FMA. */
+INLINE AVX512 void tile_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
+                                size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C,
+                                int k0, int k1, __m512 *save) {
+    tile_widen_512(Y, ldy, W, X, ldx, 0, n_in, r, nr, t, nt, R, C, k0, k1, save);
+}
+
 INLINE AVX512 void tile_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                   size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C,
-                                int k0, int k1, __m512 *save) {
-    TILE_POINTERS(uint16_t)
-    int k = k0;
-    for (; k + 16 <= k1; k += 16) {
-        if (C == 1 && k % 32 == 0) prefetch_next_tile(w, R, n_in, k);
-        __m512 xv[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_loadu_si256((const __m256i *)(x[c] + k)));
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    if (k < k1) {
-        __mmask16 m = mask16_512(n_in - k);
-        __m512 xv[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_maskz_loadu_epi16(m, x[c] + k));
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    finish_tile_512(Y, ldy, r, nr, t, nt, acc, R, C, n_in, k1, save);
+                                  int k0, int k1, __m512 *save) {
+    tile_widen_512(Y, ldy, W, X, ldx, 1, n_in, r, nr, t, nt, R, C, k0, k1, save);
 }
 
 /* One R x C tile of matmul_bf16 with vdpbf16ps: 32 k (16 adjacent pairs) per instruction,
@@ -724,7 +748,7 @@ enum { KBLOCK = 1024, KB_TOKENS = 48 };
         }                                                                                       \
     } while (0)
 
-#define MATMUL_TILES_512(TILE, XBYTES)                                                          \
+#define MATMUL_TILES_512(TILE, XBYTES, TRB, TCB)                                                        \
     do {                                                                                        \
         if (n_tok == 1) {                                                                       \
             for (int r = r0; r < r1; r += 16)                                                   \
@@ -732,24 +756,24 @@ enum { KBLOCK = 1024, KB_TOKENS = 48 };
         } else if (n_tok == 2 || n_in <= 2048) {                                                \
             TOKEN_BLOCKS_512(TILE, XBYTES, 8, 2);                                               \
         } else {                                                                                \
-            TOKEN_BLOCKS_K_512(TILE, XBYTES, 8, 3);                                             \
+            TOKEN_BLOCKS_K_512(TILE, XBYTES, TRB, TCB);                                         \
         }                                                                                       \
     } while (0)
 
 static AVX512 void matmul_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
                                   size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_f32_512, 4);
+    MATMUL_TILES_512(tile_f32_512, 4, 8, 2); /* 8 x 3 would need 32 registers */
 }
 
 static AVX512 void matmul_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                     size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_bf16w_512, 2);
+    MATMUL_TILES_512(tile_bf16w_512, 2, 8, 2);
 }
 
 static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W,
                                          const uint16_t *X, size_t ldx, int n_tok, int n_in,
                                          int r0, int r1) {
-    MATMUL_TILES_512(tile_dpbf16_512, 2);
+    MATMUL_TILES_512(tile_dpbf16_512, 2, 8, 3);
 }
 
 /* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,
