@@ -89,7 +89,8 @@ fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do \
 	  name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
 	  seeds=tests/fuzz-seeds/$$name; [ -d $$seeds ] || seeds=; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build/fuzz/corpus-$$name $$seeds || exit 1; \
+	  dict=tests/fuzz-seeds/$$name.dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict build/fuzz/corpus-$$name $$seeds || exit 1; \
 	done
 
 models: all

@@ -403,10 +403,22 @@ done:
     return rc;
 }
 
-int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label) {
+int g3_st_open_buffer(const uint8_t *buf, size_t size, const char *label, g3_st **out) {
+    *out = NULL;
     g3_st *st = calloc(1, sizeof *st);
     if (!st) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
     int rc = parse_image(st, buf, size, label);
+    if (rc != GEMMA3_OK) {
+        g3_st_close(st);
+        return rc;
+    }
+    *out = st;
+    return GEMMA3_OK;
+}
+
+int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label) {
+    g3_st *st;
+    int rc = g3_st_open_buffer(buf, size, label, &st);
     g3_st_close(st);
     return rc;
 }

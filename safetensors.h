@@ -51,4 +51,7 @@ const g3_tensor *g3_st_at(const g3_st *st, int i);
  * Used by the fuzz target. */
 int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label);
 
+/* The same, keeping the views: they point into buf, and buf and label must outlive the result. */
+int g3_st_open_buffer(const uint8_t *buf, size_t size, const char *label, g3_st **out);
+
 #endif
