@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <immintrin.h>
+
 #include "util.h"
 
 /* ==== scalar reference ===================================================================== */
@@ -119,18 +121,762 @@ void g3_rope(float *x, int n_heads, int head_dim, const float *cos_t, const floa
     }
 }
 
+/* ==== AVX2 + FMA ========================================================================== */
+
+/* Every SIMD function carries its own target attribute, so one portable build (no -march)
+ * holds every path and g3_kernels_get() picks one at run time. Helpers are always_inline so
+ * they take on their caller's target. */
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* The determinism contract of matmul, for every SIMD table: each output y[t][r] is one dot
+ * product kept in ONE vector accumulator of its own, fed k-chunks in increasing order (the last
+ * chunk zero-padded), then reduced horizontally by one fixed tree. A tile of R rows x C tokens
+ * just runs R*C such dot products side by side and reduces them together with the same tree,
+ * so the value never depends on the tile shape, n_tok, r0/r1 or the thread. */
+
+INLINE AVX2 __m256 widen8_avx2(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Horizontal sums of 8 vectors at once. Lane 4h+m of the result is the sum of v[2m+h], each
+ * reduced by the same tree (lane i + lane i+4, then i+2, then i+1). */
+INLINE AVX2 __m256 hsum8_avx2(const __m256 v[8]) {
+    __m256 a[4], b[2];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; i++)
+        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xDD));
+}
+
+/* Reduces the R x C accumulators acc[i*C + c] (R*C <= 8) and stores rows r..r+nr-1 of tokens
+ * t..t+nt-1. Unused slots are zero; they cost a few adds and are never stored. */
+INLINE AVX2 void store_tile_avx2(float *Y, size_t ldy, int r, int nr, int t, int nt,
+                                 const __m256 *acc, int R, int C) {
+    __m256 v[8];
+    for (int i = 0; i < 8; i++) v[i] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            int lane = c * R + i; /* output lane: tokens major, rows contiguous */
+            v[2 * (lane % 4) + lane / 4] = acc[i * C + c];
+        }
+    float out[8];
+    _mm256_storeu_ps(out, hsum8_avx2(v));
+    for (int c = 0; c < nt; c++) {
+        float *y = Y + (size_t)(t + c) * ldy + r;
+        if (nr == R) memcpy(y, out + c * R, (size_t)R * sizeof(float));
+        else memcpy(y, out + c * R, (size_t)nr * sizeof(float));
+    }
+}
+
+/* One R x C tile (R*C <= 8) of a bf16-weight matmul in 8-wide chunks of k. Rows past nr and
+ * tokens past nt repeat the last valid one (so every load stays in bounds) and are not stored.
+ * XBF16 says whether X holds bf16 (widened like W) or fp32. */
+INLINE AVX2 void tile_avx2(float *Y, size_t ldy, const uint16_t *W, const void *X, size_t ldx,
+                           int xbf16, int n_in, int r, int nr, int t, int nt, int R, int C) {
+    const uint16_t *w[8];
+    const float *xf[8];
+    const uint16_t *xh[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+        size_t off = (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+        xf[c] = (const float *)X + off;
+        xh[c] = (const uint16_t *)X + off;
+    }
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < R * C; i++) acc[i] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= n_in; k += 8) {
+        __m256 xv[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            xv[c] = xbf16 ? widen8_avx2(_mm_loadu_si128((const __m128i *)(xh[c] + k)))
+                          : _mm256_loadu_ps(xf[c] + k);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            __m256 wv = widen8_avx2(_mm_loadu_si128((const __m128i *)(w[i] + k)));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    if (k < n_in) { /* the tail chunk, zero-padded through small stack copies */
+        int rem = n_in - k;
+        __m256 xv[8];
+        for (int c = 0; c < C; c++) {
+            if (xbf16) {
+                uint16_t tmp[8] = {0};
+                memcpy(tmp, xh[c] + k, (size_t)rem * sizeof *tmp);
+                xv[c] = widen8_avx2(_mm_loadu_si128((const __m128i *)tmp));
+            } else {
+                float tmp[8] = {0};
+                memcpy(tmp, xf[c] + k, (size_t)rem * sizeof *tmp);
+                xv[c] = _mm256_loadu_ps(tmp);
+            }
+        }
+        for (int i = 0; i < R; i++) {
+            uint16_t tmp[8] = {0};
+            memcpy(tmp, w[i] + k, (size_t)rem * sizeof *tmp);
+            __m256 wv = widen8_avx2(_mm_loadu_si128((const __m128i *)tmp));
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    store_tile_avx2(Y, ldy, r, nr, t, nt, acc, R, C);
+}
+
+/* Tiles: 8 rows x 1 token for decode (8 independent FMA chains stream 8 rows), 4 x 2 for
+ * batches. Tokens are blocked so a block of X stays in L2 while every row tile of the thread's
+ * share passes over it. */
+INLINE AVX2 void matmul_avx2(float *Y, size_t ldy, const uint16_t *W, const void *X, size_t ldx,
+                             int xbf16, int n_tok, int n_in, int r0, int r1) {
+    if (n_tok == 1) {
+        for (int r = r0; r < r1; r += 8)
+            tile_avx2(Y, ldy, W, X, ldx, xbf16, n_in, r, r1 - r < 8 ? r1 - r : 8, 0, 1, 8, 1);
+        return;
+    }
+    size_t x_row_bytes = (size_t)n_in * (xbf16 ? 2 : 4);
+    int tb = (int)((256u << 10) / x_row_bytes) & ~1;
+    if (tb < 2) tb = 2;
+    for (int t0 = 0; t0 < n_tok; t0 += tb) {
+        int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;
+        for (int r = r0; r < r1; r += 4) {
+            int nr = r1 - r < 4 ? r1 - r : 4;
+            for (int t = t0; t < t1; t += 2)
+                tile_avx2(Y, ldy, W, X, ldx, xbf16, n_in, r, nr, t, t1 - t < 2 ? t1 - t : 2, 4, 2);
+        }
+    }
+}
+
+static AVX2 void matmul_f32_avx2(float *Y, size_t ldy, const uint16_t *W, const float *X,
+                                 size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    matmul_avx2(Y, ldy, W, X, ldx, 0, n_tok, n_in, r0, r1);
+}
+
+static AVX2 void matmul_bf16_avx2(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
+                                  size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    matmul_avx2(Y, ldy, W, X, ldx, 1, n_tok, n_in, r0, r1);
+}
+
+INLINE AVX2 float hsum_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE AVX2 float hmax_avx2(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Loads the n < 8 values at p into a vector whose other lanes hold `pad`. */
+INLINE AVX2 __m256 load_partial_avx2(const float *p, int n, float pad) {
+    float tmp[8];
+    for (int i = 0; i < 8; i++) tmp[i] = i < n ? p[i] : pad;
+    return _mm256_loadu_ps(tmp);
+}
+
+INLINE AVX2 __m256 load_partial_bf16_avx2(const uint16_t *p, int n) {
+    uint16_t tmp[8] = {0};
+    memcpy(tmp, p, (size_t)n * sizeof *tmp);
+    return widen8_avx2(_mm_loadu_si128((const __m128i *)tmp));
+}
+
+INLINE AVX2 void store_partial_avx2(float *p, __m256 v, int n) {
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(p, tmp, (size_t)n * sizeof *p);
+}
+
+/* exp(x) for every lane, within ~2 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6
+ * polynomial, then two exact power-of-two scalings (2^n split in halves so that results down
+ * in the subnormal range round once, correctly, and -inf gives exactly 0). Inputs clamp to
+ * [-120, 89]: below that the result is 0, above it +inf. */
+INLINE AVX2 __m256 exp_avx2(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-120.0f)), _mm256_set1_ps(89.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+static AVX2 float dot_f32_avx2(const float *a, const float *b, int n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    if (i < n)
+        acc1 = _mm256_fmadd_ps(load_partial_avx2(a + i, n - i, 0.0f),
+                               load_partial_avx2(b + i, n - i, 0.0f), acc1);
+    return hsum_avx2(_mm256_add_ps(acc0, acc1));
+}
+
+static AVX2 float dot_bf16_avx2(const float *a, const uint16_t *b, int n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i))), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8),
+                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i + 8))), acc1);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i))), acc0);
+    if (i < n)
+        acc1 = _mm256_fmadd_ps(load_partial_avx2(a + i, n - i, 0.0f),
+                               load_partial_bf16_avx2(b + i, n - i), acc1);
+    return hsum_avx2(_mm256_add_ps(acc0, acc1));
+}
+
+static AVX2 void axpy_f32_avx2(float *y, float a, const float *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = widen8_avx2(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
+}
+
+static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
+    float ss = dot_f32_avx2(x, x, n);
+    __m256 inv = _mm256_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv),
+                                              _mm256_loadu_ps(w1p + i)));
+    if (i < n)
+        store_partial_avx2(y + i, _mm256_mul_ps(_mm256_mul_ps(load_partial_avx2(x + i, n - i, 0), inv),
+                                                load_partial_avx2(w1p + i, n - i, 0)), n - i);
+}
+
+/* gelu_tanh(z) = z/2 (1 + tanh(u)) = z * sigmoid(2u) = z / (1 + exp(-2u)), u = sqrt(2/pi) (z +
+ * 0.044715 z^3). The sigmoid form has no cancellation for negative u, where 1 + tanh(u) loses
+ * every digit, and exp(-2u) = +inf gives the right limit (-0) for very negative z. */
+INLINE AVX2 __m256 gelu_avx2(__m256 z) {
+    __m256 z3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), z), z), z);
+    __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_add_ps(z, z3));
+    __m256 e = exp_avx2(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
+    return _mm256_div_ps(z, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+static AVX2 void gelu_tanh_mul_avx2(float *out, const float *gate, const float *up, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu_avx2(_mm256_loadu_ps(gate + i)),
+                                                _mm256_loadu_ps(up + i)));
+    if (i < n)
+        store_partial_avx2(out + i, _mm256_mul_ps(gelu_avx2(load_partial_avx2(gate + i, n - i, 0)),
+                                                  load_partial_avx2(up + i, n - i, 0)), n - i);
+}
+
+static AVX2 void softmax_avx2(float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    if (i < n) vmax = _mm256_max_ps(vmax, load_partial_avx2(x + i, n - i, -INFINITY));
+    float max = hmax_avx2(vmax);
+    if (max == -INFINITY) { /* nothing visible: all zeros, as the reference */
+        memset(x, 0, (size_t)n * sizeof *x);
+        return;
+    }
+    __m256 vm = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        __m256 e = exp_avx2(_mm256_sub_ps(load_partial_avx2(x + i, n - i, -INFINITY), vm));
+        store_partial_avx2(x + i, e, n - i);
+        sum = _mm256_add_ps(sum, e);
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / hsum_avx2(sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++) x[i] *= _mm256_cvtss_f32(inv);
+}
+
+/* Round-to-nearest-even on the low 16 bits; NaN keeps its sign and top payload and gets the
+ * quiet bit, exactly as g3_f32_to_bf16. */
+INLINE AVX2 __m256i to_bf16_lanes_avx2(__m256 f) {
+    __m256i u = _mm256_castps_si256(f);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                        _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rounded, quiet, is_nan);
+}
+
+static AVX2 void to_bf16_avx2(uint16_t *dst, const float *src, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i a = to_bf16_lanes_avx2(_mm256_loadu_ps(src + i));
+        __m256i b = to_bf16_lanes_avx2(_mm256_loadu_ps(src + i + 8));
+        /* packus interleaves 128-bit halves; the permute puts them back in order */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+        _mm256_storeu_si256((__m256i *)(dst + i), p);
+    }
+    for (; i < n; i++) dst[i] = g3_f32_to_bf16(src[i]);
+}
+
+static const g3_kernels kernels_avx2 = {
+    .name = "avx2",
+    .isa = G3_ISA_AVX2,
+    .matmul_f32 = matmul_f32_avx2,
+    .matmul_bf16 = matmul_bf16_avx2,
+    .rmsnorm = rmsnorm_avx2,
+    .gelu_tanh_mul = gelu_tanh_mul_avx2,
+    .softmax = softmax_avx2,
+    .dot_f32 = dot_f32_avx2,
+    .dot_bf16 = dot_bf16_avx2,
+    .axpy_f32 = axpy_f32_avx2,
+    .axpy_bf16 = axpy_bf16_avx2,
+    .to_bf16 = to_bf16_avx2,
+};
+
+/* ==== AVX-512 (F/BW/VL/DQ; BF16 dot products where present) =============================== */
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+INLINE AVX512 __m512 widen16_512(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+INLINE AVX512 __mmask16 mask16_512(int n) { return (__mmask16)((1u << n) - 1u); }
+
+/* Horizontal sums of 16 vectors at once. Lane 4q+m of the result is the sum of v[4m+q], each
+ * reduced by the same tree (lane i + lane i+8, then i+4, i+2, i+1), whichever vectors share
+ * the call: the matmul determinism contract rests on this. */
+INLINE AVX512 __m512 hsum16_512(const __m512 v[16]) {
+    __m512 a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+}
+
+/* Reduces the R x C accumulators acc[i*C + c] (R*C <= 16) and stores rows r..r+nr-1 of tokens
+ * t..t+nt-1. Unused slots are zero; they cost a few adds and are never stored. */
+INLINE AVX512 void store_tile_512(float *Y, size_t ldy, int r, int nr, int t, int nt,
+                                  const __m512 *acc, int R, int C) {
+    __m512 v[16];
+    for (int i = 0; i < 16; i++) v[i] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) {
+            int lane = c * R + i; /* output lane: tokens major, rows contiguous */
+            v[4 * (lane % 4) + lane / 4] = acc[i * C + c];
+        }
+    __m512 s = hsum16_512(v);
+    for (int c = 0; c < nt; c++) {
+        float *y = Y + (size_t)(t + c) * ldy + r;
+        /* the masked store touches only y[0..nr) */
+        __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                       _mm512_set1_epi32(c * R));
+        __m512 sc = c == 0 ? s : _mm512_permutexvar_ps(idx, s); /* token c's lanes first */
+        _mm512_mask_storeu_ps(y, mask16_512(nr), sc);
+    }
+}
+
+/* Row/token pointers of a tile; rows past nr and tokens past nt repeat the last valid one, so
+ * every load stays in bounds (their results are computed and dropped). */
+#define TILE_POINTERS(XT)                                                                      \
+    const uint16_t *w[16];                                                                     \
+    const XT *x[16];                                                                           \
+    _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                       \
+        w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;                                 \
+    _Pragma("GCC unroll 16") for (int c = 0; c < C; c++)                                       \
+        x[c] = X + (size_t)(t + (c < nt ? c : nt - 1)) * ldx;                                  \
+    __m512 acc[16];                                                                            \
+    _Pragma("GCC unroll 16") for (int i = 0; i < R * C; i++) acc[i] = _mm512_setzero_ps();
+
+/* One R x C tile (R*C <= 16) of matmul_f32: bf16 weights widened to fp32, 16 k per FMA. */
+INLINE AVX512 void tile_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
+                                size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C) {
+    TILE_POINTERS(float)
+    int k = 0;
+    for (; k + 16 <= n_in; k += 16) {
+        __m512 xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    if (k < n_in) { /* tail chunk, zero-padded by masked loads */
+        __mmask16 m = mask16_512(n_in - k);
+        __m512 xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + k);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+}
+
+/* One R x C tile of matmul_bf16 without the BF16 extension: both sides widened, 16 k per FMA. */
+INLINE AVX512 void tile_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
+                                  size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C) {
+    TILE_POINTERS(uint16_t)
+    int k = 0;
+    for (; k + 16 <= n_in; k += 16) {
+        __m512 xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_loadu_si256((const __m256i *)(x[c] + k)));
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    if (k < n_in) {
+        __mmask16 m = mask16_512(n_in - k);
+        __m512 xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_maskz_loadu_epi16(m, x[c] + k));
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
+        }
+    }
+    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+}
+
+/* One R x C tile of matmul_bf16 with vdpbf16ps: 32 k (16 adjacent pairs) per instruction,
+ * straight from row-major W and X (no repacking). Each lane adds its pair's two products in
+ * the instruction's fixed order, so this too is one accumulator per output. */
+INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
+                                       size_t ldx, int n_in, int r, int nr, int t, int nt, int R,
+                                       int C) {
+    TILE_POINTERS(uint16_t)
+    int k = 0;
+    for (; k + 32 <= n_in; k += 32) {
+        __m512i xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_si512(x[c] + k);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512i wv = _mm512_loadu_si512(w[i] + k);
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++)
+                acc[i * C + c] = _mm512_dpbf16_ps(acc[i * C + c], (__m512bh)wv, (__m512bh)xv[c]);
+        }
+    }
+    if (k < n_in) {
+        __mmask32 m = (__mmask32)((1ull << (n_in - k)) - 1u);
+        __m512i xv[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_epi16(m, x[c] + k);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512i wv = _mm512_maskz_loadu_epi16(m, w[i] + k);
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++)
+                acc[i * C + c] = _mm512_dpbf16_ps(acc[i * C + c], (__m512bh)wv, (__m512bh)xv[c]);
+        }
+    }
+    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+}
+
+/* The loop over tiles, shared by the three tile kinds. Decode (one token) runs 16 rows at a
+ * time: 16 independent accumulator chains, 16 sequential weight streams. Two tokens run 8 x 2.
+ * Larger batches run 4 x 4 tiles over blocks of tokens sized so the block of X stays in L2
+ * while every row tile of this thread's share passes over it (each W tile is then read from
+ * memory once per block, and from L1 across the block's token tiles). */
+#define MATMUL_TILES_512(TILE, XBYTES)                                                          \
+    do {                                                                                        \
+        if (n_tok == 1) {                                                                       \
+            for (int r = r0; r < r1; r += 16)                                                   \
+                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 16 ? r1 - r : 16, 0, 1, 16, 1);       \
+            break;                                                                              \
+        }                                                                                       \
+        if (n_tok == 2) { /* reads W once, where 4x4 tiles would waste half their work */      \
+            for (int r = r0; r < r1; r += 8)                                                    \
+                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 8 ? r1 - r : 8, 0, 2, 8, 2);          \
+            break;                                                                              \
+        }                                                                                       \
+        int tb = (int)((192u << 10) / ((size_t)n_in * (XBYTES))) & ~3;                          \
+        if (tb < 4) tb = 4;                                                                     \
+        for (int t0 = 0; t0 < n_tok; t0 += tb) {                                                \
+            int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;                                         \
+            for (int r = r0; r < r1; r += 4) {                                                  \
+                int nr = r1 - r < 4 ? r1 - r : 4;                                               \
+                for (int t = t0; t < t1; t += 4)                                                \
+                    TILE(Y, ldy, W, X, ldx, n_in, r, nr, t, t1 - t < 4 ? t1 - t : 4, 4, 4);     \
+            }                                                                                   \
+        }                                                                                       \
+    } while (0)
+
+static AVX512 void matmul_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
+                                  size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    MATMUL_TILES_512(tile_f32_512, 4);
+}
+
+static AVX512 void matmul_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
+                                    size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    MATMUL_TILES_512(tile_bf16w_512, 2);
+}
+
+static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W,
+                                         const uint16_t *X, size_t ldx, int n_tok, int n_in,
+                                         int r0, int r1) {
+    MATMUL_TILES_512(tile_dpbf16_512, 2);
+}
+
+/* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,
+ * then vscalefps, which rounds subnormal results once and correctly. Inputs clamp to
+ * [-120, 89], so -inf gives exactly 0 and large x gives +inf. */
+INLINE AVX512 __m512 exp_512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-120.0f)), _mm512_set1_ps(89.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+INLINE AVX512 __m512 gelu_512(__m512 z) { /* see gelu_avx2 for the sigmoid form */
+    __m512 z3 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), z), z), z);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_add_ps(z, z3));
+    __m512 e = exp_512(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f)));
+    return _mm512_div_ps(z, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+static AVX512 float dot_f32_512(const float *a, const float *b, int n) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+static AVX512 float dot_bf16_512(const float *a, const uint16_t *b, int n) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i),
+                               widen16_512(_mm256_loadu_si256((const __m256i *)(b + i))), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16),
+                               widen16_512(_mm256_loadu_si256((const __m256i *)(b + i + 16))), acc1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
+                               widen16_512(_mm256_maskz_loadu_epi16(m, b + i)), acc0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+static AVX512 void axpy_f32_512(float *y, float a, const float *x, int n) {
+    __m512 va = _mm512_set1_ps(a);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
+                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static AVX512 void axpy_bf16_512(float *y, float a, const uint16_t *x, int n) {
+    __m512 va = _mm512_set1_ps(a);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        __m512 xv = widen16_512(_mm256_maskz_loadu_epi16(m, x + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, xv, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static AVX512 void rmsnorm_512(float *y, const float *x, const float *w1p, int n, float eps) {
+    float ss = dot_f32_512(x, x, n);
+    __m512 inv = _mm512_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv),
+                                 _mm512_maskz_loadu_ps(m, w1p + i));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
+static AVX512 void gelu_tanh_mul_512(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        __m512 v = _mm512_mul_ps(gelu_512(_mm512_maskz_loadu_ps(m, gate + i)),
+                                 _mm512_maskz_loadu_ps(m, up + i));
+        _mm512_mask_storeu_ps(out + i, m, v);
+    }
+}
+
+static AVX512 void softmax_512(float *x, int n) {
+    __m512 ninf = _mm512_set1_ps(-INFINITY), vmax = ninf;
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, m, x + i));
+    }
+    float max = _mm512_reduce_max_ps(vmax);
+    if (max == -INFINITY) { /* nothing visible: all zeros, as the reference */
+        memset(x, 0, (size_t)n * sizeof *x);
+        return;
+    }
+    __m512 vm = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, x + i), vm));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+}
+
+static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
+    for (int i = 0; i < n; i += 16) { /* integer RNE, as g3_f32_to_bf16 (see to_bf16_lanes_avx2) */
+        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i));
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i rounded = _mm512_srli_epi32(
+            _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+        __mmask16 is_nan = _mm512_cmpgt_epi32_mask(
+            _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+        __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+        __m512i h = _mm512_mask_blend_epi32(is_nan, rounded, quiet);
+        _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(h));
+    }
+}
+
+#define KERNELS_512_COMMON                                                                     \
+    .isa = G3_ISA_AVX512, .matmul_f32 = matmul_f32_512, .rmsnorm = rmsnorm_512,                 \
+    .gelu_tanh_mul = gelu_tanh_mul_512, .softmax = softmax_512, .dot_f32 = dot_f32_512,         \
+    .dot_bf16 = dot_bf16_512, .axpy_f32 = axpy_f32_512, .axpy_bf16 = axpy_bf16_512,             \
+    .to_bf16 = to_bf16_512
+
+static const g3_kernels kernels_avx512 = {
+    .name = "avx512",
+    .matmul_bf16 = matmul_bf16w_512,
+    KERNELS_512_COMMON,
+};
+
+static const g3_kernels kernels_avx512bf16 = {
+    .name = "avx512bf16",
+    .matmul_bf16 = matmul_dpbf16_512,
+    KERNELS_512_COMMON,
+};
+
 /* ==== dispatch ============================================================================ */
 
+typedef struct {
+    int avx2, avx512, avx512bf16;
+} cpu_features;
+
+/* __builtin_cpu_supports reads a table filled once at start-up (cpuid plus the OS's saved-state
+ * support), so asking again is cheap and needs no cache of our own. */
+static cpu_features cpu_get(void) {
+    cpu_features f;
+    __builtin_cpu_init();
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    f.avx512bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+    return f;
+}
+
 g3_isa g3_isa_detect(void) {
-    /* SIMD tables are added in their own sections; until then scalar is all there is. */
-    return G3_ISA_SCALAR;
+    cpu_features f = cpu_get();
+    return f.avx512 ? G3_ISA_AVX512 : f.avx2 ? G3_ISA_AVX2 : G3_ISA_SCALAR;
 }
 
 const g3_kernels *g3_kernels_get(g3_isa isa) {
+    cpu_features f = cpu_get();
     switch (isa) {
     case G3_ISA_SCALAR: return &kernels_scalar;
+    case G3_ISA_AVX2: return f.avx2 ? &kernels_avx2 : NULL;
+    case G3_ISA_AVX512:
+        if (!f.avx512) return NULL;
+        return f.avx512bf16 ? &kernels_avx512bf16 : &kernels_avx512;
     default: return NULL;
     }
+}
+
+int g3_kernels_all(const g3_kernels **out, int max) {
+    cpu_features f = cpu_get();
+    const g3_kernels *all[4];
+    int n = 0;
+    all[n++] = &kernels_scalar;
+    if (f.avx2) all[n++] = &kernels_avx2;
+    if (f.avx512) all[n++] = &kernels_avx512;
+    if (f.avx512bf16) all[n++] = &kernels_avx512bf16;
+    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
+    return n < max ? n : max;
 }
 
 int g3_isa_parse(const char *name) {

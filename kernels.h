@@ -47,6 +47,10 @@ typedef struct g3_kernels {
 g3_isa g3_isa_detect(void);
 /* The table for an ISA level; NULL if the CPU cannot run it. */
 const g3_kernels *g3_kernels_get(g3_isa isa);
+/* Every table this CPU can run, scalar first, into out[0..max); returns how many. Besides
+ * g3_kernels_get's choices this lists "avx512" (widening matmul_bf16) next to "avx512bf16",
+ * so tests and benchmarks cover both. */
+int g3_kernels_all(const g3_kernels **out, int max);
 /* Parses "scalar" / "avx2" / "avx512"; -1 if unknown. */
 int g3_isa_parse(const char *name);
 

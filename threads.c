@@ -1,56 +1,97 @@
-/* threads.c - persistent worker pool.
+/* threads.c - persistent worker pool with low-latency fork/join.
  *
- * Workers sleep on a condition variable between jobs; a job is published by bumping a
- * generation counter. The caller runs share 0 itself, then waits for the others. */
+ * A decoded token has a few hundred fork/join points, each a few microseconds of work, so a
+ * condvar round trip per job (tens of microseconds on a loaded box) would dominate. The caller
+ * publishes a job by bumping an atomic generation counter; workers spin on it for a short while
+ * (_mm_pause, then sched_yield) and only then sleep on a condition variable. Completion works
+ * the same way in reverse with an atomic count of pending workers.
+ *
+ * Sleeping is race-free without a lock on the fast path: a worker about to sleep registers in
+ * `sleepers` and re-checks the generation under the mutex; the caller bumps the generation and
+ * then reads `sleepers` (both sequentially consistent), taking the mutex to broadcast only when
+ * someone may be asleep. One of the two always sees the other's write. */
 #define _POSIX_C_SOURCE 200809L
 #include "threads.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
 #include "util.h"
+
+/* Spin budget before sleeping: up to SPIN_PAUSES pause instructions (~30 ns each on these
+ * cores, so ~60 us: longer than the gap between two fork/join points of a decoded token),
+ * with a sched_yield every YIELD_EVERY pauses so that a thread we wait for, if it shares our
+ * core (a busy box, or more threads than cores), gets to run. With more threads than CPUs the
+ * pool does not spin at all: spinning would only steal the time of the thread awaited. */
+enum { SPIN_PAUSES = 2048, YIELD_EVERY = 128 };
 
 struct g3_pool {
     int n_threads;
-    pthread_t *workers;   /* n_threads - 1 */
-    pthread_mutex_t lock;
-    pthread_cond_t wake;  /* workers wait for a new generation */
-    pthread_cond_t done;  /* caller waits for pending == 0 */
-    unsigned long generation;
-    int pending;
-    int quit;
-    g3_task_fn fn;
+    int spin;                   /* pauses to spin before sleeping: SPIN_PAUSES or 0 */
+    pthread_t *workers;         /* [n_threads - 1] */
+    g3_task_fn fn;              /* the current job; written before generation is bumped */
     void *ctx;
+    atomic_uint generation;     /* bumped once per job */
+    atomic_int pending;         /* workers still running the current job */
+    atomic_int quit;
+    atomic_int sleepers;        /* workers blocked (or about to block) on `wake` */
+    atomic_int caller_sleeping; /* the caller blocked (or about to block) on `done` */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t done;
 };
+
+static void backoff(int i) {
+    if (i % YIELD_EVERY == YIELD_EVERY - 1) sched_yield();
+    else cpu_relax();
+}
 
 typedef struct {
     g3_pool *pool;
     int ith;
 } worker_arg;
 
+/* Waits until the generation differs from `seen` or quit is set; returns the new generation. */
+static unsigned wait_for_job(g3_pool *pool, unsigned seen) {
+    for (int i = 0; i < pool->spin; i++) {
+        unsigned g = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        if (g != seen || atomic_load_explicit(&pool->quit, memory_order_acquire)) return g;
+        backoff(i);
+    }
+    pthread_mutex_lock(&pool->lock);
+    atomic_fetch_add(&pool->sleepers, 1);
+    while (atomic_load(&pool->generation) == seen && !atomic_load(&pool->quit))
+        pthread_cond_wait(&pool->wake, &pool->lock);
+    atomic_fetch_sub(&pool->sleepers, 1);
+    pthread_mutex_unlock(&pool->lock);
+    return atomic_load(&pool->generation);
+}
+
 static void *worker_main(void *p) {
     worker_arg arg = *(worker_arg *)p;
     free(p);
     g3_pool *pool = arg.pool;
-    unsigned long seen = 0;
+    unsigned seen = 0;
     for (;;) {
-        pthread_mutex_lock(&pool->lock);
-        while (pool->generation == seen && !pool->quit) pthread_cond_wait(&pool->wake, &pool->lock);
-        if (pool->quit) {
+        seen = wait_for_job(pool, seen);
+        if (atomic_load(&pool->quit)) return NULL;
+        pool->fn(pool->ctx, arg.ith, pool->n_threads);
+        if (atomic_fetch_sub(&pool->pending, 1) == 1 && /* seq_cst: see caller */
+            atomic_load(&pool->caller_sleeping)) {
+            pthread_mutex_lock(&pool->lock);
+            pthread_cond_signal(&pool->done);
             pthread_mutex_unlock(&pool->lock);
-            return NULL;
         }
-        seen = pool->generation;
-        g3_task_fn fn = pool->fn;
-        void *ctx = pool->ctx;
-        pthread_mutex_unlock(&pool->lock);
-
-        fn(ctx, arg.ith, pool->n_threads);
-
-        pthread_mutex_lock(&pool->lock);
-        if (--pool->pending == 0) pthread_cond_signal(&pool->done);
-        pthread_mutex_unlock(&pool->lock);
     }
 }
 
@@ -61,6 +102,12 @@ int g3_pool_create(int n_threads, g3_pool **out) {
     g3_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return g3_error(GEMMA3_ERR_NOMEM, "threads: out of memory");
     pool->n_threads = n_threads;
+    pool->spin = n_threads <= g3_n_cpus() ? SPIN_PAUSES : 0;
+    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->pending, 0);
+    atomic_init(&pool->quit, 0);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->caller_sleeping, 0);
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->done, NULL);
@@ -86,7 +133,7 @@ int g3_pool_create(int n_threads, g3_pool **out) {
 void g3_pool_free(g3_pool *pool) {
     if (!pool) return;
     pthread_mutex_lock(&pool->lock);
-    pool->quit = 1;
+    atomic_store(&pool->quit, 1);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     for (int i = 1; i < pool->n_threads && pool->workers; i++) pthread_join(pool->workers[i - 1], NULL);
@@ -99,23 +146,32 @@ void g3_pool_free(g3_pool *pool) {
 
 int g3_pool_size(const g3_pool *pool) { return pool->n_threads; }
 
+/* Not reentrant: one caller at a time, and fn must not call g3_pool_run on the same pool. */
 void g3_pool_run(g3_pool *pool, g3_task_fn fn, void *ctx) {
     if (pool->n_threads == 1) {
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->ctx = ctx;
-    pool->pending = pool->n_threads - 1;
-    pool->generation++;
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add(&pool->generation, 1); /* seq_cst: publishes fn, ctx and pending */
+    if (atomic_load(&pool->sleepers) > 0) {
+        pthread_mutex_lock(&pool->lock);
+        pthread_cond_broadcast(&pool->wake);
+        pthread_mutex_unlock(&pool->lock);
+    }
 
     fn(ctx, 0, pool->n_threads);
 
+    for (int i = 0; i < pool->spin; i++) {
+        if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0) return;
+        backoff(i);
+    }
     pthread_mutex_lock(&pool->lock);
-    while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->lock);
+    atomic_store(&pool->caller_sleeping, 1);
+    while (atomic_load(&pool->pending) != 0) pthread_cond_wait(&pool->done, &pool->lock);
+    atomic_store(&pool->caller_sleeping, 0);
     pthread_mutex_unlock(&pool->lock);
 }
 

@@ -1,0 +1,288 @@
+/* bench-kernels - throughput of the matmul kernels and the thread pool, per ISA table.
+ *
+ *   build/tools/bench-kernels [--quick]
+ *
+ * Prints: a plain memory-read bandwidth reference (vectorised sum over 1 GiB, 1 and 2 threads);
+ * matvec (T=1) over a 1B-shaped set of weights (~1 GB, far beyond cache) as GB/s of weights
+ * streamed and the fraction of the read bandwidth; matmul_f32 / matmul_bf16 at T=512 over
+ * [6912][1152] as GFLOP/s next to a measured vdpbf16ps / FMA peak; g3_pool_run fork/join
+ * latency. Each figure is the best of a few repetitions. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "threads.h"
+#include "util.h"
+
+static int quick;
+
+/* ---- memory-read reference ---- */
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    float partial[64];
+} sum_job;
+
+__attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+static void sum_task(void *ctx, int ith, int nth) {
+    sum_job *job = ctx;
+    int lo, hi, n_blocks = (int)(job->n / 4096);
+    g3_split(n_blocks, ith, nth, 1, &lo, &hi);
+    job->partial[ith] = sum_avx2(job->buf + (size_t)lo * 4096, (size_t)(hi - lo) * 4096);
+}
+
+static double read_bandwidth(g3_pool *pool, const float *buf, size_t n) {
+    sum_job job = {.buf = buf, .n = n};
+    double best = 1e30;
+    for (int rep = 0; rep < (quick ? 2 : 4); rep++) {
+        double t0 = g3_now();
+        g3_pool_run(pool, sum_task, &job);
+        double dt = g3_now() - t0;
+        if (dt < best) best = dt;
+    }
+    return (double)n * sizeof(float) / best / 1e9;
+}
+
+/* ---- matmul jobs split over the pool by rows ---- */
+
+typedef struct {
+    const g3_kernels *k;
+    float *Y;
+    const uint16_t *W;
+    const void *X;
+    int n_tok, n_in, n_out, xbf16;
+} mm_job;
+
+static void mm_task(void *ctx, int ith, int nth) {
+    mm_job *j = ctx;
+    int r0, r1;
+    g3_split(j->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 >= r1) return;
+    if (j->xbf16)
+        j->k->matmul_bf16(j->Y, (size_t)j->n_out, j->W, j->X, (size_t)j->n_in, j->n_tok, j->n_in, r0, r1);
+    else
+        j->k->matmul_f32(j->Y, (size_t)j->n_out, j->W, j->X, (size_t)j->n_in, j->n_tok, j->n_in, r0, r1);
+}
+
+/* A 1B-shaped weight set: n_layers x (gate, up [6912][1152], down [1152][6912]) + the tied LM
+ * head [262144][1152]. */
+enum { HID = 1152, FFN = 6912, VOCAB = 262144 };
+
+typedef struct {
+    uint16_t *w;
+    size_t n_elems;
+    int n_layers;
+} weight_set;
+
+static double matvec_pass(g3_pool *pool, const g3_kernels *k, const weight_set *ws, float *y,
+                          const float *x) {
+    double t0 = g3_now();
+    const uint16_t *w = ws->w;
+    for (int l = 0; l < ws->n_layers; l++) {
+        mm_job gate = {k, y, w, x, 1, HID, FFN, 0};
+        g3_pool_run(pool, mm_task, &gate);
+        w += (size_t)FFN * HID;
+        mm_job up = {k, y, w, x, 1, HID, FFN, 0};
+        g3_pool_run(pool, mm_task, &up);
+        w += (size_t)FFN * HID;
+        mm_job down = {k, y, w, x, 1, FFN, HID, 0};
+        g3_pool_run(pool, mm_task, &down);
+        w += (size_t)HID * FFN;
+    }
+    mm_job head = {k, y, w, x, 1, HID, VOCAB, 0};
+    g3_pool_run(pool, mm_task, &head);
+    return g3_now() - t0;
+}
+
+static double gemm_time(g3_pool *pool, mm_job *job, int reps) {
+    double best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = g3_now();
+        g3_pool_run(pool, mm_task, job);
+        double dt = g3_now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+/* ---- instruction peaks: independent chains of one instruction, 2 per cycle on a core with
+ * two 512-bit FMA pipes ---- */
+
+__attribute__((target("avx512f,avx512bf16"))) static double peak_dpbf16(void) {
+    __m512 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x0001);
+    long iters = 20000000;
+    double t0 = g3_now();
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_dpbf16_ps(a[i], b, c);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]));
+    }
+    double dt = g3_now() - t0;
+    float sink[16];
+    _mm512_storeu_ps(sink, a[0]);
+    for (int i = 1; i < 12; i++) _mm512_storeu_ps(sink, _mm512_add_ps(_mm512_loadu_ps(sink), a[i]));
+    if (sink[0] == 12345.0f) printf(" ");
+    return (double)iters * 12 * 32 * 2 / dt / 1e9; /* 32 MACs per instruction */
+}
+
+__attribute__((target("avx512f"))) static double peak_fma512(void) {
+    __m512 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    __m512 b = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(1e-9f);
+    long iters = 20000000;
+    double t0 = g3_now();
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], b, c);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]));
+    }
+    double dt = g3_now() - t0;
+    float sink[16];
+    _mm512_storeu_ps(sink, a[0]);
+    for (int i = 1; i < 12; i++) _mm512_storeu_ps(sink, _mm512_add_ps(_mm512_loadu_ps(sink), a[i]));
+    if (sink[0] == 12345.0f) printf(" ");
+    return (double)iters * 12 * 16 * 2 / dt / 1e9;
+}
+
+static double cpu_mhz(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double mhz = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "cpu MHz : %lf", &mhz) == 1 || sscanf(line, "cpu MHz\t: %lf", &mhz) == 1) break;
+    fclose(f);
+    return mhz;
+}
+
+static void noop_task(void *ctx, int ith, int nth) {
+    (void)ctx, (void)ith, (void)nth;
+}
+
+static void fill_bf16(uint16_t *w, size_t n, unsigned seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        w[i] = g3_f32_to_bf16(((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f);
+    }
+}
+
+int main(int argc, char **argv) {
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    g3_pool *pool1 = NULL, *pool2 = NULL;
+    if (g3_pool_create(1, &pool1) != GEMMA3_OK || g3_pool_create(2, &pool2) != GEMMA3_OK) return 1;
+    g3_pool *pools[2] = {pool1, pool2};
+
+    double mhz = cpu_mhz();
+    printf("# bench-kernels (cpus: %d, cpu MHz from /proc/cpuinfo: %.0f)\n\n", g3_n_cpus(), mhz);
+
+    /* pool fork/join latency */
+    printf("| test | threads | us per g3_pool_run |\n|---|---|---|\n");
+    for (int p = 0; p < 2; p++) {
+        int n = quick ? 20000 : 200000;
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = g3_now();
+            for (int i = 0; i < n; i++) g3_pool_run(pools[p], noop_task, NULL);
+            double dt = (g3_now() - t0) / n * 1e6;
+            if (dt < best) best = dt;
+        }
+        printf("| fork/join (empty job) | %d | %.3f |\n", p + 1, best);
+    }
+
+    /* memory-read reference */
+    size_t n_ref = (size_t)1 << 28; /* 1 GiB of floats */
+    float *ref = g3_alloc_aligned(n_ref * sizeof(float));
+    if (!ref) return 1;
+    for (size_t i = 0; i < n_ref; i++) ref[i] = 1.0f;
+    double bw[2];
+    printf("\n| test | threads | GB/s |\n|---|---|---|\n");
+    for (int p = 0; p < 2; p++) {
+        bw[p] = read_bandwidth(pools[p], ref, n_ref);
+        printf("| memory read (sum over 1 GiB) | %d | %.1f |\n", p + 1, bw[p]);
+    }
+    g3_free_aligned(ref);
+
+    weight_set ws = {.n_layers = quick ? 2 : 8};
+    ws.n_elems = (size_t)ws.n_layers * 3 * FFN * HID + (size_t)VOCAB * HID;
+    ws.w = g3_alloc_aligned(ws.n_elems * sizeof(uint16_t));
+    int T = 512;
+    float *x = g3_alloc_aligned((size_t)T * FFN * sizeof(float));
+    uint16_t *xh = g3_alloc_aligned((size_t)T * FFN * sizeof(uint16_t));
+    float *y = g3_alloc_aligned((size_t)T * VOCAB * sizeof(float) / 64 + (size_t)T * FFN * sizeof(float));
+    if (!ws.w || !x || !xh || !y) return 1;
+    fill_bf16(ws.w, ws.n_elems, 1);
+    for (size_t i = 0; i < (size_t)T * FFN; i++) x[i] = g3_bf16_to_f32(xh[i] = (uint16_t)(0x3c00 + (i * 7919) % 0x400));
+
+    const g3_kernels *tables[8];
+    int n_tables = g3_kernels_all(tables, 8);
+
+    printf("\n| isa | test | threads | ms | GB/s | of read bw |\n|---|---|---|---|---|---|\n");
+    for (int ti = 0; ti < n_tables; ti++) {
+        const g3_kernels *k = tables[ti];
+        for (int p = 0; p < 2; p++) {
+            int reps = k->isa == G3_ISA_SCALAR ? 1 : (quick ? 2 : 3);
+            double best = 1e30;
+            for (int rep = 0; rep < reps; rep++) {
+                double dt = matvec_pass(pools[p], k, &ws, y, x);
+                if (dt < best) best = dt;
+            }
+            double gbs = (double)ws.n_elems * 2 / best / 1e9;
+            printf("| %s | matvec f32 T=1, %.2f GB | %d | %.1f | %.1f | %.0f%% |\n", k->name,
+                   ws.n_elems * 2 / 1e9, p + 1, best * 1e3, gbs, 100 * gbs / bw[p]);
+        }
+    }
+
+    double peak_dp = 0, peak_fma = 0;
+    if (__builtin_cpu_supports("avx512f")) peak_fma = peak_fma512();
+    if (__builtin_cpu_supports("avx512bf16")) peak_dp = peak_dpbf16();
+    printf("\nmeasured single-core peaks: vdpbf16ps %.1f GFLOP/s, vfmadd (zmm) %.1f GFLOP/s "
+           "(at %.0f MHz: %.1f / %.1f flops per cycle)\n", peak_dp, peak_fma, mhz,
+           mhz > 0 ? peak_dp * 1e3 / mhz : 0, mhz > 0 ? peak_fma * 1e3 / mhz : 0);
+
+    printf("\n| isa | test | threads | ms | GFLOP/s | of 1-core peak x threads |\n|---|---|---|---|---|---|\n");
+    struct { int n_out, n_in; const char *what; } shapes[] = {{FFN, HID, "[6912][1152]"}, {HID, FFN, "[1152][6912]"}};
+    for (int ti = 0; ti < n_tables; ti++) {
+        const g3_kernels *k = tables[ti];
+        if (k->isa == G3_ISA_SCALAR) continue; /* minutes per call; the matvec row shows its speed */
+        for (int s = 0; s < 2; s++)
+            for (int xb = 0; xb < 2; xb++)
+                for (int p = 0; p < 2; p++) {
+                    mm_job job = {k, y, ws.w, xb ? (const void *)xh : (const void *)x, T,
+                                  shapes[s].n_in, shapes[s].n_out, xb};
+                    double dt = gemm_time(pools[p], &job, quick ? 1 : 3);
+                    double gf = 2.0 * shapes[s].n_out * shapes[s].n_in * T / dt / 1e9;
+                    double peak = (xb && strcmp(k->name, "avx512bf16") == 0) ? peak_dp : peak_fma;
+                    if (k->isa == G3_ISA_AVX2) peak = peak_fma / 2;
+                    printf("| %s | matmul_%s T=%d %s | %d | %.1f | %.1f | %.0f%% |\n", k->name,
+                           xb ? "bf16" : "f32", T, shapes[s].what, p + 1, dt * 1e3, gf,
+                           peak > 0 ? 100 * gf / (peak * (p + 1)) : 0);
+                }
+    }
+
+    g3_free_aligned(ws.w);
+    g3_free_aligned(x);
+    g3_free_aligned(xh);
+    g3_free_aligned(y);
+    g3_pool_free(pool1);
+    g3_pool_free(pool2);
+    return 0;
+}
