@@ -183,7 +183,9 @@ static int make_room(chat *c, const char *text, int32_t **ids, int *n_ids) {
         int32_t *all = NULL;
         int n_all = 0;
         if (encode_live_conversation(c, text, &all, &n_all) != GEMMA3_OK) return -1;
-        if (n_all + reply_reserve(c) <= n_ctx || c->first_live >= c->n_turns) {
+        /* Free half the context at once (as llama.cpp's context shift does), so the next
+         * turns do not each pay for a re-prefill. */
+        if (n_all + reply_reserve(c) <= n_ctx / 2 || c->first_live >= c->n_turns) {
             if (n_all + 1 > n_ctx) {
                 free(all);
                 fprintf(stderr, "gemma3: this message alone (%d tokens) does not fit the context (%d)\n",
@@ -341,8 +343,8 @@ static char *read_line(chat *c) {
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
-    int rc = gen_opts_init(&c.opts, gen_find_model_dir(argc, argv));
-    if (rc) return rc;
+    int rc;
+    gen_opts_init(&c.opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

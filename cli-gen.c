@@ -12,25 +12,11 @@ const char gen_flags_help[] =
     "                         or the context is full)\n"
     "  -sys, --system-prompt TEXT  system prompt (folded into the first user turn, as Gemma does)\n";
 
-const char *gen_find_model_dir(int argc, char **argv) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) return argv[i + 1];
-    return NULL;
-}
-
-int gen_opts_init(gen_opts *opts, const char *model_dir) {
+void gen_opts_init(gen_opts *opts) {
     memset(opts, 0, sizeof *opts);
     cli_model_opts_init(&opts->mo);
-    opts->sp = gemma3_sampler_default_params();
+    cli_sampling_init(&opts->cs);
     opts->n_predict = -1;
-    if (!model_dir) return 0;
-    char path[4096];
-    g3_gen_config gc;
-    if (g3_path_join(path, sizeof path, model_dir, "generation_config.json") != GEMMA3_OK ||
-        g3_gen_config_load(path, &gc) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-    cli_sampling_apply_gen_config(&opts->sp, &gc);
-    return 0;
 }
 
 int gen_flag(int argc, char **argv, int *i, gen_opts *opts) {
@@ -46,7 +32,9 @@ int gen_flag(int argc, char **argv, int *i, gen_opts *opts) {
     }
     int rc = cli_model_flag(argc, argv, i, &opts->mo);
     if (rc != CLI_NOT_MINE) return rc;
-    return cli_sampling_flag(argc, argv, i, &opts->sp);
+    int matched = 0;
+    rc = cli_sampling_flag(argc, argv, i, &opts->cs, &matched);
+    return matched || rc ? rc : CLI_NOT_MINE;
 }
 
 static void add_stop(gen_state *g, int32_t id) {
@@ -56,7 +44,12 @@ static void add_stop(gen_state *g, int32_t id) {
     g->stop_ids[g->n_stop++] = id;
 }
 
-int gen_open(gen_state *g, const gen_opts *opts) {
+/* Text to ids without BOS, for the DRY sequence breakers. */
+static int encode_plain(void *ctx, const char *text, int32_t *ids, int max_ids) {
+    return gemma3_tokenizer_encode(ctx, text, strlen(text), 0, ids, max_ids);
+}
+
+int gen_open(gen_state *g, gen_opts *opts) {
     memset(g, 0, sizeof *g);
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
     double t0 = g3_now();
@@ -73,7 +66,15 @@ int gen_open(gen_state *g, const gen_opts *opts) {
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_EOS));
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_END_OF_TURN));
 
-    gemma3_sampler_params sp = opts->sp;
+    char path[4096];
+    g3_gen_config gc;
+    if (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK ||
+        g3_gen_config_load(path, &gc) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    cli_sampling_apply_gen_config(&opts->cs, &gc);
+    int rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
+    if (rc) return rc;
+    gemma3_sampler_params sp = opts->cs.params;
     sp.n_eos = 0;
     for (int i = 0; i < g->n_stop && i < GEMMA3_SAMPLER_MAX_EOS; i++) sp.eos_ids[sp.n_eos++] = g->stop_ids[i];
     if (sp.n_ctx == 0) sp.n_ctx = gemma3_session_n_ctx(g->session);

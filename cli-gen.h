@@ -11,7 +11,7 @@
 
 typedef struct gen_opts {
     cli_model_opts mo;
-    gemma3_sampler_params sp;
+    cli_sampling cs;            /* sampling flags; generation_config.json fills what they leave */
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
 } gen_opts;
@@ -37,22 +37,18 @@ typedef struct gen_state {
     double prompt_seconds, gen_seconds;
 } gen_state;
 
-/* Pass 1 of flag parsing: finds -m so that generation_config.json defaults can be applied
- * before the flags that override them. Returns NULL if absent. */
-const char *gen_find_model_dir(int argc, char **argv);
-
-/* Defaults for opts: session defaults, Gemma sampling defaults overridden by DIR's
- * generation_config.json. Returns 0 or a CLI exit status after printing the error. */
-int gen_opts_init(gen_opts *opts, const char *model_dir);
+/* Defaults: session defaults and Gemma's sampling defaults, nothing set by a flag yet. */
+void gen_opts_init(gen_opts *opts);
 
 /* If argv[*i] is a model, session or sampling flag (or -n / -sys), consumes it: returns 0 or the
  * CLI exit status of a bad value; CLI_NOT_MINE otherwise. */
 int gen_flag(int argc, char **argv, int *i, gen_opts *opts);
 extern const char gen_flags_help[];
 
-/* Loads the model (with its tokenizer: required), creates the session and sampler. Prints the
+/* Loads the model (with its tokenizer: required), creates the session and sampler, with the
+ * checkpoint's generation_config.json filling the sampling values no flag set. Prints the
  * error and returns the CLI exit status on failure; gen_close frees a partly opened state. */
-int gen_open(gen_state *g, const gen_opts *opts);
+int gen_open(gen_state *g, gen_opts *opts);
 void gen_close(gen_state *g);
 
 /* Feeds prompt[0..n_prompt) to the model (prefill), then samples up to n_predict tokens, feeding

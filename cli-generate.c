@@ -94,8 +94,8 @@ static int build_prompt(const gen_state *g, const char *text, size_t text_len, i
 
 int cmd_generate(int argc, char **argv) {
     gen_opts opts;
-    int rc = gen_opts_init(&opts, gen_find_model_dir(argc, argv));
-    if (rc) return rc;
+    int rc;
+    gen_opts_init(&opts);
     const char *prompt = NULL, *prompt_file = NULL, *prompt_ids_arg = NULL;
     int raw = 0, json = 0;
     for (int i = 1; i < argc; i++) {

@@ -11,6 +11,7 @@
  * whatever the chunking. So, within one ISA table and one precision mode, logits are
  * bit-identical for any thread count and for any split of a sequence into forward calls. */
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,17 @@
 struct gemma3_model {
     g3_config cfg;
     g3_weights w;
+    gemma3_tokenizer *tok; /* NULL when the directory has no tokenizer.model */
 };
+
+/* Loads DIR/tokenizer.model if the file exists: a checkpoint without one still runs on ids. */
+static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
+    char path[4096];
+    int rc = g3_path_join(path, sizeof path, dir, "tokenizer.model");
+    if (rc != GEMMA3_OK) return rc;
+    if (access(path, F_OK) != 0) return GEMMA3_OK;
+    return gemma3_tokenizer_load(path, tok);
+}
 
 int gemma3_model_load(const char *dir, gemma3_model **out) {
     *out = NULL;
@@ -37,8 +48,9 @@ int gemma3_model_load(const char *dir, gemma3_model **out) {
     int rc = g3_path_join(path, sizeof path, dir, "config.json");
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
     if (rc == GEMMA3_OK) rc = g3_weights_load(dir, &m->cfg, &m->w);
+    if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
     if (rc != GEMMA3_OK) {
-        free(m);
+        gemma3_model_free(m);
         return rc;
     }
     *out = m;
@@ -48,14 +60,12 @@ int gemma3_model_load(const char *dir, gemma3_model **out) {
 void gemma3_model_free(gemma3_model *model) {
     if (!model) return;
     g3_weights_free(&model->w);
+    gemma3_tokenizer_free(model->tok);
     free(model);
 }
 
 /* The tokenizer is wired in by the tokenizer module; until then a model has none. */
-const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model) {
-    (void)model;
-    return NULL;
-}
+const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model) { return model->tok; }
 
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     const g3_config *c = &model->cfg;
@@ -286,6 +296,7 @@ void gemma3_session_free(gemma3_session *s) {
 const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; }
 int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
+int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
 void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
 const char *gemma3_session_isa(const gemma3_session *s) { return s->kern->name; }
 

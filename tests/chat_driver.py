@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Drives `gemma3 chat` through a pseudo-terminal, as a person at a keyboard would.
 
-usage: chat_driver.py TRANSCRIPT_JSON -- GEMMA3 chat -m DIR ...
-Types two turns, interrupts a third reply with Ctrl-C (the terminal's interrupt character, so
-the kernel sends SIGINT), checks the prompt comes back, saves the transcript and quits.
+usage: chat_driver.py turns TRANSCRIPT_JSON -- GEMMA3 chat -m DIR ...
+         types two turns, saves the transcript and quits;
+       chat_driver.py interrupt -- GEMMA3 chat -m DIR -n -1 ...
+         presses Ctrl-C at the prompt (the chat must stay), then interrupts a long reply with
+         Ctrl-C (the terminal's interrupt character, so the kernel sends SIGINT), checks the
+         prompt comes back and still answers, and quits with Ctrl-D.
 Exits 0 on success, 1 with a message otherwise."""
 import os, pty, select, sys, time
 
 def main():
     sep = sys.argv.index("--")
-    transcript, argv = sys.argv[1], sys.argv[sep + 1:]
+    mode, argv = sys.argv[1], sys.argv[sep + 1:]
     pid, fd = pty.fork()
     if pid == 0:
         os.execv(argv[0], argv)
@@ -37,19 +40,29 @@ def main():
 
     try:
         read_until(b"> ")
-        os.write(fd, b"Hi\r")
-        read_until(b"> ")
-        os.write(fd, b"How are you?\r")
-        read_until(b"> ")
-        os.write(fd, b"Tell me a very long story\r")
-        time.sleep(1.0)
-        os.write(fd, b"\x03")  # Ctrl-C mid-reply
-        read_until(b"[interrupted]")
-        read_until(b"> ")
-        os.write(fd, ("/save %s\r" % transcript).encode())
-        read_until(b"[saved")
-        read_until(b"> ")
-        os.write(fd, b"/quit\r")
+        if mode == "turns":
+            os.write(fd, b"Hi\r")
+            read_until(b"> ")
+            os.write(fd, b"How are you?\r")
+            read_until(b"> ")
+            os.write(fd, ("/save %s\r" % sys.argv[2]).encode())
+            read_until(b"[saved")
+            read_until(b"> ")
+            os.write(fd, b"/quit\r")
+        else:
+            time.sleep(0.5)  # let the line editor take the terminal, as a person's pause would
+            os.write(fd, b"\x03")  # Ctrl-C at an empty prompt: a fresh prompt, no exit
+            read_until(b"> ")
+            os.write(fd, b"Tell me a very long story\r")
+            read_until(b"story")
+            time.sleep(1.0)
+            os.write(fd, b"\x03")  # Ctrl-C mid-reply
+            read_until(b"[interrupted]")
+            read_until(b"> ")
+            os.write(fd, b"/stats\r")
+            read_until(b"context:")
+            read_until(b"> ")
+            os.write(fd, b"\x04")  # Ctrl-D exits
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             print("chat exited with status %d" % os.waitstatus_to_exitcode(status))

@@ -72,7 +72,7 @@ fi
 
 # ---- chat through a pseudo-terminal, with Ctrl-C mid-reply -----------------------------------
 if [ $have_python -eq 1 ]; then
-    if python3 tests/chat_driver.py "$TMP/pty.json" -- "$G3" chat -m "$M" -n 12 -s 42 -t 2 >"$TMP/pty.out" 2>&1; then
+    if python3 tests/chat_driver.py turns "$TMP/pty.json" -- "$G3" chat -m "$M" -n 12 -s 42 -t 2 >"$TMP/pty.out" 2>&1; then
         ok
         # the first two turns reproduce the stdin chat exactly
         a=$(json_get "$TMP/pty.json" "[t['ids'] for t in j['turns'][:4]]")
@@ -80,6 +80,11 @@ if [ $have_python -eq 1 ]; then
         if [ "$a" = "$b" ]; then ok; else bad "pty chat tokens differ from stdin chat"; fi
     else
         bad "pty chat: $(tail -c 600 "$TMP/pty.out")"
+    fi
+    if python3 tests/chat_driver.py interrupt -- "$G3" chat -m "$M" -n -1 -c 4096 -s 5 -t 1 >"$TMP/pty2.out" 2>&1; then
+        ok
+    else
+        bad "pty chat with Ctrl-C: $(tail -c 600 "$TMP/pty2.out")"
     fi
 fi
 
