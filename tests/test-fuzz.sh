@@ -1,6 +1,6 @@
 #!/bin/sh
 # test-fuzz.sh - a short libFuzzer run of every tests/fuzz-*.c target (FUZZ_SECONDS each,
-# default 15), starting from its seeds in tests/fuzz-seeds/NAME/. One pass per target that runs
+# default 10), starting from its seeds in tests/fuzz-seeds/NAME/. One pass per target that runs
 # clean; a crash, leak or sanitizer report is a failure. Skipped (exit 77) without clang.
 # The long runs are `make fuzz FUZZ_SECONDS=600`.
 . tests/lib.sh
@@ -11,7 +11,7 @@ if ! clang -fsanitize=fuzzer "$TMP/probe.c" -o "$TMP/probe" >/dev/null 2>&1; the
     echo "clang cannot link libFuzzer (install libclang-rt-dev): fuzz targets skipped"
     exit 77
 fi
-secs=${FUZZ_SECONDS:-15}
+secs=${FUZZ_SECONDS:-10}
 for src in tests/fuzz-*.c; do
     [ -e "$src" ] || continue
     name=$(basename "$src" .c)
