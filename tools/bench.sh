@@ -9,4 +9,6 @@ for b in "$BUILD"/tools/bench-*; do
     "$b" || status=1
     echo
 done
+echo "== gemma3 bench: synthetic 1B-shaped checkpoint"
+BUILD=$BUILD sh tools/bench-model.sh || status=1
 exit $status
