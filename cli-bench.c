@@ -101,8 +101,8 @@ static void summarize(bench_result *r) {
 }
 
 static void model_label(const gemma3_model_info *info, char *buf, size_t n) {
-    double p = (double)info->n_params;
-    if (p >= 1e9) snprintf(buf, n, "gemma3 %.0fB BF16", p / 1e9);
+    double p = (double)info->n_params; /* 999.9M is the "1B" model, 268M the "270M" */
+    if (p >= 0.95e9) snprintf(buf, n, "gemma3 %.0fB BF16", p / 1e9);
     else snprintf(buf, n, "gemma3 %.0fM BF16", p / 1e6);
 }
 
