@@ -626,11 +626,11 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
 
 /* Keeps the first `count` candidates of the total order (by_mass = 0), or the shortest prefix of
  * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`
- * (by_mass = 1), without sorting: one pass computes the keys and a histogram of their top 11
+ * (by_mass = 1) but at least min_count, without sorting: one pass computes the keys and a histogram of their top 11
  * bits; a second pass lists the positions above the boundary bucket and in it; radix selection
  * on the (few) boundary-bucket keys finds the boundary key t; ties at t are resolved by id with
  * one more selection on ~id. The list keeps its order. O(n), deterministic. */
-static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target) {
+static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target, int min_count) {
     int n = s->n_cand;
     int32_t *c = s->cand;
     const float *l = s->logits;
@@ -721,6 +721,10 @@ static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t tar
             if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
         ties = (int)((rem + qt - 1) / qt);
         above += above2;
+        if (above + ties < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
+            if (min_count < n) select_first(s, 0, min_count, 0, 0);
+            return;
+        }
     } else {
         int above2;
         t = radix_select(s, ek, ne, count - above, s->keys_tmp, &above2);
@@ -763,7 +767,7 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        select_first(s, 0, k, 0);
+        select_first(s, 0, k, 0, 0);
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         sort_all(s);
@@ -804,8 +808,7 @@ static void top_p(gemma3_sampler *s, float p) {
         for (int j = 0; j < n; j++) total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
         if (target == 0) { top_k(s, floor_keep); return; }
-        select_first(s, 1, 0, target);
-        if (s->n_cand < floor_keep) top_k(s, floor_keep); /* a prefix: extending it is top-k */
+        select_first(s, 1, 0, target, floor_keep);
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language

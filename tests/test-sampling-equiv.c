@@ -2,7 +2,7 @@
  * vectors of 262,144 entries (Gaussian-like, quantised to 0.125, a few distinct levels with
  * duplicated maxima, and vectors with bans), the CDF path (heap selection, sorting) and the
  * Gumbel path (radix selection) must keep bit-identical sets for top-k, top-p, min-p and
- * combined chains. Top-p sets are also checked against their definition. Sanitizer builds run
+ * combined chains (with top-n-sigma on half of them). Top-p sets are also checked against their definition. Sanitizer builds run
  * 100 vectors (G3_EQUIV_VECTORS overrides). */
 #include <math.h>
 #include <stdlib.h>
@@ -139,6 +139,7 @@ int main(void) {
                 q.top_p = (float)unif();
                 q.min_p = (float)(0.2 * unif());
                 q.temperature = (float)(0.2 + 2 * unif());
+                if (v % 2) q.top_n_sigma = (float)(0.5 + 3 * unif());
                 break;
             case 4: /* llama.cpp's order, top-k off: top-p and min-p on the whole vocabulary */
                 gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &q);

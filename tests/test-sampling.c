@@ -157,7 +157,12 @@ static void test_top_p(void) {
     p.top_p = 0.0f;
     p.min_keep = 3;
     EXPECT_KEPT(p, l, 4, 1, 2, 3);
+    p.top_p = 0.3f; /* the mass keeps {3} alone; the floor extends the prefix */
+    EXPECT_KEPT(p, l, 4, 1, 2, 3);
+    p.min_keep = 10;
+    EXPECT_KEPT(p, l, 4, 0, 1, 2, 3);
     p.min_keep = 0;
+    EXPECT_KEPT(p, l, 4, 3);
     /* a boundary inside a group of ties: {2, 1, 1, 1, 0}, float64 reference */
     float t[] = {2, 1, 1, 1, 0};
     double w[5], z = 0;
@@ -509,6 +514,19 @@ static void test_bias_eos_greedy(void) {
     CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 1); /* lowest id on ties */
     CHECK_EQ_INT(gemma3_sampler_sample(s, l, 99), 1);
     gemma3_sampler_free(s);
+    /* greedy uses no randomness: any seed, position and mode, with XTC on, gives the argmax */
+    float g[] = {0.5f, 0.4f, 0.45f, 0.1f};
+    for (uint32_t seed = 0; seed < 50; seed++) {
+        gemma3_sampler_params q = p;
+        q.seed = seed;
+        q.mode = (int)(seed % 2);
+        q.xtc_probability = 1.0f;
+        q.top_k = 3;
+        q.top_p = 0.5f;
+        s = make(&q, 4);
+        CHECK_EQ_INT(gemma3_sampler_sample(s, g, seed * 7919), 0);
+        gemma3_sampler_free(s);
+    }
     /* greedy sees penalties: token 1 penalised 5 -> 2.5 */
     p.repeat_penalty = 2.0f;
     s = make(&p, 4);
@@ -716,13 +734,13 @@ static void test_rng(void) {
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(k0, G3_RNG_XTC, 0));
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(g3_rng_key(1, 1), G3_RNG_DRAW, 0));
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(g3_rng_key(2, 0), G3_RNG_DRAW, 0));
-    /* golden: the first raw outputs for seeds 0, 42, 2^32-1 at position 0, purpose DRAW */
-    static const uint64_t golden[3][4] = {
+    /* golden: the first 16 outputs (positions 0..15, purpose DRAW) for seeds 0, 42, 2^32-1 */
+    static const uint64_t golden[3][16] = {
 #include "data/sampling-golden-rng.inc"
     };
     static const uint32_t seeds[3] = {0, 42, 0xffffffffu};
     for (int si = 0; si < 3; si++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 16; i++)
             CHECK_MSG(g3_rng_bits(g3_rng_key(seeds[si], i), G3_RNG_DRAW, 0) == golden[si][i], "seed %u step %d", seeds[si], i);
 }
 
