@@ -403,7 +403,7 @@ static void radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
 static const int32_t *ids_ascending(gemma3_sampler *s) {
     if (s->id_order) return s->cand;
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
-    if (s->n_cand < 64) { /* insertion sort beats the 2x64k-bucket radix on a few ids */
+    if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
         int32_t *a = s->ids_tmp2;
         for (int i = 1; i < s->n_cand; i++) {
             int32_t v = a[i];
@@ -957,6 +957,21 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
     s->n_cand -= last;
 }
 
+/* A finite logit that overflows (a huge logit over a small temperature or penalty) becomes
+ * FLT_MAX rather than +inf, which would poison lmax: the tokens that overflowed then share the
+ * mass, the limit of the softmax. */
+static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
+
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
+static void divide_logits(gemma3_sampler *s, float t) {
+    float *l = s->logits;
+    if (s->id_order && s->n_cand == s->n_vocab) {
+        for (int i = 0; i < s->n_cand; i++) l[i] = clamp_overflow(l[i] / t);
+    } else {
+        for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = clamp_overflow(l[s->cand[j]] / t);
+    }
+}
+
 /* Collapses the list to its first token in the total order (greedy). */
 static void keep_argmax(gemma3_sampler *s) {
     if (s->n_cand <= 1) return;
@@ -1006,8 +1021,7 @@ static void temperature(gemma3_sampler *s, float t) {
     }
     if (t <= 0.0f) { keep_argmax(s); return; }
     if (t == 1.0f) return;
-    float *l = s->logits;
-    for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] /= t;
+    divide_logits(s, t);
     if (s->n_cand > 1) s->sorted = 0; /* division may merge values into ties */
 }
 
@@ -1027,7 +1041,7 @@ static void penalties(gemma3_sampler *s) {
         float l = s->logits[id];
         l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
         l -= (float)s->counts[id] * p->frequency_penalty + p->presence_penalty;
-        s->logits[id] = l;
+        s->logits[id] = clamp_overflow(l);
         s->counts[id] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -1126,14 +1140,16 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     for (int j = 1; j < n; j++)
         if (before(l, s->cand[j], top)) top = s->cand[j];
     if (l[top] == -INFINITY) return -1;
+    /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
-    double gmax = g3_gumbel_max();
+    double gmax = g3_gumbel_max(), lmax = l[top];
     int32_t best = top;
-    double best_v = (double)l[top] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
+    double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
     for (int j = 0; j < n; j++) {
         int32_t id = s->cand[j];
-        if (id == top || (double)l[id] + gmax < best_v) continue;
-        double v = (double)l[id] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+        double d = (double)l[id] - lmax;
+        if (id == top || d + gmax < best_v) continue;
+        double v = d + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
         if (v > best_v || (v == best_v && id < best)) {
             best_v = v;
             best = id;
@@ -1243,8 +1259,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
 static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     const gemma3_sampler_params *p = &s->p;
     float t = p->temperature;
-    if (t != 1.0f)
-        for (int j = 0; j < s->n_cand; j++) s->logits[s->cand[j]] /= t;
+    if (t != 1.0f) divide_logits(s, t);
     s->sorted = 0;
     float lmax = cand_max(s);
     if (lmax == -INFINITY) return -1;

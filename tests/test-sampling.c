@@ -619,6 +619,18 @@ static void test_nonfinite(void) {
         s = make(&p, 5);
         for (int pos = 0; pos < 20; pos++) CHECK_EQ_INT(gemma3_sampler_sample(s, big, pos), 3);
         gemma3_sampler_free(s);
+        /* overflow under a small temperature: 3e38 / 0.01 is not +inf but the largest float */
+        gemma3_sampler_params small_t = p;
+        small_t.temperature = 0.01f;
+        float big2[] = {1e4f, 3e38f, -3e38f, 2e38f};
+        s = make(&small_t, 4);
+        int c3[4] = {0};
+        for (int pos = 0; pos < 400; pos++) {
+            int32_t t = gemma3_sampler_sample(s, big2, pos);
+            if (t >= 0 && t < 4) c3[t]++;
+        }
+        CHECK_MSG(c3[0] == 0 && c3[2] == 0 && c3[1] > 120 && c3[3] > 120, "%d %d %d %d", c3[0], c3[1], c3[2], c3[3]);
+        gemma3_sampler_free(s);
         float sub[] = {1e-45f, 2e-45f, 0, -1e-45f};
         s = make(&p, 4);
         for (int pos = 0; pos < 20; pos++) {
