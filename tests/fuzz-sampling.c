@@ -78,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nseq > 0) gemma3_sampler_chain_from_seq(seq, &sp);
 
     float *logits = malloc((size_t)vocab * sizeof *logits);
-    int32_t *ids = malloc((size_t)vocab * sizeof *ids), *ids2 = malloc((size_t)vocab * sizeof *ids2);
+    int32_t *ids = malloc((size_t)vocab * sizeof *ids),
+            *ids2 = malloc((size_t)vocab * sizeof *ids2);
     gemma3_sampler *a = NULL, *b = NULL;
     if (!logits || !ids || !ids2) goto done;
     for (int i = 0; i < vocab; i++) logits[i] = n >= 4 ? take_float(&p, &n) : (float)(i % 7);
@@ -91,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         gemma3_sampler_accept(b, (int32_t)((t * 7) % vocab));
     }
     for (int pos = 0; pos < 4; pos++) {
-        int32_t ta = gemma3_sampler_sample(a, logits, pos), tb = gemma3_sampler_sample(b, logits, pos);
+        int32_t ta = gemma3_sampler_sample(a, logits, pos),
+                tb = gemma3_sampler_sample(b, logits, pos);
         if (ta < 0 || ta >= vocab || tb < 0 || tb >= vocab) abort();
     }
     if (sp.temperature > 0 && !sp.mirostat) {
