@@ -754,6 +754,20 @@ static void test_rng(void) {
     }
     CHECK_MSG(d < 1.95 / sqrt((double)N), "KS D (positions) = %g", d);
     free(u);
+    /* noise of adjacent token ids in one step, and of one token in adjacent steps, uncorrelated */
+    double sxy = 0, sx = 0, sy = 0, sxx = 0, syy = 0, txy = 0, ty = 0, tyy = 0;
+    for (int i = 0; i < N; i++) {
+        double x = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)i));
+        double y = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)i + 1));
+        double z = g3_gumbel(g3_rng_bits(g3_rng_key(42, 8), G3_RNG_GUMBEL, (uint32_t)i));
+        sx += x, sy += y, sxx += x * x, syy += y * y, sxy += x * y;
+        ty += z, tyy += z * z, txy += x * z;
+    }
+    double vx = sxx / N - (sx / N) * (sx / N);
+    double rho_id = (sxy / N - sx / N * sy / N) / sqrt(vx * (syy / N - (sy / N) * (sy / N)));
+    double rho_pos = (txy / N - sx / N * ty / N) / sqrt(vx * (tyy / N - (ty / N) * (ty / N)));
+    CHECK_MSG(fabs(rho_id) < 0.005, "rho(adjacent ids) = %g", rho_id);
+    CHECK_MSG(fabs(rho_pos) < 0.005, "rho(adjacent steps) = %g", rho_pos);
     /* purposes and positions are separate streams */
     uint64_t k0 = g3_rng_key(1, 0);
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(k0, G3_RNG_XTC, 0));
