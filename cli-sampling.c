@@ -65,7 +65,8 @@ static int parse_logit_bias(const char *flag, const char *val, gemma3_sampler_pa
     errno = 0;
     long id = strtol(val, &end, 10);
     if (errno || end == val || id < 0 || id > 2147483647L || (*end != '+' && *end != '-'))
-        return cli_usage_error("%s: '%s' is not TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf", flag, val);
+        return cli_usage_error("%s: '%s' is not TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf", flag,
+                               val);
     const char *num = end; /* keep the sign */
     double b;
     if (strcmp(num + 1, "inf") == 0 || strcmp(num + 1, "INF") == 0) {
@@ -73,9 +74,10 @@ static int parse_logit_bias(const char *flag, const char *val, gemma3_sampler_pa
     } else {
         errno = 0;
         b = strtod(num, &end);
-        if (errno || end == num + 1 || *end != '\0' || !isfinite(b) || !(num[1] >= '0' && num[1] <= '9') ||
-            fabs(b) > 1e6)
-            return cli_usage_error("%s: '%s': the bias must be a number in [-1e6, 1e6] or inf", flag, val);
+        if (errno || end == num + 1 || *end != '\0' || !isfinite(b) ||
+            !(num[1] >= '0' && num[1] <= '9') || fabs(b) > 1e6)
+            return cli_usage_error("%s: '%s': the bias must be a number in [-1e6, 1e6] or inf",
+                                   flag, val);
     }
     if (p->n_logit_bias == GEMMA3_SAMPLER_MAX_BIAS)
         return cli_usage_error("%s: more than %d biases", flag, GEMMA3_SAMPLER_MAX_BIAS);
@@ -90,7 +92,8 @@ static int parse_seed(const char *flag, const char *val, uint32_t *seed) {
     errno = 0;
     long long v = strtoll(val, &end, 10);
     if (errno || end == val || *end != '\0' || v < -1 || v > 4294967295LL)
-        return cli_usage_error("%s: '%s' is not an integer in [-1, 4294967295] (-1: random)", flag, val);
+        return cli_usage_error("%s: '%s' is not an integer in [-1, 4294967295] (-1: random)", flag,
+                               val);
     *seed = v == -1 ? GEMMA3_SEED_RANDOM : (uint32_t)v;
     return 0;
 }
@@ -141,14 +144,18 @@ int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matc
     }
     if (is(arg, "--sampler-mode", NULL)) {
         if (!(val = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        if (strcmp(val, "cdf") == 0) p->mode = GEMMA3_SAMPLER_MODE_CDF;
-        else if (strcmp(val, "gumbel") == 0) p->mode = GEMMA3_SAMPLER_MODE_GUMBEL;
-        else return cli_usage_error("%s: '%s' is not one of cdf, gumbel", arg, val);
+        if (strcmp(val, "cdf") == 0)
+            p->mode = GEMMA3_SAMPLER_MODE_CDF;
+        else if (strcmp(val, "gumbel") == 0)
+            p->mode = GEMMA3_SAMPLER_MODE_GUMBEL;
+        else
+            return cli_usage_error("%s: '%s' is not one of cdf, gumbel", arg, val);
         return 0;
     }
     if (is(arg, "--dry-sequence-breaker", NULL)) {
         if (!(val = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        if (cs->n_dry_breakers < 0) cs->n_dry_breakers = 0; /* the first one replaces the defaults */
+        if (cs->n_dry_breakers < 0)
+            cs->n_dry_breakers = 0; /* the first one replaces the defaults */
         if (strcmp(val, "none") == 0) {
             cs->n_dry_breakers = 0;
             return 0;
@@ -164,38 +171,40 @@ int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matc
 }
 
 void cli_sampling_help(FILE *f) {
-    fprintf(f,
-            "sampling (llama.cpp's flags; defaults from the checkpoint's generation_config.json, else Gemma's):\n"
-            "  -s, --seed N               RNG seed, -1 = random (printed so the run can be replayed)\n"
-            "  --temp N                   temperature, 0 = greedy (default 1.0)\n"
-            "  --top-k N                  keep the k most likely tokens, 0 = off (default 64)\n"
-            "  --top-p N                  nucleus: smallest set with mass >= p, 1 = off (default 0.95)\n"
-            "  --min-p N                  drop p < min_p * p_max, 0 = off (default 0)\n"
-            "  --typical N                locally typical sampling, 1 = off\n"
-            "  --top-nsigma N             drop logits below max - n*sigma, -1 = off\n"
-            "  --repeat-penalty N         penalise repeated tokens, 1 = off (range 0.01..100)\n"
-            "  --repeat-last-n N          tokens the penalties look at, 0 = off, -1 = context (default 64)\n"
-            "  --frequency-penalty N      subtract N * count, 0 = off (range -2..2)\n"
-            "  --presence-penalty N       subtract N once if present, 0 = off (range -2..2)\n"
-            "  --dry-multiplier N         DRY repetition penalty strength, 0 = off\n"
-            "  --dry-base N               DRY exponential base (default 1.75; < 1 = off)\n"
-            "  --dry-allowed-length N     repeats this long go unpenalised (default 2)\n"
-            "  --dry-penalty-last-n N     DRY window, 0 = off, -1 = context (default -1)\n"
-            "  --dry-sequence-breaker S   string that ends a DRY match (repeatable; 'none'; default \\n : \" *)\n"
-            "  --xtc-probability N        chance of excluding the top choices, 0 = off\n"
-            "  --xtc-threshold N          XTC probability threshold (default 0.1; > 0.5 = off)\n"
-            "  --dynatemp-range N         dynamic temperature T +- N by entropy, 0 = off\n"
-            "  --dynatemp-exp N           dynamic temperature exponent (default 1)\n"
-            "  --mirostat N               0 off, 1 mirostat, 2 mirostat 2.0 (replaces the chain)\n"
-            "  --mirostat-lr N            mirostat learning rate eta (default 0.1)\n"
-            "  --mirostat-ent N           mirostat target entropy tau (default 5)\n"
-            "  -l, --logit-bias ID(+|-)B  add B to a token's logit, e.g. 15043+1, 15043-inf (repeatable)\n"
-            "  --ignore-eos               never end on an end-of-generation token\n"
-            "  --samplers LIST            chain order by name, ';'-separated, or 'llama.cpp'\n"
-            "                             (penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)\n"
-            "  --sampling-seq LETTERS     chain order by letter (default %s; llama.cpp: %s)\n"
-            "  --sampler-mode cdf|gumbel  final draw: inverse CDF or Gumbel-max (same distribution)\n",
-            GEMMA3_SAMPLER_SEQ_DEFAULT, GEMMA3_SAMPLER_SEQ_LLAMA);
+    static const char *const lines[] = {
+        "sampling (llama.cpp's flags; defaults: generation_config.json, else Gemma's):",
+        "  -s, --seed N               RNG seed, -1 = random (printed, to replay the run)",
+        "  --temp N                   temperature, 0 = greedy (default 1.0)",
+        "  --top-k N                  keep the k most likely tokens, 0 = off (default 64)",
+        "  --top-p N                  smallest set with mass >= p, 1 = off (default 0.95)",
+        "  --min-p N                  drop p < min_p * p_max, 0 = off (default 0)",
+        "  --typical N                locally typical sampling, 1 = off",
+        "  --top-nsigma N             drop logits below max - n*sigma, -1 = off",
+        "  --repeat-penalty N         penalise repeated tokens, 1 = off (0.01..100)",
+        "  --repeat-last-n N          tokens penalised, 0 = off, -1 = context (default 64)",
+        "  --frequency-penalty N      subtract N * count, 0 = off (-2..2)",
+        "  --presence-penalty N       subtract N once if present, 0 = off (-2..2)",
+        "  --dry-multiplier N         DRY repetition penalty strength, 0 = off",
+        "  --dry-base N               DRY exponential base (default 1.75; < 1 = off)",
+        "  --dry-allowed-length N     repeats this long go unpenalised (default 2)",
+        "  --dry-penalty-last-n N     DRY window, 0 = off, -1 = context (default -1)",
+        "  --dry-sequence-breaker S   ends a DRY match (repeatable; 'none'; default \\n : \" *)",
+        "  --xtc-probability N        chance of excluding the top choices, 0 = off",
+        "  --xtc-threshold N          XTC probability threshold (default 0.1; > 0.5 = off)",
+        "  --dynatemp-range N         dynamic temperature T +- N by entropy, 0 = off",
+        "  --dynatemp-exp N           dynamic temperature exponent (default 1)",
+        "  --mirostat N               0 off, 1 mirostat, 2 mirostat 2.0 (replaces the chain)",
+        "  --mirostat-lr N            mirostat learning rate eta (default 0.1)",
+        "  --mirostat-ent N           mirostat target entropy tau (default 5)",
+        "  -l, --logit-bias ID(+|-)B  add B to a logit: 15043+1, 15043-inf (repeatable)",
+        "  --ignore-eos               never end on an end-of-generation token",
+        "  --samplers LIST            chain by name, ';'-separated, or 'llama.cpp':",
+        "                             penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature",
+        "  --sampling-seq LETTERS     chain by letter (default " GEMMA3_SAMPLER_SEQ_DEFAULT
+        "; llama.cpp: " GEMMA3_SAMPLER_SEQ_LLAMA ")",
+        "  --sampler-mode cdf|gumbel  final draw: inverse CDF or Gumbel-max (same distribution)",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) fprintf(f, "%s\n", lines[i]);
 }
 
 void cli_sampling_apply_gen_config(cli_sampling *cs, const g3_gen_config *gc) {
@@ -226,8 +235,8 @@ int cli_sampling_resolve_breakers(cli_sampling *cs, cli_encode_fn encode, void *
         if (len < 0) return cli_fail("--dry-sequence-breaker: cannot tokenize '%s'", list[b]);
         if (len == 0) continue;
         if (len > GEMMA3_SAMPLER_MAX_BREAKER_LEN)
-            return cli_usage_error("--dry-sequence-breaker: '%s' is %d tokens, more than %d", list[b], len,
-                                   GEMMA3_SAMPLER_MAX_BREAKER_LEN);
+            return cli_usage_error("--dry-sequence-breaker: '%s' is %d tokens, more than %d",
+                                   list[b], len, GEMMA3_SAMPLER_MAX_BREAKER_LEN);
         memcpy(p->dry_breakers[p->n_dry_breakers], ids, (size_t)len * sizeof *ids);
         p->dry_breaker_len[p->n_dry_breakers++] = len;
     }

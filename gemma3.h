@@ -207,8 +207,9 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
  * the +inf tokens share all the mass uniformly (the limit of the softmax) and the others get
  * none. -inf tokens (bans) are never drawn. If nothing finite is left (all -inf or NaN), the
  * sampler returns the argmax of the caller's raw logits ignoring NaN and bias (lowest id), or 0
- * when every logit is NaN. top_k > n_vocab keeps everything; top_p 0 keeps the top token, 1 is
- * off; min_p > 1 keeps the top token. The result is always in [0, n_vocab). */
+ * when every logit is NaN. A finite logit that overflows under temperature or penalties becomes
+ * FLT_MAX, not +inf. top_k > n_vocab keeps everything; top_p 0 keeps the top token, 1 is off;
+ * min_p > 1 keeps the top token. The result is always in [0, n_vocab). */
 typedef struct gemma3_sampler gemma3_sampler;
 
 enum gemma3_sampler_type {       /* --samplers name, --sampling-seq letter */
@@ -296,7 +297,8 @@ void gemma3_sampler_free(gemma3_sampler *s);
 int gemma3_sampler_accept(gemma3_sampler *s, int32_t token);
 
 /* Draws the token at absolute position `position` (the RNG counter) from logits [n_vocab],
- * which are not modified. Returns a token id in [0, n_vocab), or GEMMA3_ERR_ARG for NULL args. */
+ * which are not modified. Returns a token id in [0, n_vocab), or GEMMA3_ERR_ARG for NULL args.
+ * It does not add the token to the history: call gemma3_sampler_accept. No allocation. */
 int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position);
 
 /* Forgets the history and restores mirostat's mu (2 * tau). The seed is kept. */

@@ -45,34 +45,39 @@
 
 #define RADIX_BUCKETS 2048
 
+struct scored {
+    double score;
+    int32_t id;
+};
+
 struct gemma3_sampler {
     gemma3_sampler_params p;
     int n_vocab;
     uint32_t seed;
-    float mu;                 /* mirostat state, starts at 2 tau */
+    float mu; /* mirostat state, starts at 2 tau */
 
     /* history ring for penalties and DRY */
-    int32_t *hist;            /* [hist_cap] */
+    int32_t *hist;                     /* [hist_cap] */
     int hist_cap, hist_len, hist_head; /* head = next write slot */
 
     /* working state of one call; every buffer [n_vocab] */
-    float *logits;            /* by token id */
-    int32_t *cand;            /* candidate ids, n_cand of them */
+    float *logits; /* by token id */
+    int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;
-    int32_t *ids_tmp;         /* heap / sorted prefix / tie list */
-    int32_t *ids_tmp2;        /* ids in ascending order for sums */
+    int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
+    int32_t *ids_tmp2; /* ids in ascending order for sums */
     uint32_t *keys, *keys_tmp;
     uint64_t *mass, *mass_tmp;
-    double *w;                /* weights for the CDF walk, probabilities for typical/XTC */
-    int32_t *counts;          /* token counts (penalties), DRY match lengths; all-zero between uses */
-    int32_t *touched;         /* [hist_cap]: tokens whose count is non-zero */
-    int32_t *dry_ctx;         /* [hist_cap] */
-    int32_t *dry_z;           /* [hist_cap] */
+    double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
+    int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
+    int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
+    int32_t *dry_ctx; /* [hist_cap] */
+    int32_t *dry_z;   /* [hist_cap] */
     int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
     uint32_t *sel_keys, *sel_keys2;
     uint64_t *sel_mass;
-    struct scored { double score; int32_t id; } *scored; /* typical-p */
+    struct scored *scored; /* typical-p: (score, id) pairs */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 };
@@ -89,7 +94,8 @@ static uint32_t random_seed(void) {
     if (!f || fread(&seed, sizeof seed, 1, f) != 1) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (uint32_t)g3_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)getpid());
+        seed = (uint32_t)g3_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                                  (uint64_t)getpid());
     }
     if (f) fclose(f);
     return seed == GEMMA3_SEED_RANDOM ? 0 : seed;
@@ -97,7 +103,8 @@ static uint32_t random_seed(void) {
 
 /* ================================ parameters ================================================ */
 
-static const char seq_letters[GEMMA3_SAMPLER_N_TYPES] = {'e', 'd', 's', 'k', 'y', 'p', 'm', 'x', 't'};
+static const char seq_letters[GEMMA3_SAMPLER_N_TYPES] = {'e', 'd', 's', 'k', 'y',
+                                                         'p', 'm', 'x', 't'};
 static const char *const type_names[GEMMA3_SAMPLER_N_TYPES] = {
     "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
 
@@ -116,9 +123,11 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
         int t = 0;
         while (t < GEMMA3_SAMPLER_N_TYPES && seq_letters[t] != *c) t++;
         if (t == GEMMA3_SAMPLER_N_TYPES)
-            return g3_error(GEMMA3_ERR_ARG, "sampling-seq: unknown sampler letter '%c' (known: edskypmxt)", *c);
+            return g3_error(GEMMA3_ERR_ARG,
+                            "sampling-seq: unknown sampler letter '%c' (known: edskypmxt)", *c);
         if (n == GEMMA3_SAMPLER_MAX_CHAIN)
-            return g3_error(GEMMA3_ERR_ARG, "sampling-seq: more than %d samplers", GEMMA3_SAMPLER_MAX_CHAIN);
+            return g3_error(GEMMA3_ERR_ARG, "sampling-seq: more than %d samplers",
+                            GEMMA3_SAMPLER_MAX_CHAIN);
         types[n++] = t;
     }
     params->n_samplers = n;
@@ -128,26 +137,41 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
 
 /* llama.cpp's canonical names plus the aliases its --samplers accepts. */
 static int type_from_name(const char *name, size_t len) {
-    static const struct { const char *name; int type; } names[] = {
-        {"penalties", GEMMA3_SAMPLER_PENALTIES},     {"dry", GEMMA3_SAMPLER_DRY},
-        {"top_n_sigma", GEMMA3_SAMPLER_TOP_N_SIGMA}, {"top-n-sigma", GEMMA3_SAMPLER_TOP_N_SIGMA},
-        {"top_k", GEMMA3_SAMPLER_TOP_K},             {"top-k", GEMMA3_SAMPLER_TOP_K},
-        {"typ_p", GEMMA3_SAMPLER_TYPICAL_P},         {"typical_p", GEMMA3_SAMPLER_TYPICAL_P},
-        {"typical-p", GEMMA3_SAMPLER_TYPICAL_P},     {"typ-p", GEMMA3_SAMPLER_TYPICAL_P},
-        {"typ", GEMMA3_SAMPLER_TYPICAL_P},           {"typical", GEMMA3_SAMPLER_TYPICAL_P},
-        {"top_p", GEMMA3_SAMPLER_TOP_P},             {"top-p", GEMMA3_SAMPLER_TOP_P},
-        {"nucleus", GEMMA3_SAMPLER_TOP_P},           {"min_p", GEMMA3_SAMPLER_MIN_P},
-        {"min-p", GEMMA3_SAMPLER_MIN_P},             {"xtc", GEMMA3_SAMPLER_XTC},
-        {"temperature", GEMMA3_SAMPLER_TEMPERATURE}, {"temp", GEMMA3_SAMPLER_TEMPERATURE},
+    static const struct {
+        const char *name;
+        int type;
+    } names[] = {
+        {"penalties", GEMMA3_SAMPLER_PENALTIES},
+        {"dry", GEMMA3_SAMPLER_DRY},
+        {"top_n_sigma", GEMMA3_SAMPLER_TOP_N_SIGMA},
+        {"top-n-sigma", GEMMA3_SAMPLER_TOP_N_SIGMA},
+        {"top_k", GEMMA3_SAMPLER_TOP_K},
+        {"top-k", GEMMA3_SAMPLER_TOP_K},
+        {"typ_p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typical_p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typical-p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typ-p", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typ", GEMMA3_SAMPLER_TYPICAL_P},
+        {"typical", GEMMA3_SAMPLER_TYPICAL_P},
+        {"top_p", GEMMA3_SAMPLER_TOP_P},
+        {"top-p", GEMMA3_SAMPLER_TOP_P},
+        {"nucleus", GEMMA3_SAMPLER_TOP_P},
+        {"min_p", GEMMA3_SAMPLER_MIN_P},
+        {"min-p", GEMMA3_SAMPLER_MIN_P},
+        {"xtc", GEMMA3_SAMPLER_XTC},
+        {"temperature", GEMMA3_SAMPLER_TEMPERATURE},
+        {"temp", GEMMA3_SAMPLER_TEMPERATURE},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0) return names[i].type;
+        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0)
+            return names[i].type;
     return -1;
 }
 
 int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *params) {
     if (!names || !params) return g3_error(GEMMA3_ERR_ARG, "samplers: NULL argument");
-    if (strcmp(names, "llama.cpp") == 0 || strcmp(names, "llama") == 0 || strcmp(names, "default") == 0)
+    if (strcmp(names, "llama.cpp") == 0 || strcmp(names, "llama") == 0 ||
+        strcmp(names, "default") == 0)
         return gemma3_sampler_chain_from_seq(names, params);
     int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
     const char *p = names;
@@ -156,10 +180,13 @@ int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *pa
         if (len > 0) {
             int t = type_from_name(p, len);
             if (t < 0)
-                return g3_error(GEMMA3_ERR_ARG, "samplers: unknown sampler '%.*s' (known: penalties;dry;"
-                                "top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", (int)len, p);
+                return g3_error(GEMMA3_ERR_ARG,
+                                "samplers: unknown sampler '%.*s' (known: penalties;dry;"
+                                "top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)",
+                                (int)len, p);
             if (n == GEMMA3_SAMPLER_MAX_CHAIN)
-                return g3_error(GEMMA3_ERR_ARG, "samplers: more than %d samplers", GEMMA3_SAMPLER_MAX_CHAIN);
+                return g3_error(GEMMA3_ERR_ARG, "samplers: more than %d samplers",
+                                GEMMA3_SAMPLER_MAX_CHAIN);
             types[n++] = t;
         }
         p += len;
@@ -194,13 +221,15 @@ gemma3_sampler_params gemma3_sampler_default_params(void) {
     return p;
 }
 
-#define CHECK_RANGE(cond, field, range)                                                      \
-    do {                                                                                     \
-        if (!(cond)) return g3_error(GEMMA3_ERR_ARG, "sampler: %s out of range (%s)", field, range); \
+#define CHECK_RANGE(cond, field, range)                                                            \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return g3_error(GEMMA3_ERR_ARG, "sampler: %s out of range (%s)", field, range);        \
     } while (0)
 
 static int validate(const gemma3_sampler_params *p, int n_vocab) {
-    CHECK_RANGE(p->mode == GEMMA3_SAMPLER_MODE_CDF || p->mode == GEMMA3_SAMPLER_MODE_GUMBEL, "mode", "0 cdf, 1 gumbel");
+    CHECK_RANGE(p->mode == GEMMA3_SAMPLER_MODE_CDF || p->mode == GEMMA3_SAMPLER_MODE_GUMBEL, "mode",
+                "0 cdf, 1 gumbel");
     CHECK_RANGE(isfinite(p->temperature) && p->temperature >= 0, "temperature", ">= 0");
     CHECK_RANGE(p->top_p >= 0 && p->top_p <= 1, "top_p", "[0, 1]");
     CHECK_RANGE(isfinite(p->min_p) && p->min_p >= 0, "min_p", ">= 0");
@@ -209,27 +238,33 @@ static int validate(const gemma3_sampler_params *p, int n_vocab) {
     CHECK_RANGE(p->min_keep >= 0, "min_keep", ">= 0");
     CHECK_RANGE(isfinite(p->repeat_penalty) && p->repeat_penalty > 0, "repeat_penalty", "> 0");
     CHECK_RANGE(p->repeat_last_n >= -1, "repeat_last_n", ">= -1");
-    CHECK_RANGE(isfinite(p->frequency_penalty) && isfinite(p->presence_penalty), "frequency/presence_penalty", "finite");
+    CHECK_RANGE(isfinite(p->frequency_penalty) && isfinite(p->presence_penalty),
+                "frequency/presence_penalty", "finite");
     CHECK_RANGE(isfinite(p->dry_multiplier) && p->dry_multiplier >= 0, "dry_multiplier", ">= 0");
     CHECK_RANGE(isfinite(p->dry_base) && p->dry_base >= 0, "dry_base", ">= 0");
     CHECK_RANGE(p->dry_allowed_length >= 0, "dry_allowed_length", ">= 0");
     CHECK_RANGE(p->dry_penalty_last_n >= -1, "dry_penalty_last_n", ">= -1");
-    CHECK_RANGE(p->n_dry_breakers >= 0 && p->n_dry_breakers <= GEMMA3_SAMPLER_MAX_BREAKERS, "n_dry_breakers", "[0, 16]");
+    CHECK_RANGE(p->n_dry_breakers >= 0 && p->n_dry_breakers <= GEMMA3_SAMPLER_MAX_BREAKERS,
+                "n_dry_breakers", "[0, 16]");
     for (int b = 0; b < p->n_dry_breakers; b++) {
-        CHECK_RANGE(p->dry_breaker_len[b] >= 1 && p->dry_breaker_len[b] <= GEMMA3_SAMPLER_MAX_BREAKER_LEN,
+        CHECK_RANGE(p->dry_breaker_len[b] >= 1 &&
+                        p->dry_breaker_len[b] <= GEMMA3_SAMPLER_MAX_BREAKER_LEN,
                     "dry_breaker_len", "[1, 20]");
         for (int j = 0; j < p->dry_breaker_len[b]; j++)
-            CHECK_RANGE(p->dry_breakers[b][j] >= 0 && p->dry_breakers[b][j] < n_vocab, "dry_breakers token", "[0, n_vocab)");
+            CHECK_RANGE(p->dry_breakers[b][j] >= 0 && p->dry_breakers[b][j] < n_vocab,
+                        "dry_breakers token", "[0, n_vocab)");
     }
     CHECK_RANGE(p->xtc_probability >= 0 && p->xtc_probability <= 1, "xtc_probability", "[0, 1]");
     CHECK_RANGE(p->xtc_threshold >= 0 && p->xtc_threshold <= 1, "xtc_threshold", "[0, 1]");
     CHECK_RANGE(isfinite(p->dynatemp_range) && p->dynatemp_range >= 0, "dynatemp_range", ">= 0");
-    CHECK_RANGE(isfinite(p->dynatemp_exponent) && p->dynatemp_exponent >= 0, "dynatemp_exponent", ">= 0");
+    CHECK_RANGE(isfinite(p->dynatemp_exponent) && p->dynatemp_exponent >= 0, "dynatemp_exponent",
+                ">= 0");
     CHECK_RANGE(p->mirostat >= 0 && p->mirostat <= 2, "mirostat", "0, 1, 2");
     CHECK_RANGE(isfinite(p->mirostat_tau) && p->mirostat_tau >= 0, "mirostat_tau", ">= 0");
     CHECK_RANGE(isfinite(p->mirostat_eta) && p->mirostat_eta >= 0, "mirostat_eta", ">= 0");
     CHECK_RANGE(p->n_ctx >= 0, "n_ctx", ">= 0");
-    CHECK_RANGE(p->n_logit_bias >= 0 && p->n_logit_bias <= GEMMA3_SAMPLER_MAX_BIAS, "n_logit_bias", "[0, 256]");
+    CHECK_RANGE(p->n_logit_bias >= 0 && p->n_logit_bias <= GEMMA3_SAMPLER_MAX_BIAS, "n_logit_bias",
+                "[0, 256]");
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= n_vocab)
             return g3_error(GEMMA3_ERR_ARG, "sampler: logit bias token %d out of range [0, %d)",
@@ -239,10 +274,13 @@ static int validate(const gemma3_sampler_params *p, int n_vocab) {
     CHECK_RANGE(p->n_eos >= 0 && p->n_eos <= GEMMA3_SAMPLER_MAX_EOS, "n_eos", "[0, 8]");
     for (int i = 0; i < p->n_eos; i++)
         if (p->eos_ids[i] < 0 || p->eos_ids[i] >= n_vocab)
-            return g3_error(GEMMA3_ERR_ARG, "sampler: eos id %d out of range [0, %d)", (int)p->eos_ids[i], n_vocab);
-    CHECK_RANGE(p->n_samplers >= 0 && p->n_samplers <= GEMMA3_SAMPLER_MAX_CHAIN, "n_samplers", "[0, 16]");
+            return g3_error(GEMMA3_ERR_ARG, "sampler: eos id %d out of range [0, %d)",
+                            (int)p->eos_ids[i], n_vocab);
+    CHECK_RANGE(p->n_samplers >= 0 && p->n_samplers <= GEMMA3_SAMPLER_MAX_CHAIN, "n_samplers",
+                "[0, 16]");
     for (int i = 0; i < p->n_samplers; i++)
-        CHECK_RANGE(p->samplers[i] >= 0 && p->samplers[i] < GEMMA3_SAMPLER_N_TYPES, "samplers[]", "a gemma3_sampler_type");
+        CHECK_RANGE(p->samplers[i] >= 0 && p->samplers[i] < GEMMA3_SAMPLER_N_TYPES, "samplers[]",
+                    "a gemma3_sampler_type");
     return GEMMA3_OK;
 }
 
@@ -291,10 +329,10 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_keys = g3_alloc_aligned(V * sizeof *s->sel_keys);
     s->sel_keys2 = g3_alloc_aligned(V * sizeof *s->sel_keys2);
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
-    if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys || !s->sel_keys2 || !s->sel_mass ||
-        !s->hist || !s->touched || !s->dry_ctx || !s->dry_z || !s->logits || !s->cand ||
-        !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp ||
-        !s->w || !s->counts || !s->scored) {
+    if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
+        !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
+        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp ||
+        !s->mass || !s->mass_tmp || !s->w || !s->counts || !s->scored) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
@@ -332,7 +370,8 @@ void gemma3_sampler_free(gemma3_sampler *s) {
 int gemma3_sampler_accept(gemma3_sampler *s, int32_t token) {
     if (!s) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL sampler");
     if (token < 0 || token >= s->n_vocab)
-        return g3_error(GEMMA3_ERR_ARG, "sampler: accepted token %d out of range [0, %d)", (int)token, s->n_vocab);
+        return g3_error(GEMMA3_ERR_ARG, "sampler: accepted token %d out of range [0, %d)",
+                        (int)token, s->n_vocab);
     s->hist[s->hist_head] = token;
     s->hist_head = (s->hist_head + 1) % s->hist_cap;
     if (s->hist_len < s->hist_cap) s->hist_len++;
@@ -403,7 +442,7 @@ static void radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
 static const int32_t *ids_ascending(gemma3_sampler *s) {
     if (s->id_order) return s->cand;
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
-    if (s->n_cand < 64) { /* insertion sort beats the 2x64k-bucket radix on a few ids */
+    if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
         int32_t *a = s->ids_tmp2;
         for (int i = 1; i < s->n_cand; i++) {
             int32_t v = a[i];
@@ -433,7 +472,9 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
         if (c >= n) return;
         if (c + 1 < n && before(l, h[c], h[c + 1])) c++; /* the worse child */
         if (!before(l, h[i], h[c])) return;
-        int32_t t = h[i]; h[i] = h[c]; h[c] = t;
+        int32_t t = h[i];
+        h[i] = h[c];
+        h[c] = t;
         i = c;
     }
 }
@@ -447,7 +488,8 @@ static void select_top(gemma3_sampler *s, int m) {
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
     int j = m;
-    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
+    if (s->id_order &&
+        n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
         for (; j + 16 <= n; j += 16) {
             int hits = 0;
             for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
@@ -468,7 +510,9 @@ static void select_top(gemma3_sampler *s, int m) {
         worst = l[h[0]];
     }
     for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
-        int32_t t = h[0]; h[0] = h[end]; h[end] = t;
+        int32_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
         sift_down(l, h, end, 0);
     }
 }
@@ -503,8 +547,12 @@ static void sort_all(gemma3_sampler *s) {
             kt[d] = k[j];
             ct[d] = c[j];
         }
-        uint32_t *tk = k; k = kt; kt = tk;
-        int32_t *tc = c; c = ct; ct = tc;
+        uint32_t *tk = k;
+        k = kt;
+        kt = tk;
+        int32_t *tc = c;
+        c = ct;
+        ct = tc;
     }
     if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
     s->sorted = 1;
@@ -625,12 +673,13 @@ static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const
 }
 
 /* Keeps the first `count` candidates of the total order (by_mass = 0), or the shortest prefix of
- * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`
- * (by_mass = 1), without sorting: one pass computes the keys and a histogram of their top 11
- * bits; a second pass lists the positions above the boundary bucket and in it; radix selection
- * on the (few) boundary-bucket keys finds the boundary key t; ties at t are resolved by id with
- * one more selection on ~id. The list keeps its order. O(n), deterministic. */
-static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target) {
+ * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`, but
+ * at least min_count (by_mass = 1), without sorting: one pass computes the keys and a histogram
+ * of their top digit; a second pass lists the positions above the boundary bucket and in it;
+ * radix selection on the (few) boundary-bucket keys finds the boundary key t; ties at t are
+ * resolved by id with one more selection on ~id. The list keeps its order. O(n), deterministic. */
+static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
+                         int min_count) {
     int n = s->n_cand;
     int32_t *c = s->cand;
     const float *l = s->logits;
@@ -651,7 +700,8 @@ static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t tar
             const float *row = l + (size_t)r * B;
             int b = 0;
             for (; b + 16 <= B; b += 16) /* fixed-size inner loop: vectorised at -O2 */
-                for (int k = 0; k < 16; k++) bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
+                for (int k = 0; k < 16; k++)
+                    bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
             for (; b < B; b++) bm[b] = row[b] > bm[b] ? row[b] : bm[b];
         }
         uint32_t *bk = s->sel_keys;
@@ -703,8 +753,10 @@ static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t tar
     for (int r = 0; r < nsub; r++) {
         int j = sub[r];
         uint32_t d = keys[j] >> sh;
-        if (d > b) s->pos_above[na++] = j;
-        else if (d == b) s->pos_edge[ne++] = j;
+        if (d > b)
+            s->pos_above[na++] = j;
+        else if (d == b)
+            s->pos_edge[ne++] = j;
     }
     uint32_t *ek = s->sel_keys;
     for (int r = 0; r < ne; r++) ek[r] = keys[s->pos_edge[r]];
@@ -715,12 +767,17 @@ static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t tar
         for (int r = 0; r < ne; r++) em[r] = s->mass[s->pos_edge[r]];
         int above2;
         uint64_t above2_m;
-        t = radix_select_mass(s, ek, em, ne, target - above_m, s->keys_tmp, s->mass_tmp, &above2, &above2_m);
+        t = radix_select_mass(s, ek, em, ne, target - above_m, s->keys_tmp, s->mass_tmp, &above2,
+                              &above2_m);
         uint64_t rem = target - above_m - above2_m, qt = 0;
         for (int r = 0; r < ne && qt == 0; r++)
             if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
         ties = (int)((rem + qt - 1) / qt);
         above += above2;
+        if (above + ties < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
+            if (min_count < n) select_first(s, 0, min_count, 0, 0);
+            return;
+        }
     } else {
         int above2;
         t = radix_select(s, ek, ne, count - above, s->keys_tmp, &above2);
@@ -763,7 +820,7 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        select_first(s, 0, k, 0);
+        select_first(s, 0, k, 0, 0);
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         sort_all(s);
@@ -783,7 +840,7 @@ uint64_t g3_fixed_mass(float l, float lmax) {
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
 static uint64_t scale_floor(float p, uint64_t q) {
     int e;
-    double fr = frexp((double)p, &e); /* p = fr * 2^e, fr in [0.5, 1) */
+    double fr = frexp((double)p, &e);        /* p = fr * 2^e, fr in [0.5, 1) */
     uint64_t mant = (uint64_t)ldexp(fr, 24); /* exact: p is a float */
     int sh = 24 - e;
     unsigned __int128 prod = (unsigned __int128)q * mant;
@@ -801,11 +858,14 @@ static void top_p(gemma3_sampler *s, float p) {
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     uint64_t total = 0;
     if (gumbel_mode(s)) {
-        for (int j = 0; j < n; j++) total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
+        for (int j = 0; j < n; j++)
+            total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
-        if (target == 0) { top_k(s, floor_keep); return; }
-        select_first(s, 1, 0, target);
-        if (s->n_cand < floor_keep) top_k(s, floor_keep); /* a prefix: extending it is top-k */
+        if (target == 0) {
+            top_k(s, floor_keep);
+            return;
+        }
+        select_first(s, 1, 0, target, floor_keep);
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
@@ -816,7 +876,10 @@ static void top_p(gemma3_sampler *s, float p) {
         total += q[id] = g3_fixed_mass(s->logits[id], lmax);
     }
     uint64_t target = scale_floor(p, total);
-    if (target == 0) { top_k(s, floor_keep); return; }
+    if (target == 0) {
+        top_k(s, floor_keep);
+        return;
+    }
     if (!s->sorted && n > 256) {
         select_top(s, 256);
         uint64_t cum = 0;
@@ -834,7 +897,10 @@ static void top_p(gemma3_sampler *s, float p) {
     int keep = n;
     for (int j = 0; j < n; j++) {
         cum += q[s->cand[j]];
-        if (cum >= target) { keep = j + 1; break; }
+        if (cum >= target) {
+            keep = j + 1;
+            break;
+        }
     }
     if (keep < floor_keep) keep = floor_keep < n ? floor_keep : n;
     s->n_cand = keep;
@@ -851,7 +917,10 @@ static void min_p(gemma3_sampler *s, float mp) {
     int kept = 0;
     for (int j = 0; j < n; j++) kept += (double)s->logits[s->cand[j]] >= thr;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (kept < floor_keep) { top_k(s, floor_keep); return; }
+    if (kept < floor_keep) {
+        top_k(s, floor_keep);
+        return;
+    }
     int m = 0;
     for (int j = 0; j < n; j++)
         if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
@@ -929,7 +998,10 @@ static void typical(gemma3_sampler *s, float tp) {
     int keep = n;
     for (int j = 0; j < n; j++) {
         cum += exp((double)s->logits[s->scored[j].id] - lmax) / z;
-        if (cum > tp && j >= s->p.min_keep - 1) { keep = j + 1; break; }
+        if (cum > tp && j >= s->p.min_keep - 1) {
+            keep = j + 1;
+            break;
+        }
     }
     for (int j = 0; j < keep; j++) s->cand[j] = s->scored[j].id;
     s->n_cand = keep;
@@ -952,6 +1024,21 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
     memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
     s->n_cand -= last;
+}
+
+/* A finite logit that overflows (a huge logit over a small temperature or penalty) becomes
+ * FLT_MAX rather than +inf, which would poison lmax: the tokens that overflowed then share the
+ * mass, the limit of the softmax. */
+static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
+
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
+static void divide_logits(gemma3_sampler *s, float t) {
+    float *l = s->logits;
+    if (s->id_order && s->n_cand == s->n_vocab) {
+        for (int i = 0; i < s->n_cand; i++) l[i] = clamp_overflow(l[i] / t);
+    } else {
+        for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = clamp_overflow(l[s->cand[j]] / t);
+    }
 }
 
 /* Collapses the list to its first token in the total order (greedy). */
@@ -1001,10 +1088,12 @@ static void temperature(gemma3_sampler *s, float t) {
             t = lo + (hi - lo) * (float)pow(h, (double)s->p.dynatemp_exponent);
         }
     }
-    if (t <= 0.0f) { keep_argmax(s); return; }
+    if (t <= 0.0f) {
+        keep_argmax(s);
+        return;
+    }
     if (t == 1.0f) return;
-    float *l = s->logits;
-    for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] /= t;
+    divide_logits(s, t);
     if (s->n_cand > 1) s->sorted = 0; /* division may merge values into ties */
 }
 
@@ -1013,7 +1102,8 @@ static void temperature(gemma3_sampler *s, float t) {
 static void penalties(gemma3_sampler *s) {
     const gemma3_sampler_params *p = &s->p;
     int n = resolve_last_n(p, p->repeat_last_n);
-    if (n == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+    if (n == 0 ||
+        (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
         return;
     n = history_tail(s, n, s->dry_ctx);
     int nt = 0;
@@ -1024,7 +1114,7 @@ static void penalties(gemma3_sampler *s) {
         float l = s->logits[id];
         l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
         l -= (float)s->counts[id] * p->frequency_penalty + p->presence_penalty;
-        s->logits[id] = l;
+        s->logits[id] = clamp_overflow(l);
         s->counts[id] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -1067,7 +1157,10 @@ static void dry(gemma3_sampler *s) {
         if (k < hi) v = z[k - lo] < hi - k ? z[k - lo] : hi - k;
         while (k + v < n && R(v) == R(k + v)) v++;
         z[k] = v;
-        if (k + v > hi) { lo = k; hi = k + v; }
+        if (k + v > hi) {
+            lo = k;
+            hi = k + v;
+        }
     }
 #undef R
     int nt = 0;
@@ -1082,7 +1175,8 @@ static void dry(gemma3_sampler *s) {
     }
     for (int j = 0; j < nt; j++) {
         int32_t t = s->touched[j];
-        double pen = (double)p->dry_multiplier * pow((double)p->dry_base, (double)(s->counts[t] - p->dry_allowed_length));
+        double pen = (double)p->dry_multiplier *
+                     pow((double)p->dry_base, (double)(s->counts[t] - p->dry_allowed_length));
         if (pen > FLT_MAX) pen = FLT_MAX;
         s->logits[t] -= (float)pen;
         s->counts[t] = 0;
@@ -1123,14 +1217,16 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     for (int j = 1; j < n; j++)
         if (before(l, s->cand[j], top)) top = s->cand[j];
     if (l[top] == -INFINITY) return -1;
+    /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
-    double gmax = g3_gumbel_max();
+    double gmax = g3_gumbel_max(), lmax = l[top];
     int32_t best = top;
-    double best_v = (double)l[top] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
+    double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
     for (int j = 0; j < n; j++) {
         int32_t id = s->cand[j];
-        if (id == top || (double)l[id] + gmax < best_v) continue;
-        double v = (double)l[id] + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+        double d = (double)l[id] - lmax;
+        if (id == top || d + gmax < best_v) continue;
+        double v = d + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
         if (v > best_v || (v == best_v && id < best)) {
             best_v = v;
             best = id;
@@ -1147,7 +1243,8 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* dst = src and cand = 0, 1, 2, ...; returns 1 if every value is finite. Fixed-size inner
  * blocks so that the compiler vectorises it at -O2. */
-static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src, int n) {
+static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src,
+                       int n) {
     uint32_t bad = 0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -1240,8 +1337,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
 static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     const gemma3_sampler_params *p = &s->p;
     float t = p->temperature;
-    if (t != 1.0f)
-        for (int j = 0; j < s->n_cand; j++) s->logits[s->cand[j]] /= t;
+    if (t != 1.0f) divide_logits(s, t);
     s->sorted = 0;
     float lmax = cand_max(s);
     if (lmax == -INFINITY) return -1;
@@ -1252,14 +1348,16 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         double sum_tb = 0, sum_tt = 0;
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
-            double bi = (double)s->logits[s->ids_tmp[i]] - (double)s->logits[s->ids_tmp[i + 1]]; /* ln(p_i/p_i+1) */
-            if (!isfinite(bi)) break; /* banned tokens reached */
+            double bi = (double)s->logits[s->ids_tmp[i]] -
+                        (double)s->logits[s->ids_tmp[i + 1]]; /* ln(p_i/p_i+1) */
+            if (!isfinite(bi)) break;                         /* banned tokens reached */
             sum_tb += ti * bi;
             sum_tt += ti * ti;
         }
         double s_hat = sum_tt > 0 ? sum_tb / sum_tt : 1.0;
         double eps = s_hat - 1;
-        double k = pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
+        double k =
+            pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
         top_k(s, ki);
     } else {
@@ -1267,8 +1365,10 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         int m = 0;
         for (int j = 0; j < s->n_cand; j++)
             if ((double)s->logits[s->cand[j]] >= lim) s->cand[m++] = s->cand[j];
-        if (m == 0) keep_argmax(s);
-        else s->n_cand = m;
+        if (m == 0)
+            keep_argmax(s);
+        else
+            s->n_cand = m;
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
@@ -1291,8 +1391,10 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
             tok = mirostat(s, position);
         } else {
             run_chain(s, position, 0);
-            if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0]; /* no RNG */
-            else if (s->n_cand > 1) tok = draw(s, position);
+            if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
+                tok = s->cand[0]; /* no RNG */
+            else if (s->n_cand > 1)
+                tok = draw(s, position);
         }
     }
     return tok >= 0 ? tok : fallback(s, logits);
@@ -1304,7 +1406,8 @@ int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params
     int rep = resolve_last_n(params, params->repeat_last_n);
     int dry = resolve_last_n(params, params->dry_penalty_last_n);
     if (rep > s->hist_cap || dry > s->hist_cap)
-        return g3_error(GEMMA3_ERR_ARG, "sampler: a last_n window larger than at init (%d)", s->hist_cap);
+        return g3_error(GEMMA3_ERR_ARG, "sampler: a last_n window larger than at init (%d)",
+                        s->hist_cap);
     uint32_t seed = params->seed == GEMMA3_SEED_RANDOM ? s->seed : params->seed;
     s->p = *params;
     s->seed = seed;

@@ -27,7 +27,8 @@ static inline uint64_t g3_mix64(uint64_t z) {
 }
 /* The (seed, position) part, hoisted out of per-token loops. */
 static inline uint64_t g3_rng_key(uint64_t seed, int64_t position) {
-    return g3_mix64(g3_mix64(seed + 0x9e3779b97f4a7c15ull) ^ ((uint64_t)position * 0xd1b54a32d192ed03ull));
+    return g3_mix64(g3_mix64(seed + 0x9e3779b97f4a7c15ull) ^
+                    ((uint64_t)position * 0xd1b54a32d192ed03ull));
 }
 static inline uint64_t g3_rng_bits(uint64_t key, uint32_t purpose, uint32_t index) {
     return g3_mix64(key ^ g3_mix64((((uint64_t)purpose << 32) | index) + 0x632be59bd9b4e019ull));
@@ -35,14 +36,10 @@ static inline uint64_t g3_rng_bits(uint64_t key, uint32_t purpose, uint32_t inde
 
 /* Uniform in the OPEN interval (0, 1) from 52 bits: (b + 0.5) * 2^-52 is exact in double and
  * lies in [2^-53, 1 - 2^-53]. (53 bits would round the top value up to 1.0.) */
-static inline double g3_uniform(uint64_t bits) {
-    return ((double)(bits >> 12) + 0.5) * 0x1p-52;
-}
+static inline double g3_uniform(uint64_t bits) { return ((double)(bits >> 12) + 0.5) * 0x1p-52; }
 /* Uniform in (0, 1) from the top 32 bits, (b + 0.5) * 2^-32 in double, as the reference doc
  * prescribes for Gumbel noise. */
-static inline double g3_uniform32(uint64_t bits) {
-    return ((double)(bits >> 32) + 0.5) * 0x1p-32;
-}
+static inline double g3_uniform32(uint64_t bits) { return ((double)(bits >> 32) + 0.5) * 0x1p-32; }
 /* Standard Gumbel noise -ln(-ln U), U from g3_uniform32: finite, in about [-3.1, 22.9]. The
  * truncated tail (max 22.87) only matters for tokens more than ~20 nats below the best one. */
 double g3_gumbel(uint64_t bits);

@@ -43,7 +43,8 @@ static int lines(const char *s) {
 static void expect_ok(cli_sampling *cs, const char *flag, const char *value) {
     int matched = 0;
     int rc = parse(cs, flag, value, &matched);
-    CHECK_MSG(rc == 0 && matched, "%s %s: rc %d matched %d: %s", flag, value ? value : "", rc, matched, err_text);
+    CHECK_MSG(rc == 0 && matched, "%s %s: rc %d matched %d: %s", flag, value ? value : "", rc,
+              matched, err_text);
 }
 
 static void expect_error(const char *flag, const char *value, const char *needle) {
@@ -52,7 +53,8 @@ static void expect_error(const char *flag, const char *value, const char *needle
     int matched = 0;
     int rc = parse(&cs, flag, value, &matched);
     CHECK_MSG(rc == CLI_EXIT_USAGE, "%s %s: rc %d", flag, value ? value : "", rc);
-    CHECK_MSG(lines(err_text) == 1 && strncmp(err_text, "gemma3: ", 8) == 0, "not one line: %s", err_text);
+    CHECK_MSG(lines(err_text) == 1 && strncmp(err_text, "gemma3: ", 8) == 0, "not one line: %s",
+              err_text);
     CHECK_MSG(strstr(err_text, flag) != NULL, "message lacks the flag: %s", err_text);
     CHECK_MSG(strstr(err_text, needle) != NULL, "message lacks '%s': %s", needle, err_text);
 }
@@ -224,7 +226,10 @@ static void test_breakers(void) {
     fflush(stderr);
     int saved = dup(2);
     FILE *tmp = tmpfile();
-    if (!tmp) { CHECK(0); return; }
+    if (!tmp) {
+        CHECK(0);
+        return;
+    }
     dup2(fileno(tmp), 2);
     int rc = cli_sampling_resolve_breakers(&cs, byte_encode, NULL);
     fflush(stderr);

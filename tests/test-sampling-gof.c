@@ -106,18 +106,25 @@ static void run_config(const float *l, float t, int filters) {
     for (int mode = 0; mode < 2; mode++) {
         p.mode = mode;
         gemma3_sampler *s;
-        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) { CHECK(0); return; }
+        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            return;
+        }
         int32_t ids[V];
         int nk = g3_sampler_kept(s, l, 0, ids);
         int same = nk == n_ref;
         for (int j = 0; j < nk && same; j++) same = prob[ids[j]] > 0;
-        CHECK_MSG(same, "T %.1f filters %d mode %d: kept %d, reference %d", t, filters, mode, nk, n_ref);
+        CHECK_MSG(same, "T %.1f filters %d mode %d: kept %d, reference %d", t, filters, mode, nk,
+                  n_ref);
         long *c = counts[mode];
         memset(c, 0, V * sizeof *c);
         long outside = 0;
         for (long pos = 0; pos < N_DRAWS; pos++) {
             int32_t tok = gemma3_sampler_sample(s, l, pos);
-            if (tok < 0 || tok >= V) { outside++; continue; }
+            if (tok < 0 || tok >= V) {
+                outside++;
+                continue;
+            }
             c[tok]++;
             outside += prob[tok] == 0;
         }
@@ -131,8 +138,9 @@ static void run_config(const float *l, float t, int filters) {
             if (e >= 5) zmax = fmax(zmax, fabs(c[i] - e) / sqrt(e * (1 - prob[i])));
         }
         tv /= 2;
-        printf("T %.1f filters %-3s %-6s kept %3d  chi2 %7.1f (df %2d, crit %6.1f)  TV %.4f  max|z| %.2f\n", t,
-               filters ? "on" : "off", mode ? "gumbel" : "cdf", n_ref, stat, df, crit, tv, zmax);
+        printf("T %.1f filters %-3s %-6s kept %3d  chi2 %7.1f (df %2d, crit %6.1f)  TV %.4f  "
+               "max|z| %.2f\n",
+               t, filters ? "on" : "off", mode ? "gumbel" : "cdf", n_ref, stat, df, crit, tv, zmax);
         CHECK_EQ_INT(outside, 0);
         CHECK_MSG(stat < crit, "chi2 %.1f >= %.1f", stat, crit);
         CHECK_MSG(tv < TV_MAX, "TV %.4f", tv);
@@ -147,7 +155,8 @@ static void run_config(const float *l, float t, int filters) {
         stat += (double)(a - b) * (double)(a - b) / (double)(a + b);
         cells++;
     }
-    CHECK_MSG(cells < 2 || stat < chi2_critical(cells - 1), "two-sample chi2 %.1f, df %d", stat, cells - 1);
+    CHECK_MSG(cells < 2 || stat < chi2_critical(cells - 1), "two-sample chi2 %.1f, df %d", stat,
+              cells - 1);
 }
 
 /* Consecutive draws are independent: 4 tokens, pairs (x_t, x_t+1), chi-square on the 4x4 table. */
@@ -157,7 +166,10 @@ static void independence(int mode) {
     p.seed = 77;
     p.mode = mode;
     gemma3_sampler *s;
-    if (gemma3_sampler_init(&p, 4, &s) != GEMMA3_OK) { CHECK(0); return; }
+    if (gemma3_sampler_init(&p, 4, &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
     double table[4][4] = {{0}}, row[4] = {0}, col[4] = {0};
     long n = N_DRAWS / 4;
     int prev = gemma3_sampler_sample(s, l, 0);
@@ -177,7 +189,8 @@ static void independence(int mode) {
             double e = row[i] * col[j] / n;
             stat += (table[i][j] - e) * (table[i][j] - e) / e;
         }
-    printf("independence (%s): chi2 %.1f (df 9, crit %.1f)\n", mode ? "gumbel" : "cdf", stat, chi2_critical(9));
+    printf("independence (%s): chi2 %.1f (df 9, crit %.1f)\n", mode ? "gumbel" : "cdf", stat,
+           chi2_critical(9));
     CHECK(stat < chi2_critical(9));
     gemma3_sampler_free(s);
 }
@@ -188,7 +201,8 @@ int main(void) {
     CHECK_NEAR(chi2_critical(63), 113.7, 0.6);
     CHECK_NEAR(chi2_critical(999), 1174, 2);
     float l[V];
-    for (int i = 0; i < V; i++) l[i] = (float)(1.2 * sin(1.3 * i) + 0.5 * cos(0.7 * i * i) - 0.02 * i);
+    for (int i = 0; i < V; i++)
+        l[i] = (float)(1.2 * sin(1.3 * i) + 0.5 * cos(0.7 * i * i) - 0.02 * i);
     static const float temps[3] = {0.3f, 1.0f, 2.0f};
     for (int ti = 0; ti < 3; ti++)
         for (int f = 0; f < 2; f++) run_config(l, temps[ti], f);

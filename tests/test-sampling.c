@@ -40,13 +40,15 @@ static int kept_both(gemma3_sampler_params p, const float *l, int n, int32_t *id
     if (!a || !b) return -1;
     int na = g3_sampler_kept(a, l, 0, ids);
     int nb = g3_sampler_kept(b, l, 0, other);
-    CHECK_MSG(na == nb && memcmp(ids, other, (size_t)na * sizeof *ids) == 0, "paths disagree: %d vs %d", na, nb);
+    CHECK_MSG(na == nb && memcmp(ids, other, (size_t)na * sizeof *ids) == 0,
+              "paths disagree: %d vs %d", na, nb);
     gemma3_sampler_free(a);
     gemma3_sampler_free(b);
     return na;
 }
 
-static void expect_kept_(int line, gemma3_sampler_params p, const float *l, int n, const int *want, int n_want) {
+static void expect_kept_(int line, gemma3_sampler_params p, const float *l, int n, const int *want,
+                         int n_want) {
     int32_t ids[MAXV];
     int got = kept_both(p, l, n, ids);
     int same = got == n_want;
@@ -54,10 +56,10 @@ static void expect_kept_(int line, gemma3_sampler_params p, const float *l, int 
     CHECK_MSG(same, "line %d: kept %d tokens (first %d), want %d (first %d)", line, got,
               got > 0 ? ids[0] : -1, n_want, n_want > 0 ? want[0] : -1);
 }
-#define EXPECT_KEPT(p, l, n, ...)                                                         \
-    do {                                                                                  \
-        static const int want_[] = {__VA_ARGS__};                                         \
-        expect_kept_(__LINE__, p, l, n, want_, (int)(sizeof want_ / sizeof want_[0]));    \
+#define EXPECT_KEPT(p, l, n, ...)                                                                  \
+    do {                                                                                           \
+        static const int want_[] = {__VA_ARGS__};                                                  \
+        expect_kept_(__LINE__, p, l, n, want_, (int)(sizeof want_ / sizeof want_[0]));             \
     } while (0)
 
 /* Probabilities the sampler would draw from: softmax over the kept set of the working logits. */
@@ -74,16 +76,18 @@ static void kept_probs(gemma3_sampler_params p, const float *l, int n, double *p
     gemma3_sampler_free(s);
 }
 
-static void expect_probs_(int line, gemma3_sampler_params p, const float *l, int n, const double *want, double tol) {
+static void expect_probs_(int line, gemma3_sampler_params p, const float *l, int n,
+                          const double *want, double tol) {
     double got[MAXV];
     kept_probs(p, l, n, got);
     for (int i = 0; i < n; i++)
-        CHECK_MSG(fabs(got[i] - want[i]) <= tol, "line %d: p[%d] = %.6f, want %.6f", line, i, got[i], want[i]);
+        CHECK_MSG(fabs(got[i] - want[i]) <= tol, "line %d: p[%d] = %.6f, want %.6f", line, i,
+                  got[i], want[i]);
 }
-#define EXPECT_PROBS(p, l, n, tol, ...)                                                   \
-    do {                                                                                  \
-        const double want_[] = {__VA_ARGS__};                                      \
-        expect_probs_(__LINE__, p, l, n, want_, tol);                                     \
+#define EXPECT_PROBS(p, l, n, tol, ...)                                                            \
+    do {                                                                                           \
+        const double want_[] = {__VA_ARGS__};                                                      \
+        expect_probs_(__LINE__, p, l, n, want_, tol);                                              \
     } while (0)
 
 static void logs_of(float *l, const double *probs, int n) {
@@ -131,7 +135,8 @@ static void test_top_p(void) {
     gemma3_sampler_params p = plain();
     /* four equal logits: the mass lands exactly on p at the boundary */
     float eq[4] = {0, 0, 0, 0};
-    p.top_p = 0.5f; /* prefix {0,1} has mass exactly 0.5 = p: the crossing token 1 is kept, 2 is not */
+    p.top_p =
+        0.5f; /* prefix {0,1} has mass exactly 0.5 = p: the crossing token 1 is kept, 2 is not */
     EXPECT_KEPT(p, eq, 4, 0, 1);
     p.top_p = 0.25f;
     EXPECT_KEPT(p, eq, 4, 0);
@@ -157,7 +162,12 @@ static void test_top_p(void) {
     p.top_p = 0.0f;
     p.min_keep = 3;
     EXPECT_KEPT(p, l, 4, 1, 2, 3);
+    p.top_p = 0.3f; /* the mass keeps {3} alone; the floor extends the prefix */
+    EXPECT_KEPT(p, l, 4, 1, 2, 3);
+    p.min_keep = 10;
+    EXPECT_KEPT(p, l, 4, 0, 1, 2, 3);
     p.min_keep = 0;
+    EXPECT_KEPT(p, l, 4, 3);
     /* a boundary inside a group of ties: {2, 1, 1, 1, 0}, float64 reference */
     float t[] = {2, 1, 1, 1, 0};
     double w[5], z = 0;
@@ -226,7 +236,9 @@ static void test_temperature_and_order(void) {
     CHECK(strstr(gemma3_last_error(), "bogus") != NULL);
     CHECK(gemma3_sampler_chain_from_names("llama.cpp", &p) == GEMMA3_OK);
     CHECK_EQ_INT(p.samplers[3], GEMMA3_SAMPLER_TOP_K);
-    CHECK(gemma3_sampler_chain_from_names("penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature", &p) == GEMMA3_OK);
+    CHECK(gemma3_sampler_chain_from_names(
+              "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature", &p) ==
+          GEMMA3_OK);
     CHECK_EQ_INT(p.n_samplers, 9);
     CHECK(strcmp(gemma3_sampler_type_name(GEMMA3_SAMPLER_TYPICAL_P), "typ_p") == 0);
 }
@@ -369,7 +381,8 @@ static void test_penalties(void) {
     gemma3_sampler_free(s);
 }
 
-static const float *dry_logits(gemma3_sampler_params p, const int *hist, int n_hist, const float *l, int n) {
+static const float *dry_logits(gemma3_sampler_params p, const int *hist, int n_hist, const float *l,
+                               int n) {
     static float out[64];
     gemma3_sampler *s = make(&p, n);
     for (int i = 0; i < n_hist; i++) gemma3_sampler_accept(s, hist[i]);
@@ -509,6 +522,19 @@ static void test_bias_eos_greedy(void) {
     CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 1); /* lowest id on ties */
     CHECK_EQ_INT(gemma3_sampler_sample(s, l, 99), 1);
     gemma3_sampler_free(s);
+    /* greedy uses no randomness: any seed, position and mode, with XTC on, gives the argmax */
+    float g[] = {0.5f, 0.4f, 0.45f, 0.1f};
+    for (uint32_t seed = 0; seed < 50; seed++) {
+        gemma3_sampler_params q = p;
+        q.seed = seed;
+        q.mode = (int)(seed % 2);
+        q.xtc_probability = 1.0f;
+        q.top_k = 3;
+        q.top_p = 0.5f;
+        s = make(&q, 4);
+        CHECK_EQ_INT(gemma3_sampler_sample(s, g, seed * 7919), 0);
+        gemma3_sampler_free(s);
+    }
     /* greedy sees penalties: token 1 penalised 5 -> 2.5 */
     p.repeat_penalty = 2.0f;
     s = make(&p, 4);
@@ -577,7 +603,8 @@ static void test_nonfinite(void) {
             int32_t t = gemma3_sampler_sample(s, inf, pos);
             if (t >= 0 && t < 4) c[t]++;
         }
-        CHECK_MSG(c[0] == 0 && c[2] == 0 && c[1] > 850 && c[3] > 850, "%d %d %d %d", c[0], c[1], c[2], c[3]);
+        CHECK_MSG(c[0] == 0 && c[2] == 0 && c[1] > 850 && c[3] > 850, "%d %d %d %d", c[0], c[1],
+                  c[2], c[3]);
         gemma3_sampler_free(s);
         /* everything -inf or NaN: the raw argmax ignoring NaN, or 0 */
         float ninf[] = {-INFINITY, -INFINITY, -INFINITY};
@@ -600,6 +627,19 @@ static void test_nonfinite(void) {
         float big[] = {1e4f, -1e4f, 9999.0f, 3e38f, -3e38f};
         s = make(&p, 5);
         for (int pos = 0; pos < 20; pos++) CHECK_EQ_INT(gemma3_sampler_sample(s, big, pos), 3);
+        gemma3_sampler_free(s);
+        /* overflow under a small temperature: 3e38 / 0.01 is not +inf but the largest float */
+        gemma3_sampler_params small_t = p;
+        small_t.temperature = 0.01f;
+        float big2[] = {1e4f, 3e38f, -3e38f, 2e38f};
+        s = make(&small_t, 4);
+        int c3[4] = {0};
+        for (int pos = 0; pos < 400; pos++) {
+            int32_t t = gemma3_sampler_sample(s, big2, pos);
+            if (t >= 0 && t < 4) c3[t]++;
+        }
+        CHECK_MSG(c3[0] == 0 && c3[2] == 0 && c3[1] > 120 && c3[3] > 120, "%d %d %d %d", c3[0],
+                  c3[1], c3[2], c3[3]);
         gemma3_sampler_free(s);
         float sub[] = {1e-45f, 2e-45f, 0, -1e-45f};
         s = make(&p, 4);
@@ -676,7 +716,10 @@ static void test_rng(void) {
     /* KS on 10^6 uniforms, Gumbel moments */
     enum { N = 1000000 };
     double *u = malloc(N * sizeof *u);
-    if (!u) { CHECK(0); return; }
+    if (!u) {
+        CHECK(0);
+        return;
+    }
     uint64_t key = g3_rng_key(42, 7);
     double gs = 0, gs2 = 0;
     int out = 0;
@@ -711,19 +754,34 @@ static void test_rng(void) {
     }
     CHECK_MSG(d < 1.95 / sqrt((double)N), "KS D (positions) = %g", d);
     free(u);
+    /* noise of adjacent token ids in one step, and of one token in adjacent steps, uncorrelated */
+    double sxy = 0, sx = 0, sy = 0, sxx = 0, syy = 0, txy = 0, ty = 0, tyy = 0;
+    for (int i = 0; i < N; i++) {
+        double x = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)i));
+        double y = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)i + 1));
+        double z = g3_gumbel(g3_rng_bits(g3_rng_key(42, 8), G3_RNG_GUMBEL, (uint32_t)i));
+        sx += x, sy += y, sxx += x * x, syy += y * y, sxy += x * y;
+        ty += z, tyy += z * z, txy += x * z;
+    }
+    double vx = sxx / N - (sx / N) * (sx / N);
+    double rho_id = (sxy / N - sx / N * sy / N) / sqrt(vx * (syy / N - (sy / N) * (sy / N)));
+    double rho_pos = (txy / N - sx / N * ty / N) / sqrt(vx * (tyy / N - (ty / N) * (ty / N)));
+    CHECK_MSG(fabs(rho_id) < 0.005, "rho(adjacent ids) = %g", rho_id);
+    CHECK_MSG(fabs(rho_pos) < 0.005, "rho(adjacent steps) = %g", rho_pos);
     /* purposes and positions are separate streams */
     uint64_t k0 = g3_rng_key(1, 0);
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(k0, G3_RNG_XTC, 0));
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(g3_rng_key(1, 1), G3_RNG_DRAW, 0));
     CHECK(g3_rng_bits(k0, G3_RNG_DRAW, 0) != g3_rng_bits(g3_rng_key(2, 0), G3_RNG_DRAW, 0));
-    /* golden: the first raw outputs for seeds 0, 42, 2^32-1 at position 0, purpose DRAW */
-    static const uint64_t golden[3][4] = {
+    /* golden: the first 16 outputs (positions 0..15, purpose DRAW) for seeds 0, 42, 2^32-1 */
+    static const uint64_t golden[3][16] = {
 #include "data/sampling-golden-rng.inc"
     };
     static const uint32_t seeds[3] = {0, 42, 0xffffffffu};
     for (int si = 0; si < 3; si++)
-        for (int i = 0; i < 4; i++)
-            CHECK_MSG(g3_rng_bits(g3_rng_key(seeds[si], i), G3_RNG_DRAW, 0) == golden[si][i], "seed %u step %d", seeds[si], i);
+        for (int i = 0; i < 16; i++)
+            CHECK_MSG(g3_rng_bits(g3_rng_key(seeds[si], i), G3_RNG_DRAW, 0) == golden[si][i],
+                      "seed %u step %d", seeds[si], i);
 }
 
 /* Fixed logits over 16 tokens, Gemma defaults: pinned token sequences for three seeds. */
@@ -743,12 +801,15 @@ static void test_golden_and_reproducibility(void) {
             gemma3_sampler *s = make(&p, 16);
             int got[16];
             for (int pos = 0; pos < 16; pos++) got[pos] = gemma3_sampler_sample(s, l, pos);
-            CHECK_MSG(memcmp(got, golden[mode][si], sizeof got) == 0, "mode %d seed %u: %d %d %d %d ...", mode,
-                      seeds[si], got[0], got[1], got[2], got[3]);
+            CHECK_MSG(memcmp(got, golden[mode][si], sizeof got) == 0,
+                      "mode %d seed %u: %d %d %d %d ...", mode, seeds[si], got[0], got[1], got[2],
+                      got[3]);
             /* re-running a position gives the same draw; a fresh sampler gives the same stream */
-            for (int pos = 15; pos >= 0; pos--) CHECK_EQ_INT(gemma3_sampler_sample(s, l, pos), got[pos]);
+            for (int pos = 15; pos >= 0; pos--)
+                CHECK_EQ_INT(gemma3_sampler_sample(s, l, pos), got[pos]);
             gemma3_sampler *s2 = make(&p, 16);
-            for (int pos = 0; pos < 16; pos++) CHECK_EQ_INT(gemma3_sampler_sample(s2, l, pos), got[pos]);
+            for (int pos = 0; pos < 16; pos++)
+                CHECK_EQ_INT(gemma3_sampler_sample(s2, l, pos), got[pos]);
             gemma3_sampler_free(s);
             gemma3_sampler_free(s2);
         }
@@ -759,7 +820,8 @@ static void test_golden_and_reproducibility(void) {
     p.seed = 2;
     gemma3_sampler *b = make(&p, 16);
     int diff = 0;
-    for (int pos = 0; pos < 100; pos++) diff += gemma3_sampler_sample(a, l, pos) != gemma3_sampler_sample(b, l, pos);
+    for (int pos = 0; pos < 100; pos++)
+        diff += gemma3_sampler_sample(a, l, pos) != gemma3_sampler_sample(b, l, pos);
     CHECK(diff > 0);
     gemma3_sampler_free(a);
     gemma3_sampler_free(b);

@@ -32,7 +32,8 @@ static double bench(const char *name, gemma3_sampler_params p, float *const *log
         fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
         exit(1);
     }
-    for (int i = 0; i < 64; i++) gemma3_sampler_accept(s, (int32_t)(g3_mix64((uint64_t)i) % V)); /* a history */
+    for (int i = 0; i < 64; i++)
+        gemma3_sampler_accept(s, (int32_t)(g3_mix64((uint64_t)i) % V)); /* a history */
     static double t[CALLS];
     long sink = 0;
     for (int i = 0; i < CALLS; i++) {
