@@ -710,7 +710,7 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
  * tile then comes from memory once per block and from L1/L2 across the block's token tiles. */
 #define TOKEN_BLOCKS_512(TILE, XBYTES, TR, TC)                                                  \
     do {                                                                                        \
-        int tb = (int)((192u << 10) / ((size_t)n_in * (XBYTES))) / (TC) * (TC);                \
+        int tb = (int)((384u << 10) / ((size_t)n_in * (XBYTES))) / (TC) * (TC);                \
         if (tb < (TC)) tb = (TC);                                                               \
         for (int t0 = 0; t0 < n_tok; t0 += tb) {                                                \
             int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;                                         \
