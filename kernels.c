@@ -195,6 +195,10 @@ INLINE AVX2 void tile_avx2(float *Y, size_t ldy, const uint16_t *W, const void *
     for (int i = 0; i < R * C; i++) acc[i] = _mm256_setzero_ps();
     int k = 0;
     for (; k + 8 <= n_in; k += 8) {
+        if (C == 1 && k % 32 == 0) /* decode: the same line of the next tile's rows, as AVX-512 */
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++)
+                _mm_prefetch((const char *)((uintptr_t)(w[i] + k) + (size_t)R * n_in * 2), _MM_HINT_T0);
         __m256 xv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
