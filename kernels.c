@@ -706,12 +706,13 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
 }
 
 /* The loop over tiles, shared by the three tile kinds. Decode (one token) runs 16 rows at a
- * time: 16 independent accumulator chains over 16 sequential weight streams, with the next
- * tile's rows prefetched. Two tokens run 8 x 2. Larger batches run R x C tiles (8 x 2 when
- * n_in is small, where the per-tile reduction is a visible cost and 8 x 2 needs one 16-vector
- * reduction; 8 x 3 otherwise, one load fewer per product) over blocks of tokens sized so the
- * block of X stays in L2 while every row tile of this thread's share passes over it: each W
- * tile then comes from memory once per block and from L1/L2 across the block's token tiles. */
+ * time: 16 independent accumulator chains over 16 weight streams, the next tile's rows
+ * prefetched. Batches run 8 x 2 tiles (one 16-vector reduction per tile, which matters when
+ * n_in is small) over blocks of tokens sized so the block of X (384 KiB) stays in L2 while
+ * every row tile of this thread's share passes over it: each W tile then comes from memory
+ * once per block and from L1 across the block's token tiles. Large n_in switches to
+ * TOKEN_BLOCKS_K_512 (8 x 3 for vdpbf16ps, one load fewer per product; the widening kernels
+ * stay at 8 x 2, as 8 x 3 would need all 32 registers for accumulators and operands). */
 #define TOKEN_BLOCKS_512(TILE, XBYTES, TR, TC)                                                  \
     do {                                                                                        \
         int tb = (int)((384u << 10) / ((size_t)n_in * (XBYTES))) / (TC) * (TC);                \
@@ -726,8 +727,8 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
         }                                                                                       \
     } while (0)
 
-/* Large n_in (the MLP down projection, 6912): an 8 x 3 tile's 8 rows no longer fit in L1, so
- * k is cut into blocks of KBLOCK; for each row tile and k-block, the block's token tiles run
+/* Large n_in (the MLP down projection, 6912): a tile's 8 rows no longer fit in L1, so k is
+ * cut into blocks of KBLOCK; for each row tile and k-block, the block's token tiles run
  * with their accumulators parked in `park` between k-blocks, so the 8 x KBLOCK slice of W is
  * read from L1 by every token tile of the block. */
 enum { KBLOCK = 1024, KB_TOKENS = 48 };

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,12 +53,18 @@ typedef struct {
     float partial[64];
 } sum_job;
 
-/* Eight independent accumulators: enough loads in flight to saturate the memory system. */
+/* Eight independent accumulators and a software prefetch PF_AHEAD bytes ahead: enough loads in
+ * flight to saturate the memory system from one core. */
+enum { PF_AHEAD = 4096 };
+
 __attribute__((target("avx512f"))) static float sum_512(const float *p, size_t n) {
     __m512 a[8];
     for (int j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
-    for (size_t i = 0; i + 128 <= n; i += 128)
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        for (int j = 0; j < 8; j++)
+            _mm_prefetch((const char *)((uintptr_t)(p + i + 16 * j) + PF_AHEAD), _MM_HINT_T0);
         for (int j = 0; j < 8; j++) a[j] = _mm512_add_ps(a[j], _mm512_load_ps(p + i + 16 * j));
+    }
     for (int j = 1; j < 8; j++) a[0] = _mm512_add_ps(a[0], a[j]);
     return _mm512_reduce_add_ps(a[0]);
 }
@@ -65,8 +72,11 @@ __attribute__((target("avx512f"))) static float sum_512(const float *p, size_t n
 __attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) {
     __m256 a[8];
     for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
-    for (size_t i = 0; i + 64 <= n; i += 64)
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        for (int j = 0; j < 8; j += 2)
+            _mm_prefetch((const char *)((uintptr_t)(p + i + 8 * j) + PF_AHEAD), _MM_HINT_T0);
         for (int j = 0; j < 8; j++) a[j] = _mm256_add_ps(a[j], _mm256_load_ps(p + i + 8 * j));
+    }
     for (int j = 1; j < 8; j++) a[0] = _mm256_add_ps(a[0], a[j]);
     float t[8];
     _mm256_storeu_ps(t, a[0]);
