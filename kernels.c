@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <immintrin.h>
@@ -941,16 +942,22 @@ typedef struct {
     int avx2, avx512, avx512bf16;
 } cpu_features;
 
-/* __builtin_cpu_supports reads a table filled once at start-up (cpuid plus the OS's saved-state
- * support), so asking again is cheap and needs no cache of our own. */
+/* cpuid (and the OS's saved-state support, which __builtin_cpu_supports also checks) is asked
+ * once; the answer is cached in an atomic, so concurrent first calls are harmless: they compute
+ * the same bits. */
 static cpu_features cpu_get(void) {
-    cpu_features f;
-    __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    f.avx512bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
-    return f;
+    static atomic_int cache = -1; /* bit 0: avx2+fma, 1: avx512 f/bw/vl/dq, 2: avx512bf16 */
+    int bits = atomic_load_explicit(&cache, memory_order_relaxed);
+    if (bits < 0) {
+        __builtin_cpu_init();
+        int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+        bits = avx2 | avx512 << 1 | bf16 << 2;
+        atomic_store_explicit(&cache, bits, memory_order_relaxed);
+    }
+    return (cpu_features){.avx2 = bits & 1, .avx512 = bits >> 1 & 1, .avx512bf16 = bits >> 2 & 1};
 }
 
 g3_isa g3_isa_detect(void) {
