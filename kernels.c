@@ -1,5 +1,10 @@
 /* kernels.c - numeric kernels: a scalar reference table, then ISA-specific tables.
- * See kernels.h for the contract every table keeps. */
+ * See kernels.h for the contract every table keeps.
+ *
+ * Sections: scalar reference; AVX2 + FMA ("avx2"); AVX-512 F/BW/VL/DQ ("avx512", whose
+ * matmul_bf16 widens bf16 to fp32) and the same with vdpbf16ps for matmul_bf16 ("avx512bf16");
+ * dispatch. Each SIMD table gives results that differ from the scalar ones by rounding only
+ * (bounds in tests/test-kernels.c), and are bit-reproducible within the table. */
 #include "kernels.h"
 
 #include <math.h>
