@@ -524,8 +524,34 @@ INLINE AVX512 void store_tile_512(float *Y, size_t ldy, int r, int nr, int t, in
     }
 }
 
+/* Stores an R x C tile (R*C <= 32) in groups of 16/C rows, one 16-vector reduction each. */
+INLINE AVX512 void store_rows_512(float *Y, size_t ldy, int r, int nr, int t, int nt,
+                                  const __m512 *acc, int R, int C) {
+    int G = 16 / C;
+#pragma GCC unroll 16
+    for (int g = 0; g < R; g += G) {
+        int rg = R - g < G ? R - g : G;
+        if (nr - g <= 0) break;
+        store_tile_512(Y, ldy, r + g, nr - g < rg ? nr - g : rg, t, nt, acc + g * C, rg, C);
+    }
+}
+
+/* Ends a tile: either parks the accumulators for the next k-block or reduces and stores. */
+INLINE AVX512 void finish_tile_512(float *Y, size_t ldy, int r, int nr, int t, int nt,
+                                   __m512 *acc, int R, int C, int n_in, int k1, __m512 *save) {
+    if (k1 < n_in) {
+#pragma GCC unroll 32
+        for (int i = 0; i < R * C; i++) save[i] = acc[i];
+        return;
+    }
+    store_rows_512(Y, ldy, r, nr, t, nt, acc, R, C);
+}
+
 /* Row/token pointers of a tile; rows past nr and tokens past nt repeat the last valid one, so
- * every load stays in bounds (their results are computed and dropped). */
+ * every load stays in bounds (their results are computed and dropped). A tile covers k in
+ * [k0, k1): with k0 > 0 its accumulators resume from save[], with k1 < n_in they go back there
+ * (k-blocking, see TOKEN_BLOCKS_K_512); saving a register and loading it back is exact, so a
+ * blocked dot product is bitwise the unblocked one. */
 #define TILE_POINTERS(XT)                                                                      \
     const uint16_t *w[16];                                                                     \
     const XT *x[16];                                                                           \
@@ -533,69 +559,109 @@ INLINE AVX512 void store_tile_512(float *Y, size_t ldy, int r, int nr, int t, in
         w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;                                 \
     _Pragma("GCC unroll 16") for (int c = 0; c < C; c++)                                       \
         x[c] = X + (size_t)(t + (c < nt ? c : nt - 1)) * ldx;                                  \
-    __m512 acc[16];                                                                            \
-    _Pragma("GCC unroll 16") for (int i = 0; i < R * C; i++) acc[i] = _mm512_setzero_ps();
+    __m512 acc[32];                                                                            \
+    _Pragma("GCC unroll 32") for (int i = 0; i < R * C; i++)                                   \
+        acc[i] = k0 > 0 ? save[i] : _mm512_setzero_ps();
 
-/* One R x C tile (R*C <= 16) of matmul_f32: bf16 weights widened to fp32, 16 k per FMA. */
-INLINE AVX512 void tile_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
-                                size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C) {
-    TILE_POINTERS(float)
-    int k = 0;
-    for (; k + 16 <= n_in; k += 16) {
-        __m512 xv[16];
+/* Decode streams R rows at once; the hardware prefetcher does not keep that many streams
+ * ahead, so each k-step asks for the same 64-byte line of the next tile's rows (R rows on).
+ * Past the last row this touches no memory (a prefetch never faults), hence the integer
+ * arithmetic rather than an out-of-bounds pointer. */
+INLINE AVX512 void prefetch_next_tile(const uint16_t *const *w, int R, int n_in, int k) {
+    size_t ahead = (size_t)R * (size_t)n_in * sizeof(uint16_t);
 #pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_ps(x[c] + k);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    if (k < n_in) { /* tail chunk, zero-padded by masked loads */
-        __mmask16 m = mask16_512(n_in - k);
-        __m512 xv[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + k);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+    for (int i = 0; i < R; i++)
+        _mm_prefetch((const char *)((uintptr_t)(w[i] + k) + ahead), _MM_HINT_T0);
 }
 
-/* One R x C tile of matmul_bf16 without the BF16 extension: both sides widened, 16 k per FMA. */
+/* Splits 32 bf16 (16 adjacent k-pairs) into fp32 vectors of the even and of the odd k: one
+ * shift and one mask, half the work of widening two halves with vpmovzxwd. */
+INLINE AVX512 void split_bf16_512(__m512i v, __m512 *even, __m512 *odd) {
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* The same even/odd split of 32 fp32 activations (two permutes, shared by the tile's rows). */
+INLINE AVX512 void split_f32_512(__m512 lo, __m512 hi, __m512 *even, __m512 *odd) {
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    *even = _mm512_permutex2var_ps(lo, ie, hi);
+    *odd = _mm512_permutex2var_ps(lo, io, hi);
+}
+
+/* One R x C tile of the widening matmuls, 32 k per step: lane j of an accumulator takes the
+ * products of k = 32s + 2j and then of k = 32s + 2j + 1 (two FMAs). X is fp32 (matmul_f32)
+ * or, when XBF16, bf16 split like W (matmul_bf16 on AVX-512 without the BF16 extension). */
+INLINE AVX512 void tile_widen_512(float *Y, size_t ldy, const uint16_t *W, const void *Xv,
+                                  size_t ldx, int xbf16, int n_in, int r, int nr, int t, int nt,
+                                  int R, int C, int k0, int k1, __m512 *save) {
+    const uint16_t *w[16];
+    const float *xf[16];
+    const uint16_t *xh[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+#pragma GCC unroll 16
+    for (int c = 0; c < C; c++) {
+        size_t off = (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+        xf[c] = (const float *)Xv + off;
+        xh[c] = (const uint16_t *)Xv + off;
+    }
+    __m512 acc[32];
+#pragma GCC unroll 32
+    for (int i = 0; i < R * C; i++) acc[i] = k0 > 0 ? save[i] : _mm512_setzero_ps();
+    int k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        if (C == 1) prefetch_next_tile(w, R, n_in, k);
+        __m512 xe[16], xo[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) {
+            if (xbf16) split_bf16_512(_mm512_loadu_si512(xh[c] + k), &xe[c], &xo[c]);
+            else split_f32_512(_mm512_loadu_ps(xf[c] + k), _mm512_loadu_ps(xf[c] + k + 16), &xe[c], &xo[c]);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 we, wo;
+            split_bf16_512(_mm512_loadu_si512(w[i] + k), &we, &wo);
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) {
+                acc[i * C + c] = _mm512_fmadd_ps(we, xe[c], acc[i * C + c]);
+                acc[i * C + c] = _mm512_fmadd_ps(wo, xo[c], acc[i * C + c]);
+            }
+        }
+    }
+    if (k < k1) { /* tail chunk (k1 == n_in), zero-padded by masked loads */
+        __mmask32 m = (__mmask32)((1ull << (k1 - k)) - 1u);
+        __m512 xe[16], xo[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < C; c++) {
+            if (xbf16) split_bf16_512(_mm512_maskz_loadu_epi16(m, xh[c] + k), &xe[c], &xo[c]);
+            else split_f32_512(_mm512_maskz_loadu_ps((__mmask16)m, xf[c] + k),
+                               _mm512_maskz_loadu_ps((__mmask16)(m >> 16), xf[c] + k + 16), &xe[c], &xo[c]);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            __m512 we, wo;
+            split_bf16_512(_mm512_maskz_loadu_epi16(m, w[i] + k), &we, &wo);
+#pragma GCC unroll 16
+            for (int c = 0; c < C; c++) {
+                acc[i * C + c] = _mm512_fmadd_ps(we, xe[c], acc[i * C + c]);
+                acc[i * C + c] = _mm512_fmadd_ps(wo, xo[c], acc[i * C + c]);
+            }
+        }
+    }
+    finish_tile_512(Y, ldy, r, nr, t, nt, acc, R, C, n_in, k1, save);
+}
+
+INLINE AVX512 void tile_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
+                                size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C,
+                                int k0, int k1, __m512 *save) {
+    tile_widen_512(Y, ldy, W, X, ldx, 0, n_in, r, nr, t, nt, R, C, k0, k1, save);
+}
+
 INLINE AVX512 void tile_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
-                                  size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C) {
-    TILE_POINTERS(uint16_t)
-    int k = 0;
-    for (; k + 16 <= n_in; k += 16) {
-        __m512 xv[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_loadu_si256((const __m256i *)(x[c] + k)));
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_loadu_si256((const __m256i *)(w[i] + k)));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    if (k < n_in) {
-        __mmask16 m = mask16_512(n_in - k);
-        __m512 xv[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < C; c++) xv[c] = widen16_512(_mm256_maskz_loadu_epi16(m, x[c] + k));
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __m512 wv = widen16_512(_mm256_maskz_loadu_epi16(m, w[i] + k));
-#pragma GCC unroll 16
-            for (int c = 0; c < C; c++) acc[i * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[i * C + c]);
-        }
-    }
-    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+                                  size_t ldx, int n_in, int r, int nr, int t, int nt, int R, int C,
+                                  int k0, int k1, __m512 *save) {
+    tile_widen_512(Y, ldy, W, X, ldx, 1, n_in, r, nr, t, nt, R, C, k0, k1, save);
 }
 
 /* One R x C tile of matmul_bf16 with vdpbf16ps: 32 k (16 adjacent pairs) per instruction,
@@ -603,10 +669,11 @@ INLINE AVX512 void tile_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const
  * the instruction's fixed order, so this too is one accumulator per output. */
 INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                        size_t ldx, int n_in, int r, int nr, int t, int nt, int R,
-                                       int C) {
+                                       int C, int k0, int k1, __m512 *save) {
     TILE_POINTERS(uint16_t)
-    int k = 0;
-    for (; k + 32 <= n_in; k += 32) {
+    int k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        if (C == 1) prefetch_next_tile(w, R, n_in, k);
         __m512i xv[16];
 #pragma GCC unroll 16
         for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_si512(x[c] + k);
@@ -618,7 +685,7 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
                 acc[i * C + c] = _mm512_dpbf16_ps(acc[i * C + c], (__m512bh)wv, (__m512bh)xv[c]);
         }
     }
-    if (k < n_in) {
+    if (k < k1) {
         __mmask32 m = (__mmask32)((1ull << (n_in - k)) - 1u);
         __m512i xv[16];
 #pragma GCC unroll 16
@@ -631,52 +698,82 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
                 acc[i * C + c] = _mm512_dpbf16_ps(acc[i * C + c], (__m512bh)wv, (__m512bh)xv[c]);
         }
     }
-    store_tile_512(Y, ldy, r, nr, t, nt, acc, R, C);
+    finish_tile_512(Y, ldy, r, nr, t, nt, acc, R, C, n_in, k1, save);
 }
 
 /* The loop over tiles, shared by the three tile kinds. Decode (one token) runs 16 rows at a
- * time: 16 independent accumulator chains, 16 sequential weight streams. Two tokens run 8 x 2.
- * Larger batches run 4 x 4 tiles over blocks of tokens sized so the block of X stays in L2
- * while every row tile of this thread's share passes over it (each W tile is then read from
- * memory once per block, and from L1 across the block's token tiles). */
-#define MATMUL_TILES_512(TILE, XBYTES)                                                          \
+ * time: 16 independent accumulator chains over 16 sequential weight streams, with the next
+ * tile's rows prefetched. Two tokens run 8 x 2. Larger batches run R x C tiles (8 x 2 when
+ * n_in is small, where the per-tile reduction is a visible cost and 8 x 2 needs one 16-vector
+ * reduction; 8 x 3 otherwise, one load fewer per product) over blocks of tokens sized so the
+ * block of X stays in L2 while every row tile of this thread's share passes over it: each W
+ * tile then comes from memory once per block and from L1/L2 across the block's token tiles. */
+#define TOKEN_BLOCKS_512(TILE, XBYTES, TR, TC)                                                  \
+    do {                                                                                        \
+        int tb = (int)((192u << 10) / ((size_t)n_in * (XBYTES))) / (TC) * (TC);                \
+        if (tb < (TC)) tb = (TC);                                                               \
+        for (int t0 = 0; t0 < n_tok; t0 += tb) {                                                \
+            int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;                                         \
+            for (int r = r0; r < r1; r += (TR)) {                                               \
+                int nr = r1 - r < (TR) ? r1 - r : (TR);                                         \
+                for (int t = t0; t < t1; t += (TC))                                             \
+                    TILE(Y, ldy, W, X, ldx, n_in, r, nr, t, t1 - t < (TC) ? t1 - t : (TC), (TR), (TC), 0, n_in, NULL); \
+            }                                                                                   \
+        }                                                                                       \
+    } while (0)
+
+/* Large n_in (the MLP down projection, 6912): an 8 x 3 tile's 8 rows no longer fit in L1, so
+ * k is cut into blocks of KBLOCK; for each row tile and k-block, the block's token tiles run
+ * with their accumulators parked in `park` between k-blocks, so the 8 x KBLOCK slice of W is
+ * read from L1 by every token tile of the block. */
+enum { KBLOCK = 1024, KB_TOKENS = 48 };
+
+#define TOKEN_BLOCKS_K_512(TILE, XBYTES, TR, TC)                                                \
+    do {                                                                                        \
+        __m512 park[KB_TOKENS / (TC)][(TR) * (TC)];                                             \
+        int tb = (int)((384u << 10) / ((size_t)n_in * (XBYTES))) / (TC) * (TC);                 \
+        if (tb < (TC)) tb = (TC);                                                               \
+        if (tb > KB_TOKENS) tb = KB_TOKENS;                                                     \
+        for (int t0 = 0; t0 < n_tok; t0 += tb) {                                                \
+            int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;                                         \
+            for (int r = r0; r < r1; r += (TR)) {                                               \
+                int nr = r1 - r < (TR) ? r1 - r : (TR);                                         \
+                for (int k0 = 0; k0 < n_in; k0 += KBLOCK) {                                     \
+                    int k1 = n_in - k0 <= KBLOCK ? n_in : k0 + KBLOCK;                          \
+                    for (int t = t0, j = 0; t < t1; t += (TC), j++)                             \
+                        TILE(Y, ldy, W, X, ldx, n_in, r, nr, t, t1 - t < (TC) ? t1 - t : (TC),  \
+                             (TR), (TC), k0, k1, park[j]);                                      \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    } while (0)
+
+#define MATMUL_TILES_512(TILE, XBYTES, TRB, TCB)                                                        \
     do {                                                                                        \
         if (n_tok == 1) {                                                                       \
             for (int r = r0; r < r1; r += 16)                                                   \
-                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 16 ? r1 - r : 16, 0, 1, 16, 1);       \
-            break;                                                                              \
-        }                                                                                       \
-        if (n_tok == 2) { /* reads W once, where 4x4 tiles would waste half their work */      \
-            for (int r = r0; r < r1; r += 8)                                                    \
-                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 8 ? r1 - r : 8, 0, 2, 8, 2);          \
-            break;                                                                              \
-        }                                                                                       \
-        int tb = (int)((192u << 10) / ((size_t)n_in * (XBYTES))) & ~3;                          \
-        if (tb < 4) tb = 4;                                                                     \
-        for (int t0 = 0; t0 < n_tok; t0 += tb) {                                                \
-            int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;                                         \
-            for (int r = r0; r < r1; r += 4) {                                                  \
-                int nr = r1 - r < 4 ? r1 - r : 4;                                               \
-                for (int t = t0; t < t1; t += 4)                                                \
-                    TILE(Y, ldy, W, X, ldx, n_in, r, nr, t, t1 - t < 4 ? t1 - t : 4, 4, 4);     \
-            }                                                                                   \
+                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 16 ? r1 - r : 16, 0, 1, 16, 1, 0, n_in, NULL); \
+        } else if (n_tok == 2 || n_in <= 2048) {                                                \
+            TOKEN_BLOCKS_512(TILE, XBYTES, 8, 2);                                               \
+        } else {                                                                                \
+            TOKEN_BLOCKS_K_512(TILE, XBYTES, TRB, TCB);                                         \
         }                                                                                       \
     } while (0)
 
 static AVX512 void matmul_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
                                   size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_f32_512, 4);
+    MATMUL_TILES_512(tile_f32_512, 4, 8, 2); /* 8 x 3 would need 32 registers */
 }
 
 static AVX512 void matmul_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                     size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_bf16w_512, 2);
+    MATMUL_TILES_512(tile_bf16w_512, 2, 8, 2);
 }
 
 static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W,
                                          const uint16_t *X, size_t ldx, int n_tok, int n_in,
                                          int r0, int r1) {
-    MATMUL_TILES_512(tile_dpbf16_512, 2);
+    MATMUL_TILES_512(tile_dpbf16_512, 2, 8, 3);
 }
 
 /* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,
