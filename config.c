@@ -32,16 +32,6 @@ typedef struct scope {
     const char *prefix; /* "" or "text_config." */
 } scope;
 
-static const char *type_name(const cJSON *j) {
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "invalid JSON";
-}
-
 /* The item for key, or NULL when absent or null. */
 static const cJSON *item(const scope *s, const char *key) {
     const cJSON *j = s->obj ? cJSON_GetObjectItemCaseSensitive(s->obj, key) : NULL;
@@ -67,7 +57,7 @@ static int get_int(const scope *s, const char *key, int required, int *out) {
             return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer, got %g", s->path,
                             s->prefix, key, j->valuedouble);
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer, got %s", s->path,
-                        s->prefix, key, type_name(j));
+                        s->prefix, key, g3_json_type_name(j));
     }
     *out = (int)j->valuedouble;
     return GEMMA3_OK;
@@ -88,7 +78,7 @@ static int get_number(const scope *s, const char *key, float *out) {
     if (!j) return GEMMA3_OK;
     if (!cJSON_IsNumber(j))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a number, got %s", s->path,
-                        s->prefix, key, type_name(j));
+                        s->prefix, key, g3_json_type_name(j));
     *out = (float)j->valuedouble;
     return GEMMA3_OK;
 }
@@ -106,7 +96,7 @@ static int get_bool(const scope *s, const char *key, int *out) {
     if (!j) return GEMMA3_OK;
     if (!cJSON_IsBool(j))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a boolean, got %s", s->path,
-                        s->prefix, key, type_name(j));
+                        s->prefix, key, g3_json_type_name(j));
     *out = cJSON_IsTrue(j);
     return GEMMA3_OK;
 }
@@ -131,7 +121,7 @@ static int get_ids(const scope *s, const char *key, int *ids, int *n) {
     }
     if (!cJSON_IsArray(j))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected an integer or a list, got %s",
-                        s->path, s->prefix, key, type_name(j));
+                        s->path, s->prefix, key, g3_json_type_name(j));
     int count = 0;
     for (const cJSON *x = j->child; x; x = x->next) {
         if (!json_is_int(x) || x->valuedouble < 0)
@@ -161,7 +151,7 @@ static int parse_rope_type(const scope *s, const char *what, float *factor) {
     if (type) {
         if (!cJSON_IsString(type))
             return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.%s: expected a string, got %s", s->path,
-                            what, type_key, type_name(type));
+                            what, type_key, g3_json_type_name(type));
         t = type->valuestring;
     }
     if (strcmp(t, "default") == 0) {
@@ -188,7 +178,7 @@ static int parse_rope_entry(const scope *tc, const cJSON *e, const char *what, f
                             float *factor) {
     if (!cJSON_IsObject(e))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object, got %s", tc->path, what,
-                        type_name(e));
+                        g3_json_type_name(e));
     scope s = {e, tc->path, ""};
     char key[96];
     snprintf(key, sizeof key, "%s.", what);
@@ -213,7 +203,7 @@ static int parse_rope(const scope *s, g3_config *c) {
         snprintf(what, sizeof what, "%srope_parameters", s->prefix);
         if (!cJSON_IsObject(params))
             return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object, got %s", s->path, what,
-                            type_name(params));
+                            g3_json_type_name(params));
         const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
         const cJSON *slid = cJSON_GetObjectItemCaseSensitive(params, "sliding_attention");
         if (!full && !slid) /* a single flat entry: it describes the global layers */
@@ -235,7 +225,7 @@ static int parse_rope(const scope *s, g3_config *c) {
     snprintf(what, sizeof what, "%srope_scaling", s->prefix);
     if (!cJSON_IsObject(scaling))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected an object or null, got %s", s->path,
-                        what, type_name(scaling));
+                        what, g3_json_type_name(scaling));
     scope sc = {scaling, s->path, ""};
     return parse_rope_type(&sc, what, &c->rope_factor_full);
 }
@@ -245,7 +235,7 @@ static int parse_layer_types(const scope *s, g3_config *c) {
     if (lt) {
         if (!cJSON_IsArray(lt))
             return g3_error(GEMMA3_ERR_FORMAT, "%s: %slayer_types: expected a list, got %s",
-                            s->path, s->prefix, type_name(lt));
+                            s->path, s->prefix, g3_json_type_name(lt));
         int n = cJSON_GetArraySize(lt);
         if (n != c->n_layers)
             return g3_error(GEMMA3_ERR_FORMAT,
@@ -262,7 +252,7 @@ static int parse_layer_types(const scope *s, g3_config *c) {
                                 "%s: %slayer_types[%d]: '%s' is not sliding_attention or "
                                 "full_attention",
                                 s->path, s->prefix, i,
-                                cJSON_IsString(x) ? x->valuestring : type_name(x));
+                                cJSON_IsString(x) ? x->valuestring : g3_json_type_name(x));
         }
         return GEMMA3_OK;
     }
@@ -282,7 +272,7 @@ static int require_string(const scope *s, const char *key, const char *want) {
     if (!j) return GEMMA3_OK;
     if (!cJSON_IsString(j))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: expected a string, got %s", s->path,
-                        s->prefix, key, type_name(j));
+                        s->prefix, key, g3_json_type_name(j));
     if (strcmp(j->valuestring, want) != 0)
         return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %s%s: '%s' is not supported (only %s)",
                         s->path, s->prefix, key, j->valuestring, want);
@@ -308,7 +298,7 @@ static int detect_layout(const cJSON *root, const char *path, g3_config *c, cons
     const char *arch0 = NULL;
     if (mt && !cJSON_IsString(mt))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: model_type: expected a string, got %s", path,
-                        type_name(mt));
+                        g3_json_type_name(mt));
     if (mt && strcmp(mt->valuestring, "gemma3") != 0 && strcmp(mt->valuestring, "gemma3_text") != 0)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: model_type: '%s' is not supported (gemma3 or gemma3_text)", path,
@@ -333,7 +323,7 @@ static int detect_layout(const cJSON *root, const char *path, g3_config *c, cons
             return g3_error(GEMMA3_ERR_FORMAT, "%s: text_config: required key missing", path);
         if (!cJSON_IsObject(tc))
             return g3_error(GEMMA3_ERR_FORMAT, "%s: text_config: expected an object, got %s", path,
-                            type_name(tc));
+                            g3_json_type_name(tc));
         *text = tc;
     } else {
         *text = root;
@@ -347,7 +337,7 @@ static int parse_root(const cJSON *root, const char *path, g3_config *c) {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsObject(root))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
-                        type_name(root));
+                        g3_json_type_name(root));
     const cJSON *text = NULL;
     int rc = detect_layout(root, path, c, &text);
     if (rc != GEMMA3_OK) return rc;
@@ -446,7 +436,7 @@ static int gen_number(const scope *s, const char *key, int *has, float *out) {
     if (!j) return GEMMA3_OK;
     if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected a number, got %s", s->path, key,
-                        type_name(j));
+                        g3_json_type_name(j));
     *out = (float)j->valuedouble;
     *has = 1;
     return GEMMA3_OK;
@@ -465,7 +455,7 @@ int g3_gen_config_load(const char *path, g3_gen_config *gc) {
     scope s = {root, path, ""};
     if (!cJSON_IsObject(root)) {
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
-                      type_name(root));
+                      g3_json_type_name(root));
     } else if (!(rc = gen_number(&s, "temperature", &gc->has_temperature, &gc->temperature)) &&
                !(rc = gen_number(&s, "top_p", &gc->has_top_p, &gc->top_p)) &&
                !(rc = gen_number(&s, "min_p", &gc->has_min_p, &gc->min_p)) &&

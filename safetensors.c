@@ -157,16 +157,6 @@ const g3_tensor *g3_st_at(const g3_st *st, int i) {
 
 /* ---- header parsing ----------------------------------------------------------------------- */
 
-static const char *json_type_name(const cJSON *j) {
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "invalid JSON";
-}
-
 /* A JSON number that is an exact non-negative integer no larger than 2^53. */
 static int json_uint(const cJSON *j, uint64_t *out) {
     if (!cJSON_IsNumber(j)) return 0;
@@ -205,7 +195,7 @@ static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3
     const char *name = e->string;
     if (!cJSON_IsObject(e))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor '%s': expected an object, got %s", label,
-                        name, json_type_name(e));
+                        name, g3_json_type_name(e));
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -236,7 +226,7 @@ static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3
                                 label, name, d, x->valuedouble);
             return g3_error(GEMMA3_ERR_FORMAT,
                             "%s: tensor '%s': shape[%d] is %s, not a non-negative integer", label,
-                            name, d, json_type_name(x));
+                            name, d, g3_json_type_name(x));
         }
         t->shape[d] = (int64_t)v;
         if (v && n_el > UINT64_MAX / v) overflow = 1;
@@ -288,11 +278,11 @@ static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3
 static int check_metadata(const cJSON *m, const char *label) {
     if (!cJSON_IsObject(m))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: __metadata__: expected an object, got %s", label,
-                        json_type_name(m));
+                        g3_json_type_name(m));
     for (const cJSON *x = m->child; x; x = x->next)
         if (!cJSON_IsString(x))
             return g3_error(GEMMA3_ERR_FORMAT, "%s: __metadata__.%s: expected a string, got %s",
-                            label, x->string, json_type_name(x));
+                            label, x->string, g3_json_type_name(x));
     return GEMMA3_OK;
 }
 
@@ -333,7 +323,7 @@ static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *l
         }
     if (!cJSON_IsObject(root)) {
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: header is %s, not a JSON object", label,
-                      json_type_name(root));
+                      g3_json_type_name(root));
         goto done;
     }
     uint64_t data_size = size - 8 - n;

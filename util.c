@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,4 +105,14 @@ int g3_path_join(char *buf, size_t n, const char *dir, const char *name) {
     int w = snprintf(buf, n, "%s%s%s", dir, sep, name);
     if (w < 0 || (size_t)w >= n) return g3_error(GEMMA3_ERR_ARG, "%s: path too long", dir);
     return GEMMA3_OK;
+}
+
+const char *g3_json_type_name(const cJSON *j) {
+    if (cJSON_IsNull(j)) return "null";
+    if (cJSON_IsBool(j)) return "a boolean";
+    if (cJSON_IsNumber(j)) return "a number";
+    if (cJSON_IsString(j)) return "a string";
+    if (cJSON_IsArray(j)) return "an array";
+    if (cJSON_IsObject(j)) return "an object";
+    return "invalid JSON";
 }

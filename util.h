@@ -54,6 +54,10 @@ double g3_now(void);
  * Returns GEMMA3_OK or an error naming the path. Caller frees *out. */
 int g3_read_file(const char *path, char **out, size_t *len);
 
+/* "a string", "a number", ... for messages about a JSON value of the wrong type. */
+struct cJSON;
+const char *g3_json_type_name(const struct cJSON *j);
+
 /* Joins dir and name with one '/', into buf of size n. Returns GEMMA3_ERR_ARG if it does not fit. */
 int g3_path_join(char *buf, size_t n, const char *dir, const char *name);
 
