@@ -5,8 +5,9 @@ GEN="$G3_BUILD/tools/gen-checkpoint"
 [ -x "$GEN" ] || { echo "no $GEN"; exit 77; }
 M="$TMP/tiny"
 "$GEN" tiny "$M" --seed 7 --tokenizer models/tokenizer.model >/dev/null 2>&1 || { bad "gen-checkpoint tiny"; report; exit 1; }
-have_python=0
-command -v python3 >/dev/null 2>&1 && have_python=1
+# python3 reads the JSON outputs and drives the pseudo-terminal (.ci/run installs it)
+command -v python3 >/dev/null 2>&1 || { bad "python3 is needed by this suite"; report; exit 1; }
+have_python=1
 
 json_get() { # json_get FILE PYTHON_EXPR(j)
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
