@@ -81,7 +81,7 @@ bench: all
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
-FUZZ_LIB_SRCS := $(filter util.c safetensors.c config.c tokenizer.c,$(LIB_SRCS))
+FUZZ_LIB_SRCS := $(filter util.c safetensors.c config.c tokenizer.c sampling.c,$(LIB_SRCS))
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
