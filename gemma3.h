@@ -84,7 +84,7 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
 enum gemma3_kv_type { GEMMA3_KV_F32 = 0, GEMMA3_KV_BF16 = 1 };
 
 typedef struct gemma3_session_params {
-    int n_ctx;          /* context length in tokens; 0 = min(model max, 4096) */
+    int n_ctx;          /* context length in tokens; 0 = 4096; capped at max_position_embeddings */
     int n_threads;      /* worker threads including the caller; 0 = all online CPUs */
     int kv_type;        /* enum gemma3_kv_type */
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode);
