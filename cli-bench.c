@@ -200,7 +200,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < gens.n; i++) max_tokens = gens.values[i] > max_tokens ? gens.values[i] : max_tokens;
 
     gemma3_model *model = NULL;
-    if (gemma3_model_load(mo.model_dir, &model) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (gemma3_model_load_ex(mo.model_dir, &mo.mp, &model) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     gemma3_model_info info;
     gemma3_model_get_info(model, &info);
     char label[64];

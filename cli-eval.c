@@ -1,12 +1,12 @@
 /* cli-eval.c - gemma3 eval: runs the model over token ids and dumps raw float32 logits, the hook
  * every correctness check uses.
  *
- *   gemma3 eval -m DIR --tokens 2,17,... --dump-logits FILE [--all-logits] [-t N] [-c CTX]
- *               [--exact] [--kv-type f32|bf16] [--isa scalar|avx2|avx512] [-b N] [-v]
+ *   gemma3 eval -m DIR --tokens 2,17,... --dump-logits FILE [--all-logits] [--step N]
+ *               [the model flags: -t, -c, -b, --exact, --kv-type, --isa, --mmap, -v]
  *
  * The file gets [n_tokens][vocab] floats (row-major, little-endian as the host) with
- * --all-logits, else the [vocab] logits of the last token. -b N feeds the tokens N per forward
- * call (the logits are the same whatever N is). */
+ * --all-logits, else the [vocab] logits of the last token. --step N feeds the tokens N per
+ * forward call (the logits are the same whatever N is). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +19,12 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"
-            "  -m, --model DIR        Hugging Face Gemma 3 checkpoint directory\n"
             "  --tokens LIST          comma-separated token ids\n"
             "  --dump-logits FILE     write raw float32 logits ([vocab] of the last token)\n"
             "  --all-logits           write [n_tokens][vocab] instead\n"
-            "  -t, --threads N        worker threads including the caller (default: all CPUs)\n"
-            "  -c, --ctx N            context length (default: min(model max, 4096))\n"
-            "  --exact                FP32 activations and KV cache (the reference mode)\n"
-            "  --kv-type f32|bf16     KV cache type in the default mode (default bf16)\n"
-            "  --isa scalar|avx2|avx512  kernel set (default: the best the CPU has)\n"
-            "  -b, --batch N          tokens per forward call (default: all at once)\n"
-            "  -v, --verbose          print ISA, threads, mode and timings to stderr\n");
+            "  --step N               tokens per forward call (default: all at once); the logits\n"
+            "                         are the same whatever N is\n"
+            "%s", cli_model_help);
 }
 
 static int write_floats(const char *path, const float *x, size_t n) {
@@ -41,51 +36,33 @@ static int write_floats(const char *path, const float *x, size_t n) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *dir = NULL, *tokens_arg = NULL, *dump = NULL, *kv = NULL, *isa = NULL;
-    int all_logits = 0, verbose = 0, exact = 0, n_threads = 0, n_ctx = 0, batch = 0, rc;
+    const char *tokens_arg = NULL, *dump = NULL;
+    int all_logits = 0, step = 0, rc;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(dir = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--tokens")) {
             if (!(tokens_arg = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--dump-logits")) {
             if (!(dump = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--all-logits")) {
             all_logits = 1;
-        } else if (!strcmp(a, "--exact")) {
-            exact = 1;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            verbose = 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        } else if (!strcmp(a, "--step")) {
             if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if ((rc = cli_parse_int(a, v, 1, 1024, &n_threads))) return rc;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if ((rc = cli_parse_int(a, v, 1, 1 << 30, &n_ctx))) return rc;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if ((rc = cli_parse_int(a, v, 1, 1 << 30, &batch))) return rc;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!(kv = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (strcmp(kv, "f32") && strcmp(kv, "bf16"))
-                return cli_usage_error("--kv-type: '%s' is not f32 or bf16", kv);
-        } else if (!strcmp(a, "--isa")) {
-            if (!(isa = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (strcmp(isa, "scalar") && strcmp(isa, "avx2") && strcmp(isa, "avx512"))
-                return cli_usage_error("--isa: '%s' is not scalar, avx2 or avx512", isa);
+            if ((rc = cli_parse_int(a, v, 1, 1 << 30, &step))) return rc;
+        } else if ((rc = cli_model_flag(argc, argv, &i, &mo)) != CLI_NOT_MINE) {
+            if (rc) return rc;
         } else {
             return cli_usage_error("eval: unknown option '%s' (try gemma3 eval --help)", a);
         }
     }
-    if (!dir) return cli_usage_error("eval: -m DIR is required");
+    if (!mo.model_dir) return cli_usage_error("eval: -m DIR is required");
     if (!tokens_arg) return cli_usage_error("eval: --tokens is required");
     if (!dump) return cli_usage_error("eval: --dump-logits FILE is required");
-    if (exact && kv && !strcmp(kv, "bf16"))
-        return cli_usage_error("--kv-type: bf16 conflicts with --exact (which keeps an f32 cache)");
 
     int32_t *ids = NULL;
     int n_ids = 0;
@@ -95,7 +72,7 @@ int cmd_eval(int argc, char **argv) {
     gemma3_session *s = NULL;
     float *logits = NULL;
     double t0 = g3_now();
-    if (gemma3_model_load(dir, &model) != GEMMA3_OK) {
+    if (gemma3_model_load_ex(mo.model_dir, &mo.mp, &model) != GEMMA3_OK) {
         rc = cli_fail("%s", gemma3_last_error());
         goto done;
     }
@@ -107,19 +84,8 @@ int cmd_eval(int argc, char **argv) {
             rc = cli_usage_error("--tokens: id %d is out of range [0, %d]", ids[i], info.vocab_size - 1);
             goto done;
         }
-    if (n_ctx > info.max_position_embeddings) {
-        rc = cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", n_ctx,
-                             info.max_position_embeddings);
-        goto done;
-    }
-
-    gemma3_session_params sp = gemma3_session_default_params();
-    sp.n_ctx = n_ctx;
-    sp.n_threads = n_threads;
-    sp.exact = exact;
-    sp.isa = isa;
-    if (kv) sp.kv_type = !strcmp(kv, "f32") ? GEMMA3_KV_F32 : GEMMA3_KV_BF16;
-    if (exact) sp.kv_type = GEMMA3_KV_F32;
+    if ((rc = cli_check_ctx(&mo, &info))) goto done;
+    gemma3_session_params sp = mo.sp;
     if (gemma3_session_init(model, &sp, &s) != GEMMA3_OK) {
         rc = cli_fail("%s", gemma3_last_error());
         goto done;
@@ -131,7 +97,7 @@ int cmd_eval(int argc, char **argv) {
     }
 
     /* Timing: the first call is the prefill; with -b, later calls of one token count as decode. */
-    int step = batch ? batch : n_ids;
+    if (!step) step = n_ids;
     double t_prefill = 0, t_decode = 0;
     int n_prefill = 0, n_decode = 0;
     for (int done = 0; done < n_ids;) {
@@ -154,10 +120,10 @@ int cmd_eval(int argc, char **argv) {
     }
     rc = all_logits ? write_floats(dump, logits, (size_t)n_ids * V)
                     : write_floats(dump, gemma3_session_logits(s), V);
-    if (verbose) {
+    if (mo.verbose) {
         fprintf(stderr, "eval: isa %s, threads %d, mode %s, kv %s, ctx %d, load %.3f s\n",
-                gemma3_session_isa(s), n_threads ? n_threads : g3_n_cpus(), exact ? "exact" : "default",
-                exact || (kv && !strcmp(kv, "f32")) ? "f32" : "bf16", gemma3_session_n_ctx(s), t_load);
+                gemma3_session_isa(s), gemma3_session_n_threads(s), sp.exact ? "exact" : "default",
+                sp.exact || sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16", gemma3_session_n_ctx(s), t_load);
         fprintf(stderr, "eval: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prefill, t_prefill,
                 t_prefill > 0 ? n_prefill / t_prefill : 0.0);
         if (n_decode)

@@ -53,11 +53,13 @@ int gen_open(gen_state *g, gen_opts *opts) {
     memset(g, 0, sizeof *g);
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
     double t0 = g3_now();
-    if (gemma3_model_load(opts->mo.model_dir, &g->model) != GEMMA3_OK)
+    if (gemma3_model_load_ex(opts->mo.model_dir, &opts->mo.mp, &g->model) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     g->tok = gemma3_model_tokenizer(g->model);
     if (!g->tok) return cli_fail("%s: no tokenizer.model in the checkpoint", opts->mo.model_dir);
     gemma3_model_get_info(g->model, &g->info);
+    int rc = cli_check_ctx(&opts->mo, &g->info);
+    if (rc) return rc;
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     g->load_seconds = g3_now() - t0;
@@ -72,7 +74,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
         g3_gen_config_load(path, &gc) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     cli_sampling_apply_gen_config(&opts->cs, &gc);
-    int rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
+    rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
     if (rc) return rc;
     gemma3_sampler_params sp = opts->cs.params;
     sp.n_eos = 0;

@@ -180,7 +180,7 @@ int cmd_info(int argc, char **argv) {
                                cfg.max_position_embeddings);
     g3_weights *w = g3_alloc_aligned(sizeof *w); /* ~30 KB of layer pointers: not on the stack */
     if (!w) return cli_fail("out of memory");
-    if (g3_weights_load(dir, &cfg, w) != GEMMA3_OK) {
+    if (g3_weights_load(dir, &cfg, G3_ST_LOAD_MMAP, w) != GEMMA3_OK) {
         g3_free_aligned(w);
         return cli_fail("%s", gemma3_last_error());
     }

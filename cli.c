@@ -98,6 +98,10 @@ const char cli_model_help[] =
     "      --exact            FP32 activations and FP32 KV cache (the reference mode)\n"
     "      --kv-type T        KV cache type: f32 or bf16 (default bf16; f32 with --exact)\n"
     "      --isa NAME         kernels: scalar, avx2 or avx512 (default: best the CPU has)\n"
+    "      --mmap             use the weights in place from the page cache (no copy at load)\n"
+    "      --no-mmap          read the weights into memory (faster decode on VMs where mapped\n"
+    "                         files read slowly); default: read if the model fits in 60% of\n"
+    "                         the available memory, else map\n"
     "  -v, --verbose          print the kernels, threads and timings to stderr\n";
 
 void cli_model_opts_init(cli_model_opts *o) {
@@ -118,7 +122,7 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
         return cli_parse_int(flag, v, 1, 1024, &o->sp.n_threads);
     }
-    if (IS("-c", "--ctx-size")) {
+    if (IS("-c", "--ctx-size") || IS("--ctx", "--ctx")) {
         if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
         return cli_parse_int(flag, v, 1, 1 << 24, &o->sp.n_ctx);
     }
@@ -127,6 +131,8 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         return cli_parse_int(flag, v, 1, 1 << 16, &o->sp.n_batch);
     }
     if (IS("--exact", "--exact")) {
+        if (o->kv_set && o->sp.kv_type == GEMMA3_KV_BF16)
+            return cli_usage_error("--exact: conflicts with --kv-type bf16 (exact keeps an f32 cache)");
         o->sp.exact = 1;
         o->sp.kv_type = GEMMA3_KV_F32;
         return 0;
@@ -136,6 +142,9 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         if (strcmp(v, "f32") == 0) o->sp.kv_type = GEMMA3_KV_F32;
         else if (strcmp(v, "bf16") == 0) o->sp.kv_type = GEMMA3_KV_BF16;
         else return cli_usage_error("%s: '%s' is not one of f32, bf16", flag, v);
+        if (o->sp.exact && o->sp.kv_type == GEMMA3_KV_BF16)
+            return cli_usage_error("%s: bf16 conflicts with --exact (which keeps an f32 cache)", flag);
+        o->kv_set = 1;
         return 0;
     }
     if (IS("--isa", "--isa")) {
@@ -145,10 +154,25 @@ int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
         o->sp.isa = v;
         return 0;
     }
+    if (IS("--mmap", "--mmap")) {
+        o->mp.load_mode = GEMMA3_LOAD_MMAP;
+        return 0;
+    }
+    if (IS("--no-mmap", "--no-mmap")) {
+        o->mp.load_mode = GEMMA3_LOAD_READ;
+        return 0;
+    }
     if (IS("-v", "--verbose")) {
         o->verbose = 1;
         return 0;
     }
 #undef IS
     return CLI_NOT_MINE;
+}
+
+int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
+    if (o->sp.n_ctx > info->max_position_embeddings)
+        return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", o->sp.n_ctx,
+                               info->max_position_embeddings);
+    return 0;
 }

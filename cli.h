@@ -41,6 +41,8 @@ int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, 
  * --kv-type f32|bf16, --isa NAME, -v. */
 typedef struct cli_model_opts {
     const char *model_dir;
+    gemma3_model_params mp;
+    int kv_set;         /* --kv-type given */
     gemma3_session_params sp;
     int verbose;
 } cli_model_opts;
@@ -49,6 +51,8 @@ void cli_model_opts_init(cli_model_opts *o);
 /* If argv[*i] is one of the shared flags, consumes it (and its value) and returns 0, or
  * CLI_EXIT_USAGE after printing the error; returns CLI_NOT_MINE if it is not one of them. */
 int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o);
+/* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
+int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
 /* Help lines for the shared flags. */
 extern const char cli_model_help[];
 

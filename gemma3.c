@@ -30,6 +30,14 @@ struct gemma3_model {
     gemma3_tokenizer *tok; /* NULL when the directory has no tokenizer.model */
 };
 
+static g3_st_load st_load_mode(const gemma3_model_params *params) {
+    switch (params ? params->load_mode : GEMMA3_LOAD_AUTO) {
+    case GEMMA3_LOAD_MMAP: return G3_ST_LOAD_MMAP;
+    case GEMMA3_LOAD_READ: return G3_ST_LOAD_READ;
+    default: return G3_ST_LOAD_AUTO;
+    }
+}
+
 /* Loads DIR/tokenizer.model if the file exists: a checkpoint without one still runs on ids. */
 static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     char path[4096];
@@ -39,7 +47,9 @@ static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     return gemma3_tokenizer_load(path, tok);
 }
 
-int gemma3_model_load(const char *dir, gemma3_model **out) {
+int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
+
+int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out) {
     *out = NULL;
     if (!dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given");
     gemma3_model *m = calloc(1, sizeof *m);
@@ -47,7 +57,7 @@ int gemma3_model_load(const char *dir, gemma3_model **out) {
     char path[4096];
     int rc = g3_path_join(path, sizeof path, dir, "config.json");
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
-    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, &m->cfg, &m->w);
+    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, &m->cfg, st_load_mode(params), &m->w);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
     if (rc != GEMMA3_OK) {
         gemma3_model_free(m);

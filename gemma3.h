@@ -56,6 +56,19 @@ typedef struct gemma3_tokenizer gemma3_tokenizer; /* SentencePiece model; immuta
 /* Loads a Hugging Face Gemma 3 checkpoint directory: config.json, model.safetensors or
  * model.safetensors.index.json + shards, and tokenizer.model if present. */
 int gemma3_model_load(const char *dir, gemma3_model **out);
+
+/* How weights are brought into memory. MMAP uses the files' pages in place (no copy, shared
+ * page cache, and the only way to run a model larger than memory). READ reads them into
+ * anonymous huge-page memory once: a copy at load, but on the virtual machines this engine is
+ * measured on, reading a file mapping is several times slower than reading anonymous memory,
+ * and decode speed is bound by that read. AUTO (the default) reads when the checkpoint fits in
+ * 60% of the available memory and maps otherwise. */
+enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
+typedef struct gemma3_model_params {
+    int load_mode; /* enum gemma3_load_mode */
+} gemma3_model_params;
+/* gemma3_model_load with params (NULL = defaults). */
+int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
 void gemma3_model_free(gemma3_model *model);
 
 /* The checkpoint's tokenizer, or NULL when the directory has no tokenizer.model. Owned by the model. */

@@ -39,6 +39,14 @@ int g3_st_open_file(const char *path, g3_st **out);
  * else model.safetensors. */
 int g3_st_open_dir(const char *dir, g3_st **out);
 
+/* How the files' bytes are brought in. MMAP maps them (no copy; the page cache is shared);
+ * READ reads them into anonymous memory (huge pages where the kernel gives them); AUTO reads
+ * while the files fit in 60% of the memory available, and maps the rest. Tensor views are
+ * read-only either way. g3_st_open_file/g3_st_open_dir map. */
+typedef enum g3_st_load { G3_ST_LOAD_MMAP, G3_ST_LOAD_READ, G3_ST_LOAD_AUTO } g3_st_load;
+int g3_st_open_file_as(const char *path, g3_st_load load, g3_st **out);
+int g3_st_open_dir_as(const char *dir, g3_st_load load, g3_st **out);
+
 void g3_st_close(g3_st *st);
 
 /* Lookup by exact name, O(1) average. NULL if absent. */

@@ -129,10 +129,10 @@ static const char *find_prefix(const g3_st *st) {
     return NULL;
 }
 
-int g3_weights_load(const char *dir, const g3_config *cfg, g3_weights *w) {
+int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
     memset(w, 0, sizeof *w);
     g3_st *st;
-    int rc = g3_st_open_dir(dir, &st);
+    int rc = g3_st_open_dir_as(dir, load, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     const char *prefix = find_prefix(st);

@@ -41,7 +41,7 @@ typedef struct g3_weights {
 /* Opens the safetensors in dir and binds every tensor the config calls for. A missing tensor,
  * a wrong shape or an unsupported dtype is an error naming the tensor, the expected and the
  * actual shape. Vision tensors are ignored. */
-int g3_weights_load(const char *dir, const g3_config *cfg, g3_weights *w);
+int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w);
 void g3_weights_free(g3_weights *w);
 
 #endif

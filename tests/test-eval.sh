@@ -27,7 +27,7 @@ for m in tiny-causal tiny-mm; do
     expect_le "$m exact vs HF" 1e-3 "$TMP/d"
     echo "$m --exact: $(cat "$TMP/d")"
 
-    expect_ok "$m last" $G3 eval -m $GOLD/$m --tokens "$TOKS" --exact -t 1 -b 1 --dump-logits "$TMP/$m.last"
+    expect_ok "$m last" $G3 eval -m $GOLD/$m --tokens "$TOKS" --exact -t 1 --step 1 --dump-logits "$TMP/$m.last"
     size_is "$m last size" "$TMP/$m.last" $((V * 4))
     "$DIFF" "$TMP/$m.last" "$TMP/$m.all" $(((N - 1) * V)) >"$TMP/d" 2>&1 || bad "$m: logits-diff last failed"
     expect_le "$m last row == all-logits last row" 0 "$TMP/d"
@@ -36,13 +36,13 @@ for m in tiny-causal tiny-mm; do
     "$DIFF" "$TMP/$m.def" $GOLD/$m.logits.f32 >"$TMP/d" 2>&1 || bad "$m: logits-diff default failed"
     expect_le "$m default vs HF" 1e-1 "$TMP/d"
     echo "$m default: $(cat "$TMP/d")"
-    expect_ok "$m default -b 5 -t 3" $G3 eval -m $GOLD/$m --tokens "$TOKS" --all-logits -b 5 -t 3 \
+    expect_ok "$m default --step 5 -b 3 -t 3" $G3 eval -m $GOLD/$m --tokens "$TOKS" --all-logits --step 5 -b 3 -t 3 \
         --dump-logits "$TMP/$m.def5"
-    if cmp -s "$TMP/$m.def" "$TMP/$m.def5"; then ok; else bad "$m: -b 5 -t 3 changed the logits"; fi
+    if cmp -s "$TMP/$m.def" "$TMP/$m.def5"; then ok; else bad "$m: --step 5 -b 3 -t 3 changed the logits"; fi
 done
 
 # verbose output names the ISA, threads, mode and tok/s
-$G3 eval -m $GOLD/tiny-causal --tokens 2,3,4,5 -b 1 -v -t 2 --dump-logits "$TMP/v" 2>"$TMP/verr"
+$G3 eval -m $GOLD/tiny-causal --tokens 2,3,4,5 --step 1 -v -t 2 --dump-logits "$TMP/v" 2>"$TMP/verr"
 for w in "isa " "threads 2" "mode default" "prefill" "decode" "tok/s"; do
     grep -q "$w" "$TMP/verr" || bad "verbose output lacks '$w': $(cat "$TMP/verr")"
 done

@@ -17,7 +17,7 @@ finite() {
 
 # real 270m shape (512 MB of random bf16 weights): prefill + decode, default and exact
 "$GEN" 270m "$TMP/m270" >/dev/null 2>"$TMP/e" || bad "gen 270m: $(cat "$TMP/e")"
-expect_ok "270m decode" $G3 eval -m "$TMP/m270" --tokens 2,1000,2000,3000 -b 3 -t 2 --dump-logits "$TMP/a"
+expect_ok "270m decode" $G3 eval -m "$TMP/m270" --tokens 2,1000,2000,3000 --step 3 -t 2 --dump-logits "$TMP/a"
 finite "270m logits" "$TMP/a" $((262144 * 4))
 expect_ok "270m exact" $G3 eval -m "$TMP/m270" --tokens 2,1000 --exact -t 2 --dump-logits "$TMP/b"
 finite "270m exact logits" "$TMP/b" $((262144 * 4))
@@ -30,7 +30,7 @@ for isa in avx2 avx512; do
         { grep -q "not supported" "$TMP/e" && continue; bad "270m --isa $isa: $(cat "$TMP/e")"; }
     for ex in "" --exact; do
         $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 1 --dump-logits "$TMP/d1" &&
-        $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 2 -b 1 --dump-logits "$TMP/d2" &&
+        $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 2 --step 1 --dump-logits "$TMP/d2" &&
         $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 3 -b 4 --dump-logits "$TMP/d3" ||
             bad "270m $isa $ex eval failed"
         if cmp -s "$TMP/d1" "$TMP/d2" && cmp -s "$TMP/d1" "$TMP/d3"; then ok; else bad "270m $isa $ex: logits depend on -t/-b"; fi

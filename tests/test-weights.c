@@ -34,7 +34,7 @@ static int load(const char *dir, g3_config *c, g3_weights *w) {
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = g3_config_load(path, c);
-    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, c, w);
+    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, c, G3_ST_LOAD_MMAP, w);
     CHECK_MSG(rc == GEMMA3_OK, "%s: %s", dir, gemma3_last_error());
     return rc;
 }
