@@ -13,7 +13,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: gemma3 info -m DIR [-c CTX] [--kv-type f32|bf16] [--json]\n"
+            "usage: gemma3 info -m DIR [-c CTX] [--kv-type f32|bf16] [--json] [--speed]\n"
             "\n"
             "Loads the checkpoint in DIR (config.json + safetensors) and prints its configuration,\n"
             "layer types (S = sliding window, F = full attention), parameter count, weight bytes\n"
@@ -23,6 +23,8 @@ static void usage(FILE *f) {
             "  -c, --ctx CTX       context length for the KV cache size (default min(max, 4096))\n"
             "  --kv-type TYPE      f32 or bf16: print only that KV cache size (default both)\n"
             "  --json              print one JSON object instead of text\n"
+            "  --speed             then measure prefill and decode tokens/s (a short gemma3 bench:\n"
+            "                      -p 64 -n 16 -r 1)\n"
             "  -h, --help          this help\n");
 }
 
@@ -145,7 +147,7 @@ static void print_json(const char *dir, const g3_config *c, const g3_weights *w,
 
 int cmd_info(int argc, char **argv) {
     const char *dir = NULL;
-    int ctx = 0, kv_type = -1, json = 0;
+    int ctx = 0, kv_type = -1, json = 0, speed = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -163,11 +165,14 @@ int cmd_info(int argc, char **argv) {
             else return cli_usage_error("%s: '%s' is not f32 or bf16", a, v);
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--speed") == 0) {
+            speed = 1;
         } else {
             return cli_usage_error("info: unknown option '%s' (try gemma3 info --help)", a);
         }
     }
     if (!dir) return cli_usage_error("info: -m DIR is required (try gemma3 info --help)");
+    if (speed && json) return cli_usage_error("--speed: not with --json (gemma3 bench -o json measures for scripts)");
 
     char path[4096];
     g3_config cfg;
@@ -188,5 +193,10 @@ int cmd_info(int argc, char **argv) {
     else print_text(dir, &cfg, w, ctx, kv_type);
     g3_weights_free(w);
     g3_free_aligned(w);
+    if (speed) {
+        char *bench_argv[] = {"bench", "-m", (char *)dir, "-p", "64", "-n", "16", "-r", "1", NULL};
+        fflush(stdout);
+        return cmd_bench(9, bench_argv);
+    }
     return 0;
 }

@@ -117,6 +117,11 @@ if grep -q "| *pp16 *|" "$TMP/bench.md" && grep -q "| *tg4 *|" "$TMP/bench.md"; 
 if [ "$(wc -l <"$TMP/bench.csv")" -eq 3 ]; then ok; else bad "bench csv: $(cat "$TMP/bench.csv")"; fi
 expect_error "bench missing model dir" 1 "$TMP/nope" "$G3" bench -m "$TMP/nope" -p 8 -n 0 -r 1
 
+# ---- info --speed: prefill and decode tokens/s after the configuration -------------------------
+"$G3" info -m "$M" --speed >"$TMP/speed" 2>&1
+if grep -q "| *pp64 *|" "$TMP/speed" && grep -q "| *tg16 *|" "$TMP/speed" && grep -q "hidden" "$TMP/speed"; then ok; else bad "info --speed: $(cat "$TMP/speed")"; fi
+expect_error "info speed json" 2 "--speed" "$G3" info -m "$M" --speed --json
+
 # ---- invalid flags: one line naming the flag and range, exit 2 ---------------------------------
 expect_error "temp -1" 2 "--temp" "$G3" -m "$M" -p hi --temp -1
 expect_error "top-p 2" 2 "--top-p" "$G3" -m "$M" -p hi --top-p 2
