@@ -445,13 +445,9 @@ static int gen_number(const scope *s, const char *key, int *has, float *out) {
 int g3_gen_config_load(const char *path, g3_gen_config *gc) {
     memset(gc, 0, sizeof *gc);
     if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
-    char *text;
-    size_t len;
-    int rc = g3_read_file(path, &text, &len);
+    cJSON *root;
+    int rc = g3_json_load(path, &root);
     if (rc != GEMMA3_OK) return rc;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
     scope s = {root, path, ""};
     if (!cJSON_IsObject(root)) {
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,

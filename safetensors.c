@@ -529,13 +529,9 @@ static int valid_shard_name(const char *s) {
 /* model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard file}}.
  * Every distinct shard is opened once; each tensor must then be in the shard the map names. */
 static int open_index(g3_st *st, const char *dir, const char *index_path) {
-    char *text;
-    size_t len;
-    int rc = g3_read_file(index_path, &text, &len);
+    cJSON *root;
+    int rc = g3_json_load(index_path, &root);
     if (rc != GEMMA3_OK) return rc;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", index_path);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     char path[4096];
     if (!cJSON_IsObject(root)) {

@@ -116,3 +116,15 @@ const char *g3_json_type_name(const cJSON *j) {
     if (cJSON_IsObject(j)) return "an object";
     return "invalid JSON";
 }
+
+int g3_json_load(const char *path, cJSON **out) {
+    *out = NULL;
+    char *text;
+    size_t len;
+    int rc = g3_read_file(path, &text, &len);
+    if (rc != GEMMA3_OK) return rc;
+    *out = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!*out) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
+    return GEMMA3_OK;
+}

@@ -58,6 +58,10 @@ int g3_read_file(const char *path, char **out, size_t *len);
 struct cJSON;
 const char *g3_json_type_name(const struct cJSON *j);
 
+/* Reads and parses a JSON file; on failure the error names the path. Caller frees with
+ * cJSON_Delete. */
+int g3_json_load(const char *path, struct cJSON **out);
+
 /* Joins dir and name with one '/', into buf of size n. Returns GEMMA3_ERR_ARG if it does not fit. */
 int g3_path_join(char *buf, size_t n, const char *dir, const char *name);
 
