@@ -676,14 +676,18 @@ INLINE AVX512 void tile_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const
 
 /* One R x C tile of matmul_bf16 with vdpbf16ps: 32 k (16 adjacent pairs) per instruction,
  * straight from row-major W and X (no repacking). Each lane adds its pair's two products in
- * the instruction's fixed order, so this too is one accumulator per output. */
+ * the instruction's fixed order, so this too is one accumulator per output. Unlike the widening
+ * tiles it issues no software prefetch in decode: its loop is short enough that the demand
+ * loads of 8 rows alone keep the memory system busy, and the prefetches only competed with
+ * them for miss buffers (1B decode on a 2-core Zen 5 VM: 16 rows with prefetch 14.7 / 28.0 tok/s at
+ * 1 / 2 threads, 8 rows without 15.1 / 28.9). The widening tiles, with twice the work per
+ * line, measured the other way round and keep 16 rows and the prefetch. */
 INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                        size_t ldx, int n_in, int r, int nr, int t, int nt, int R,
                                        int C, int k0, int k1, __m512 *save) {
     TILE_POINTERS(uint16_t)
     int k = k0;
     for (; k + 32 <= k1; k += 32) {
-        if (C == 1) prefetch_next_tile(w, R, n_in, k);
         __m512i xv[16];
 #pragma GCC unroll 16
         for (int c = 0; c < C; c++) xv[c] = _mm512_loadu_si512(x[c] + k);
@@ -711,9 +715,9 @@ INLINE AVX512BF16 void tile_dpbf16_512(float *Y, size_t ldy, const uint16_t *W, 
     finish_tile_512(Y, ldy, r, nr, t, nt, acc, R, C, n_in, k1, save);
 }
 
-/* The loop over tiles, shared by the three tile kinds. Decode (one token) runs 16 rows at a
- * time: 16 independent accumulator chains over 16 weight streams, the next tile's rows
- * prefetched. Batches run 8 x 2 tiles (one 16-vector reduction per tile, which matters when
+/* The loop over tiles, shared by the three tile kinds. Decode (one token) runs DR rows at a
+ * time: DR independent accumulator chains over DR weight streams (the widening tiles also
+ * prefetch the next tile's rows). Batches run 8 x 2 tiles (one 16-vector reduction per tile, which matters when
  * n_in is small) over blocks of tokens sized so the block of X (384 KiB) stays in L2 while
  * every row tile of this thread's share passes over it: each W tile then comes from memory
  * once per block and from L1 across the block's token tiles. Large n_in switches to
@@ -760,11 +764,12 @@ enum { KBLOCK = 1024, KB_TOKENS = 48 };
         }                                                                                       \
     } while (0)
 
-#define MATMUL_TILES_512(TILE, XBYTES)                                                                  \
+/* DR: rows per decode tile (see tile_dpbf16_512 for why it differs between kernels). */
+#define MATMUL_TILES_512(TILE, XBYTES, DR)                                                      \
     do {                                                                                        \
         if (n_tok == 1) {                                                                       \
-            for (int r = r0; r < r1; r += 16)                                                   \
-                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < 16 ? r1 - r : 16, 0, 1, 16, 1, 0, n_in, NULL); \
+            for (int r = r0; r < r1; r += (DR))                                                 \
+                TILE(Y, ldy, W, X, ldx, n_in, r, r1 - r < (DR) ? r1 - r : (DR), 0, 1, (DR), 1, 0, n_in, NULL); \
         } else if (n_tok == 2 || n_in <= 2048) {                                                \
             TOKEN_BLOCKS_512(TILE, XBYTES, 8, 2);                                               \
         } else {                                                                                \
@@ -774,18 +779,18 @@ enum { KBLOCK = 1024, KB_TOKENS = 48 };
 
 static AVX512 void matmul_f32_512(float *Y, size_t ldy, const uint16_t *W, const float *X,
                                   size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_f32_512, 4);
+    MATMUL_TILES_512(tile_f32_512, 4, 16);
 }
 
 static AVX512 void matmul_bf16w_512(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                     size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    MATMUL_TILES_512(tile_bf16w_512, 2);
+    MATMUL_TILES_512(tile_bf16w_512, 2, 16);
 }
 
 static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W,
                                          const uint16_t *X, size_t ldx, int n_tok, int n_in,
                                          int r0, int r1) {
-    MATMUL_TILES_512(tile_dpbf16_512, 2);
+    MATMUL_TILES_512(tile_dpbf16_512, 2, 8);
 }
 
 /* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,
