@@ -138,6 +138,18 @@ static void run_split(gemma3_session *s, const int32_t *tokens, int n, const int
 
 /* Compares [n][V] logits with the reference: returns the max abs error and checks argmax where
  * the reference top-2 gap is clear. */
+/* The golden checkpoint's model, or NULL after recording the failure. */
+static gemma3_model *open_golden_model(const golden *g) {
+    char dir[512];
+    snprintf(dir, sizeof dir, GOLDEN "/%s", g->name);
+    gemma3_model *m = NULL;
+    if (gemma3_model_load(dir, &m) != GEMMA3_OK) {
+        CHECK_MSG(0, "%s: %s", dir, gemma3_last_error());
+        return NULL;
+    }
+    return m;
+}
+
 static double compare_ref(const golden *g, const float *got, const char *what) {
     double max_err = 0;
     int V = g->n_vocab, flips = 0;
@@ -223,13 +235,8 @@ static void test_checkpoint(const golden *g) {
  * reference logits where they exist (the first new token: its prefix is the golden prompt) and
  * from our own exact logits beyond. A free-running greedy run is reported as well. */
 static void test_greedy(const golden *g) {
-    char dir[512];
-    snprintf(dir, sizeof dir, GOLDEN "/%s", g->name);
-    gemma3_model *m = NULL;
-    if (gemma3_model_load(dir, &m) != GEMMA3_OK) {
-        CHECK_MSG(0, "%s: %s", dir, gemma3_last_error());
-        return;
-    }
+    gemma3_model *m = open_golden_model(g);
+    if (!m) return;
     const int V = g->n_vocab;
     gemma3_session *s = new_session(m, &modes[0], NULL, 2, 0, 0);
     if (!s) {
@@ -276,13 +283,8 @@ static void test_greedy(const golden *g) {
 
 /* Context limits, argument errors, reset, and two sessions sharing one model. */
 static void test_session_edges(const golden *g) {
-    char dir[512];
-    snprintf(dir, sizeof dir, GOLDEN "/%s", g->name);
-    gemma3_model *m = NULL;
-    if (gemma3_model_load(dir, &m) != GEMMA3_OK) {
-        CHECK_MSG(0, "%s: %s", dir, gemma3_last_error());
-        return;
-    }
+    gemma3_model *m = open_golden_model(g);
+    if (!m) return;
     const mode *md = &modes[1];
     gemma3_session *s = new_session(m, md, NULL, 2, 4, 16);
     if (!s) {
