@@ -1,0 +1,78 @@
+/* quant.h - block-quantized weights: llama.cpp's Q8_0 and Q4_0 formats, their reference
+ * quantizers, and the matmul kernels over them. Knows nothing of Gemma.
+ *
+ * Formats (byte-identical to ggml's, so files and numbers compare with llama.cpp):
+ *   Q8_0: 32 weights per block = fp16 scale d, then 32 int8 q;      w = d * q       (34 bytes)
+ *   Q4_0: 32 weights per block = fp16 scale d, then 16 bytes of 4-bit q, byte j holding element
+ *         j in its low nibble and element j + 16 in its high nibble; w = d * (q - 8) (18 bytes)
+ * A row of n weights (n a multiple of 32) is its n/32 blocks in order, with no padding.
+ *
+ * Quantized matmuls take their activations quantized too (the fast path: int8 dot products,
+ * VNNI where present), in an internal "Q8 activation" row format (g3_act_row_bytes): per block of
+ * 32 a float scale, the int8 values and their sum. Activation quantization rounds the same way
+ * in every table (bit-identical), so tables differ only in the order floats are summed. */
+#ifndef G3_QUANT_H
+#define G3_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#define G3_QK 32 /* weights per block, both types */
+
+typedef enum g3_wtype { G3_WTYPE_BF16 = 0, G3_WTYPE_Q8_0 = 1, G3_WTYPE_Q4_0 = 2 } g3_wtype;
+
+typedef struct g3_block_q8_0 {
+    uint16_t d;       /* fp16 scale */
+    int8_t qs[G3_QK];
+} g3_block_q8_0;
+
+typedef struct g3_block_q4_0 {
+    uint16_t d;       /* fp16 scale */
+    uint8_t qs[G3_QK / 2];
+} g3_block_q4_0;
+
+/* "bf16", "q8_0", "q4_0"; llama-bench's spelling ("BF16", "Q8_0", "Q4_0") with _upper. */
+const char *g3_wtype_name(g3_wtype t);
+const char *g3_wtype_name_upper(g3_wtype t);
+/* Parses a lower-case name; -1 if unknown. */
+int g3_wtype_parse(const char *name);
+/* Bytes of one row of n_in weights (n_in a multiple of G3_QK for the block types). */
+size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in);
+
+/* llama.cpp's reference quantizers (quantize_row_q8_0_ref / quantize_row_q4_0_ref rounding),
+ * n a multiple of G3_QK. Byte-identical blocks for the same float input. */
+void g3_quantize_row_q8_0(const float *x, g3_block_q8_0 *y, int64_t n);
+void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n);
+/* Quantizes one row of n values into row (g3_wtype_row_bytes(t, n) bytes); t is a block type. */
+void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n);
+/* Back to float: y[i] = d * q (Q8_0) or d * (q - 8) (Q4_0). */
+void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
+
+/* IEEE half <-> float, round-to-nearest-even (as F16C and ggml's software path). */
+uint16_t g3_f32_to_f16(float f);
+
+/* Bytes of one quantized activation row of n_in values (n_in a multiple of G3_QK). */
+size_t g3_act_row_bytes(int n_in);
+
+typedef struct g3_quant_kernels {
+    const char *name; /* the ISA level's name, as g3_kernels */
+    /* dst (g3_act_row_bytes(n) bytes) = x[0..n) quantized to Q8 activation blocks. */
+    void (*quantize_act)(void *dst, const float *x, int n);
+    /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
+     * type wtype (row r at W + r * g3_wtype_row_bytes(wtype, n_in)) and X holds n_tok
+     * quantized activation rows of g3_act_row_bytes(n_in) bytes each. */
+    void (*matmul_q8_0)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
+                        int r0, int r1);
+    void (*matmul_q4_0)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
+                        int r0, int r1);
+    /* The same with fp32 activations (the --exact mode): X[t*ldx + k]. */
+    void (*matmul_q_f32)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
+                         size_t ldx, int n_tok, int n_in, int r0, int r1);
+} g3_quant_kernels;
+
+/* The table for an ISA level (the same levels as g3_kernels_get); NULL if the CPU cannot run it. */
+const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa);
+
+#endif
