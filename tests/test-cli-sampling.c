@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cli.c"
-#include "../cli-sampling.c"
+#include "../cli/options.c"
+#include "../cli/sampling-options.c"
 #include "check.h"
 
 static char err_text[4096];

@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "jsonl.h"
+#include "cli/jsonl.h"
 #include "tokenizer.h"
 #include "util.h"
 

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "gemma3.h"
-#include "jsonl.h"
+#include "cli/jsonl.h"
 #include "util.h"
 
 #define MODEL_PATH "models/tokenizer.model"

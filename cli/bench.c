@@ -1,4 +1,4 @@
-/* cli-bench.c - gemma3 bench: llama-bench-style prompt-processing (ppN) and text-generation
+/* cli/bench.c - gemma3 bench: llama-bench-style prompt-processing (ppN) and text-generation
  * (tgN) throughput, as a markdown table or JSON/CSV for scripts.
  *
  * Each test runs once as a warm-up, then -r times on a fresh cache; t/s is reported as mean and

@@ -1,4 +1,4 @@
-/* cli-eval.c - gemma3 eval: runs the model over token ids and dumps raw float32 logits, the hook
+/* cli/eval.c - gemma3 eval: runs the model over token ids and dumps raw float32 logits, the hook
  * every correctness check uses.
  *
  *   gemma3 eval -m DIR --tokens 2,17,... --dump-logits FILE [--all-logits] [--step N]

@@ -1,4 +1,4 @@
-/* cli-chat.c - `gemma3 chat`: an interactive conversation in the Gemma 3 chat format.
+/* cli/chat.c - `gemma3 chat`: an interactive conversation in the Gemma 3 chat format.
  *
  * The KV cache is kept between turns, so each turn prefills only its new tokens:
  *   first turn:  <bos><start_of_turn>user\n{system}\n\n{text}<end_of_turn>\n<start_of_turn>model\n
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <editline/readline.h>
 
-#include "cli-gen.h"
+#include "reply.h"
 #include "util.h"
 
 static const char help[] =

@@ -1,4 +1,4 @@
-/* cli-info.c - gemma3 info: what a checkpoint is and what running it will cost.
+/* cli/info.c - gemma3 info: what a checkpoint is and what running it will cost.
  *
  * Loads config.json and binds every weight (so a bad checkpoint fails here exactly as it would
  * at inference), then prints the parsed configuration, the per-layer attention types, the

@@ -1,4 +1,4 @@
-/* cli-tokenize.c - gemma3 tokenize: text to token ids or pieces, like llama.cpp's llama-tokenize,
+/* cli/tokenize.c - gemma3 tokenize: text to token ids or pieces, like llama.cpp's llama-tokenize,
  * plus a JSON-lines batch mode for checking a tokenizer against reference ids. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* cli.c - flag parsing and error printing shared by the subcommands. */
+/* cli/options.c - flag parsing and error printing shared by the subcommands. */
 #include "cli.h"
 
 #include <errno.h>

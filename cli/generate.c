@@ -1,11 +1,11 @@
-/* cli-generate.c - `gemma3 -m DIR -p PROMPT`: one-shot generation, streamed to stdout, with a
+/* cli/generate.c - `gemma3 -m DIR -p PROMPT`: one-shot generation, streamed to stdout, with a
  * summary on stderr, or one JSON object for scripts (--output-format json). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli-gen.h"
+#include "reply.h"
 #include "util.h"
 
 static const char help[] =

@@ -1,4 +1,4 @@
-/* cli-gen.h - what `gemma3` (generate) and `gemma3 chat` share: loading the model, session and
+/* cli/reply.h - what `gemma3` (generate) and `gemma3 chat` share: loading the model, session and
  * sampler from the common flags, and producing one reply token by token. */
 #ifndef G3_CLI_GEN_H
 #define G3_CLI_GEN_H

@@ -1,4 +1,4 @@
-/* main.c - the gemma3 command: dispatches to a subcommand. */
+/* cli/main.c - the gemma3 command: dispatches to a subcommand. */
 #include <stdio.h>
 #include <string.h>
 

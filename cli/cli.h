@@ -1,4 +1,4 @@
-/* cli.h - shared pieces of the gemma3 command: subcommand entry points and flag parsing.
+/* cli/cli.h - shared pieces of the gemma3 command: subcommand entry points and flag parsing.
  * Conventions: an invalid flag or value prints ONE line "gemma3: <flag>: <what> ..." to stderr
  * and exits 2 (CLI_EXIT_USAGE); a runtime failure (bad file, ...) prints one line and exits 1. */
 #ifndef G3_CLI_H

@@ -1,5 +1,5 @@
-/* cli-gen.c - model/session/sampler setup and the reply loop shared by generate and chat. */
-#include "cli-gen.h"
+/* cli/reply.c - model/session/sampler setup and the reply loop shared by generate and chat. */
+#include "reply.h"
 
 #include <stdlib.h>
 #include <string.h>

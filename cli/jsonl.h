@@ -1,4 +1,4 @@
-/* jsonl.h - reads one string member of a JSON object line with its exact bytes, for the
+/* cli/jsonl.h - reads one string member of a JSON object line with its exact bytes, for the
  * tokenizer's JSON-lines inputs (test cases, `gemma3 tokenize --jsonl`, the benchmark).
  * cJSON cannot be used for the text itself: its strings are NUL-terminated, and test texts
  * contain "\u0000". Header-only (static functions); used by the CLI, tests and tools. */

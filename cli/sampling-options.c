@@ -1,4 +1,4 @@
-/* cli-sampling.c - llama.cpp's sampling flags for the generate/chat commands: strict parsing
+/* cli/sampling-options.c - llama.cpp's sampling flags for the generate/chat commands: strict parsing
  * into gemma3_sampler_params, help text, generation_config.json defaults, DRY breaker strings. */
 #include <errno.h>
 #include <math.h>
