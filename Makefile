@@ -99,4 +99,4 @@ models: all
 clean:
 	rm -rf build gemma3 libgemma3.a
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)

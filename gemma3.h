@@ -261,7 +261,7 @@ typedef struct gemma3_sampler_params {
                                     with gemma3_sampler_seed */
     int mode;                    /* enum gemma3_sampler_mode */
     float temperature;           /* 1.0; 0 = greedy */
-    int top_k;                   /* 64 [<= 0] */
+    int top_k;                   /* 64 [0] */
     float top_p;                 /* 0.95 [>= 1] */
     float min_p;                 /* 0 [<= 0] */
     float typical_p;             /* 1 [>= 1] */
@@ -299,6 +299,18 @@ typedef struct gemma3_sampler_params {
 } gemma3_sampler_params;
 
 gemma3_sampler_params gemma3_sampler_default_params(void);
+
+/* The accepted range of each numeric sampler parameter: the one source of truth.
+ * gemma3_sampler_init refuses a value outside it (or NaN), and a front end checks and prints the
+ * same bounds (the gemma3 command does). */
+typedef struct gemma3_param_range {
+    const char *name;            /* the field's name, "temperature" */
+    size_t offset;               /* offsetof(gemma3_sampler_params, field) */
+    int is_int;                  /* an int field, else a float */
+    double min, max;             /* inclusive */
+} gemma3_param_range;
+/* The range of the field at `offset` in gemma3_sampler_params; NULL for a field without one. */
+const gemma3_param_range *gemma3_sampler_param_range(size_t offset);
 
 /* Validates params (GEMMA3_ERR_ARG naming the field and its range) and allocates every buffer,
  * sized to n_vocab, once: sampling itself never allocates. */

@@ -35,9 +35,12 @@
 #include "sampling.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,23 +230,72 @@ gemma3_sampler_params gemma3_sampler_default_params(void) {
             return g3_error(GEMMA3_ERR_ARG, "sampler: %s out of range (%s)", field, range);        \
     } while (0)
 
+#define RANGE(field, is_int, min, max) \
+    {#field, offsetof(gemma3_sampler_params, field), is_int, min, max}
+/* Bounds that keep every value meaningful; "off" values sit inside them (top_k 0, typical_p 1,
+ * top_n_sigma -1, repeat_penalty 1). */
+static const gemma3_param_range param_ranges[] = {
+    RANGE(temperature, 0, 0, 100),
+    RANGE(top_k, 1, 0, INT_MAX),
+    RANGE(top_p, 0, 0, 1),
+    RANGE(min_p, 0, 0, INFINITY),
+    RANGE(typical_p, 0, 0, INFINITY),
+    RANGE(top_n_sigma, 0, -1, 100),
+    RANGE(min_keep, 1, 0, INT_MAX),
+    RANGE(repeat_penalty, 0, 0.01, 100),
+    RANGE(repeat_last_n, 1, -1, INT_MAX),
+    RANGE(frequency_penalty, 0, -2, 2),
+    RANGE(presence_penalty, 0, -2, 2),
+    RANGE(dry_multiplier, 0, 0, 100),
+    RANGE(dry_base, 0, 0, 1000),
+    RANGE(dry_allowed_length, 1, 0, 65536),
+    RANGE(dry_penalty_last_n, 1, -1, INT_MAX),
+    RANGE(xtc_probability, 0, 0, 1),
+    RANGE(xtc_threshold, 0, 0, 1),
+    RANGE(dynatemp_range, 0, 0, 100),
+    RANGE(dynatemp_exponent, 0, 0, 100),
+    RANGE(mirostat, 1, 0, 2),
+    RANGE(mirostat_tau, 0, 0, 100),
+    RANGE(mirostat_eta, 0, 0, 1),
+    RANGE(n_ctx, 1, 0, INT_MAX),
+};
+#undef RANGE
+
+const gemma3_param_range *gemma3_sampler_param_range(size_t offset) {
+    for (size_t i = 0; i < sizeof param_ranges / sizeof param_ranges[0]; i++)
+        if (param_ranges[i].offset == offset) return &param_ranges[i];
+    return NULL;
+}
+
+/* A float field must be a finite number (an infinite bound only means "no upper limit"). */
+static int check_ranges(const gemma3_sampler_params *p) {
+    for (size_t i = 0; i < sizeof param_ranges / sizeof param_ranges[0]; i++) {
+        const gemma3_param_range *r = &param_ranges[i];
+        const char *field = (const char *)p + r->offset;
+        double v, min = r->min, max = r->max;
+        if (r->is_int) {
+            int x;
+            memcpy(&x, field, sizeof x);
+            v = x;
+        } else { /* bounds as the float a front end stores for them: 0.01 is 0.0099999998 */
+            float x;
+            memcpy(&x, field, sizeof x);
+            v = x;
+            min = (float)min;
+            max = (float)max;
+        }
+        if (!isfinite(v) || v < min || v > max)
+            return g3_error(GEMMA3_ERR_ARG, "sampler: %s out of range [%g, %g]", r->name, r->min,
+                            r->max);
+    }
+    return GEMMA3_OK;
+}
+
 static int validate(const gemma3_sampler_params *p, int n_vocab) {
+    int rc = check_ranges(p);
+    if (rc != GEMMA3_OK) return rc;
     CHECK_RANGE(p->mode == GEMMA3_SAMPLER_MODE_CDF || p->mode == GEMMA3_SAMPLER_MODE_GUMBEL, "mode",
                 "0 cdf, 1 gumbel");
-    CHECK_RANGE(isfinite(p->temperature) && p->temperature >= 0, "temperature", ">= 0");
-    CHECK_RANGE(p->top_p >= 0 && p->top_p <= 1, "top_p", "[0, 1]");
-    CHECK_RANGE(isfinite(p->min_p) && p->min_p >= 0, "min_p", ">= 0");
-    CHECK_RANGE(isfinite(p->typical_p) && p->typical_p >= 0, "typical_p", ">= 0");
-    CHECK_RANGE(isfinite(p->top_n_sigma), "top_n_sigma", "finite");
-    CHECK_RANGE(p->min_keep >= 0, "min_keep", ">= 0");
-    CHECK_RANGE(isfinite(p->repeat_penalty) && p->repeat_penalty > 0, "repeat_penalty", "> 0");
-    CHECK_RANGE(p->repeat_last_n >= -1, "repeat_last_n", ">= -1");
-    CHECK_RANGE(isfinite(p->frequency_penalty) && isfinite(p->presence_penalty),
-                "frequency/presence_penalty", "finite");
-    CHECK_RANGE(isfinite(p->dry_multiplier) && p->dry_multiplier >= 0, "dry_multiplier", ">= 0");
-    CHECK_RANGE(isfinite(p->dry_base) && p->dry_base >= 0, "dry_base", ">= 0");
-    CHECK_RANGE(p->dry_allowed_length >= 0, "dry_allowed_length", ">= 0");
-    CHECK_RANGE(p->dry_penalty_last_n >= -1, "dry_penalty_last_n", ">= -1");
     CHECK_RANGE(p->n_dry_breakers >= 0 && p->n_dry_breakers <= GEMMA3_SAMPLER_MAX_BREAKERS,
                 "n_dry_breakers", "[0, 16]");
     for (int b = 0; b < p->n_dry_breakers; b++) {
@@ -254,15 +306,6 @@ static int validate(const gemma3_sampler_params *p, int n_vocab) {
             CHECK_RANGE(p->dry_breakers[b][j] >= 0 && p->dry_breakers[b][j] < n_vocab,
                         "dry_breakers token", "[0, n_vocab)");
     }
-    CHECK_RANGE(p->xtc_probability >= 0 && p->xtc_probability <= 1, "xtc_probability", "[0, 1]");
-    CHECK_RANGE(p->xtc_threshold >= 0 && p->xtc_threshold <= 1, "xtc_threshold", "[0, 1]");
-    CHECK_RANGE(isfinite(p->dynatemp_range) && p->dynatemp_range >= 0, "dynatemp_range", ">= 0");
-    CHECK_RANGE(isfinite(p->dynatemp_exponent) && p->dynatemp_exponent >= 0, "dynatemp_exponent",
-                ">= 0");
-    CHECK_RANGE(p->mirostat >= 0 && p->mirostat <= 2, "mirostat", "0, 1, 2");
-    CHECK_RANGE(isfinite(p->mirostat_tau) && p->mirostat_tau >= 0, "mirostat_tau", ">= 0");
-    CHECK_RANGE(isfinite(p->mirostat_eta) && p->mirostat_eta >= 0, "mirostat_eta", ">= 0");
-    CHECK_RANGE(p->n_ctx >= 0, "n_ctx", ">= 0");
     CHECK_RANGE(p->n_logit_bias >= 0 && p->n_logit_bias <= GEMMA3_SAMPLER_MAX_BIAS, "n_logit_bias",
                 "[0, 256]");
     for (int i = 0; i < p->n_logit_bias; i++) {

@@ -5,6 +5,7 @@
  * sample standard deviation over those runs. Tokens are seeded pseudo-random ids (the model's
  * speed does not depend on them), so runs are comparable across builds. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +31,11 @@ typedef struct {
     double avg_ts, stddev_ts, avg_ns, stddev_ns;
 } bench_result;
 
-static const char help[] =
-    "usage: gemma3 bench -m DIR [options]\n"
-    "Measures prompt processing (ppN) and generation (tgN) speed, like llama-bench.\n\n"
-    "  -p, --n-prompt LIST    prompt lengths to test, comma-separated (default 512; 0 = none)\n"
-    "  -n, --n-gen LIST       generated-token counts to test (default 128; 0 = none)\n"
-    "  -r, --repetitions N    runs per test after one warm-up run (default 5)\n"
-    "  -t, --threads LIST     thread counts to test (default: all CPUs)\n"
-    "  -o, --output FORMAT    md (default), json or csv\n";
+typedef struct bench_args {
+    int_list prompts, gens, threads;
+    int reps;
+    int format; /* out_format */
+} bench_args;
 
 static int parse_list(const char *flag, const char *val, int min, int max, int_list *out) {
     out->n = 0;
@@ -53,6 +51,39 @@ static int parse_list(const char *flag, const char *val, int min, int max, int_l
     if (out->n == 0) return cli_usage_error("%s: '%s' is not a comma-separated list", flag, val);
     return 0;
 }
+
+static int parse_prompts(const char *flag, const char *val, void *args) {
+    return parse_list(flag, val, 0, 1 << 20, &((bench_args *)args)->prompts);
+}
+static int parse_gens(const char *flag, const char *val, void *args) {
+    return parse_list(flag, val, 0, 1 << 20, &((bench_args *)args)->gens);
+}
+static int parse_threads(const char *flag, const char *val, void *args) {
+    return parse_list(flag, val, 1, 1024, &((bench_args *)args)->threads);
+}
+
+static const cli_option bench_options[] = {
+    {"-p, --n-prompt", "LIST", CLI_CUSTOM, .parse = parse_prompts,
+     .help = "prompt lengths to test, comma-separated, 0 = none", .default_text = "512"},
+    {"-n, --n-gen", "LIST", CLI_CUSTOM, .parse = parse_gens,
+     .help = "generated-token counts to test, 0 = none", .default_text = "128"},
+    {"-r, --repetitions", "N", CLI_INT, offsetof(bench_args, reps), 1, MAX_REPS,
+     .help = "runs per test after one warm-up run"},
+    {"-t, --threads", "LIST", CLI_CUSTOM, .parse = parse_threads,
+     .help = "thread counts to test", .default_text = "all CPUs"},
+    {"-o, --output", "FORMAT", CLI_CHOICE, offsetof(bench_args, format), .choices = "md|json|csv",
+     .help = "output format"},
+};
+
+static const cli_group bench_group = {"bench", bench_options,
+                                      sizeof bench_options / sizeof bench_options[0], CLI_NOWHERE};
+
+static const cli_command bench_command = {
+    "usage: gemma3 bench -m DIR [options]\n"
+    "Measures prompt processing (ppN) and generation (tgN) speed, like llama-bench.\n",
+    "bench: unknown flag '%s' (see gemma3 bench --help)",
+    {&bench_group, &cli_model_group, NULL},
+};
 
 static uint64_t next_random(uint64_t *state) { /* splitmix64 */
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -151,111 +182,89 @@ static void print_csv(const char *model, const gemma3_model_info *info, const ch
     }
 }
 
-int cmd_bench(int argc, char **argv) {
-    cli_model_opts mo;
-    cli_model_opts_init(&mo);
-    int_list prompts = {{512}, 1}, gens = {{128}, 1}, threads = {{0}, 0};
-    int reps = 5;
-    out_format fmt = OUT_MD;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int rc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", help, cli_model_help);
-            return 0;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(v = cli_value(argc, argv, &i)) || (rc = parse_list(a, v, 0, 1 << 20, &prompts)))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(v = cli_value(argc, argv, &i)) || (rc = parse_list(a, v, 0, 1 << 20, &gens)))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || (rc = parse_list(a, v, 1, 1024, &threads)))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(v = cli_value(argc, argv, &i)) || (rc = cli_parse_int(a, v, 1, MAX_REPS, &reps)))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (!strcmp(v, "md")) fmt = OUT_MD;
-            else if (!strcmp(v, "json")) fmt = OUT_JSON;
-            else if (!strcmp(v, "csv")) fmt = OUT_CSV;
-            else return cli_usage_error("%s: '%s' is not one of md, json, csv", a, v);
-        } else if ((rc = cli_model_flag(argc, argv, &i, &mo)) != CLI_NOT_MINE) {
-            if (rc) return rc;
-        } else {
-            return cli_usage_error("bench: unknown flag '%s' (see gemma3 bench --help)", a);
+/* Runs every test of args on one session: a warm-up run, then args->reps timed runs each. The
+ * results go to out[*n_out ...]; md rows are printed as they finish. */
+static int run_tests(gemma3_session *s, const bench_args *args, const gemma3_model_info *info,
+                     const char *label, int32_t *tokens, bench_result *out, int *n_out) {
+    const char *isa = gemma3_session_isa(s);
+    for (int k = 0; k < args->prompts.n + args->gens.n; k++) {
+        int is_pp = k < args->prompts.n;
+        int n = is_pp ? args->prompts.values[k] : args->gens.values[k - args->prompts.n];
+        if (n == 0) continue;
+        bench_result *r = &out[*n_out];
+        memset(r, 0, sizeof *r);
+        snprintf(r->test, sizeof r->test, "%s%d", is_pp ? "pp" : "tg", n);
+        r->n_prompt = is_pp ? n : 0;
+        r->n_gen = is_pp ? 0 : n;
+        r->n_threads = gemma3_session_n_threads(s);
+        if (run_once(s, info->vocab_size, tokens, r->n_prompt, is_pp ? 0 : 1) < 0)
+            return cli_fail("%s", gemma3_last_error());
+        for (int rep = 0; rep < args->reps; rep++) {
+            double ns = run_once(s, info->vocab_size, tokens, r->n_prompt, r->n_gen);
+            if (ns < 0) return cli_fail("%s", gemma3_last_error());
+            r->samples_ns[r->n_samples++] = ns;
         }
+        summarize(r);
+        (*n_out)++;
+        if (args->format == OUT_MD) print_md_row(label, info, isa, r);
     }
-    if (!mo.model_dir) return cli_usage_error("bench: -m: a model directory is required");
-    if (threads.n == 0) threads = (int_list){{mo.sp.n_threads}, 1};
+    return 0;
+}
 
-    int max_tokens = 1;
-    for (int i = 0; i < prompts.n; i++) max_tokens = prompts.values[i] > max_tokens ? prompts.values[i] : max_tokens;
-    for (int i = 0; i < gens.n; i++) max_tokens = gens.values[i] > max_tokens ? gens.values[i] : max_tokens;
+static int max_tokens(const bench_args *args) {
+    int n = 1;
+    for (int i = 0; i < args->prompts.n; i++) n = args->prompts.values[i] > n ? args->prompts.values[i] : n;
+    for (int i = 0; i < args->gens.n; i++) n = args->gens.values[i] > n ? args->gens.values[i] : n;
+    return n;
+}
 
-    gemma3_model *model = NULL;
-    if (gemma3_model_load_ex(mo.model_dir, &mo.mp, &model) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+/* One session per thread count; every test on each. */
+static int run_bench(gemma3_model *model, const cli_model_opts *mo, const bench_args *args) {
     gemma3_model_info info;
     gemma3_model_get_info(model, &info);
     char label[64];
     model_label(&info, label, sizeof label);
-
-    int status = 0;
-    int n_results = 0;
-    bench_result *results = calloc((size_t)threads.n * (prompts.n + gens.n), sizeof *results);
-    int32_t *tokens = malloc((size_t)max_tokens * sizeof *tokens);
+    int n_results = 0, status = 0;
+    bench_result *results =
+        calloc((size_t)args->threads.n * (size_t)(args->prompts.n + args->gens.n), sizeof *results);
+    int32_t *tokens = malloc((size_t)max_tokens(args) * sizeof *tokens);
     const char *isa = "?";
-    if (!results || !tokens) {
-        status = cli_fail("bench: out of memory");
-        goto done;
-    }
-    if (fmt == OUT_MD) print_md_header();
-    for (int ti = 0; ti < threads.n && !status; ti++) {
-        gemma3_session_params sp = mo.sp;
-        sp.n_threads = threads.values[ti];
-        sp.n_ctx = max_tokens;
+    if (!results || !tokens) status = cli_fail("bench: out of memory");
+    if (!status && args->format == OUT_MD) print_md_header();
+    for (int ti = 0; ti < args->threads.n && !status; ti++) {
+        gemma3_session_params sp = mo->sp;
+        sp.n_threads = args->threads.values[ti];
+        sp.n_ctx = max_tokens(args);
         gemma3_session *s = NULL;
         if (gemma3_session_init(model, &sp, &s) != GEMMA3_OK) {
             status = cli_fail("%s", gemma3_last_error());
             break;
         }
         isa = gemma3_session_isa(s);
-        for (int k = 0; k < prompts.n + gens.n && !status; k++) {
-            int is_pp = k < prompts.n;
-            int n = is_pp ? prompts.values[k] : gens.values[k - prompts.n];
-            if (n == 0) continue;
-            bench_result *r = &results[n_results];
-            snprintf(r->test, sizeof r->test, "%s%d", is_pp ? "pp" : "tg", n);
-            r->n_prompt = is_pp ? n : 0;
-            r->n_gen = is_pp ? 0 : n;
-            r->n_threads = gemma3_session_n_threads(s);
-            if (run_once(s, info.vocab_size, tokens, r->n_prompt, is_pp ? 0 : 1) < 0) {
-                status = cli_fail("%s", gemma3_last_error());
-                break;
-            }
-            for (int rep = 0; rep < reps; rep++) {
-                double ns = run_once(s, info.vocab_size, tokens, r->n_prompt, r->n_gen);
-                if (ns < 0) {
-                    status = cli_fail("%s", gemma3_last_error());
-                    break;
-                }
-                r->samples_ns[r->n_samples++] = ns;
-            }
-            if (status) break;
-            summarize(r);
-            n_results++;
-            if (fmt == OUT_MD) print_md_row(label, &info, isa, r);
-        }
+        status = run_tests(s, args, &info, label, tokens, results, &n_results);
         gemma3_session_free(s);
     }
-    if (!status && fmt == OUT_JSON)
-        print_json(label, &info, isa, mo.sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16",
-                   mo.sp.n_batch ? mo.sp.n_batch : 512, results, n_results);
-    if (!status && fmt == OUT_CSV) print_csv(label, &info, isa, results, n_results);
-done:
+    if (!status && args->format == OUT_JSON)
+        print_json(label, &info, isa, mo->sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16",
+                   mo->sp.n_batch ? mo->sp.n_batch : 512, results, n_results);
+    if (!status && args->format == OUT_CSV) print_csv(label, &info, isa, results, n_results);
     free(tokens);
     free(results);
+    return status;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args args = {.prompts = {{512}, 1}, .gens = {{128}, 1}, .reps = 5, .format = OUT_MD};
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    void *const dst[] = {&args, &mo};
+    int status;
+    if (cli_parse(&bench_command, argc, argv, dst, &status)) return status;
+    if (!mo.model_dir) return cli_usage_error("bench: -m: a model directory is required");
+    if (args.threads.n == 0) args.threads = (int_list){{mo.sp.n_threads}, 1};
+    gemma3_model *model = NULL;
+    if ((status = cli_model_load(&mo, &model))) return status;
+    status = run_bench(model, &mo, &args);
     gemma3_model_free(model);
     return status;
 }

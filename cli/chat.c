@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,6 @@
 
 #include "reply.h"
 #include "util.h"
-
-static const char help[] =
-    "usage: gemma3 chat -m DIR [options]       (also: gemma3 -i / -cnv -m DIR)\n"
-    "An interactive chat. Ctrl-C stops the current reply; Ctrl-D (EOF) or /quit exits.\n"
-    "Commands: /help, /reset, /system TEXT, /stats, /save FILE, /quit.\n\n"
-    "      --context-shift    when the context is full, drop the oldest turns without asking\n";
 
 static const char commands_help[] =
     "/help          this text\n"
@@ -340,30 +335,33 @@ static char *read_line(chat *c) {
     return line;
 }
 
+static const cli_option chat_options[] = {
+    {"--context-shift", NULL, CLI_SWITCH, offsetof(chat, context_shift), .value = 1,
+     .help = "when the context is full, drop the oldest turns without asking"},
+    {"-i, -cnv, --interactive, --conversation", NULL, CLI_SWITCH, CLI_NOWHERE,
+     .help = "chat (what gemma3 chat does anyway; for gemma3 -i -m DIR)"},
+};
+
+static const cli_group chat_group = {"chat", chat_options,
+                                     sizeof chat_options / sizeof chat_options[0], CLI_NOWHERE};
+
+static const cli_command chat_command = {
+    "usage: gemma3 chat -m DIR [options]       (also: gemma3 -i / -cnv -m DIR)\n"
+    "An interactive chat. Ctrl-C stops the current reply; Ctrl-D (EOF) or /quit exits.\n"
+    "Commands: /help, /reset, /system TEXT, /stats, /save FILE, /quit.\n",
+    "chat: unknown flag '%s' (see gemma3 chat --help)",
+    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
+};
+
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
-    int rc;
     gen_opts_init(&c.opts);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s%s", help, gen_flags_help, cli_model_help);
-            cli_sampling_help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--context-shift")) {
-            c.context_shift = 1;
-        } else if (!strcmp(a, "-i") || !strcmp(a, "-cnv") || !strcmp(a, "--conversation") ||
-                   !strcmp(a, "--interactive")) {
-            /* already chatting */
-        } else if ((rc = gen_flag(argc, argv, &i, &c.opts)) != CLI_NOT_MINE) {
-            if (rc) return rc;
-        } else {
-            return cli_usage_error("chat: unknown flag '%s' (see gemma3 chat --help)", a);
-        }
-    }
+    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs};
+    int status;
+    if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
-    int status = gen_open(&c.g, &c.opts);
+    status = gen_open(&c.g, &c.opts);
     if (status) {
         gen_close(&c.g);
         return status;

@@ -1,9 +1,12 @@
-/* cli/cli.h - shared pieces of the gemma3 command: subcommand entry points and flag parsing.
+/* cli/cli.h - what the subcommands of the gemma3 command share: error lines, strict number
+ * parsing, and the option tables that drive parsing and --help.
+ *
  * Conventions: an invalid flag or value prints ONE line "gemma3: <flag>: <what> ..." to stderr
  * and exits 2 (CLI_EXIT_USAGE); a runtime failure (bad file, ...) prints one line and exits 1. */
 #ifndef G3_CLI_H
 #define G3_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,24 +24,85 @@ int cmd_eval(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_FAIL. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The value after flag argv[*i] (advancing *i), or NULL after printing "<flag>: missing value". */
-const char *cli_value(int argc, char **argv, int *i);
-
-/* Strict parsers: the whole string must be a number in [min, max]. On error they print
- * "gemma3: <flag>: '<val>' is not ... in [min, max]" and return CLI_EXIT_USAGE; else 0. */
-int cli_parse_int(const char *flag, const char *val, long min, long max, int *out);
+/* Strict parsers: the whole string must be a number in [min, max] (a bound of +-INFINITY is
+ * printed "inf"). On error they print "gemma3: <flag>: '<val>' is not ... in [min, max]" and
+ * return CLI_EXIT_USAGE; else 0. */
+int cli_parse_int(const char *flag, const char *val, double min, double max, int *out);
 int cli_parse_float(const char *flag, const char *val, double min, double max, float *out);
 /* Comma-separated token ids in [0, max_id]; *ids is malloc'd (caller frees). */
 int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, int *n_ids);
 
-/* Flags shared by every command that runs the model: -m DIR, -t N, -c N, -b N, --exact,
- * --kv-type f32|bf16, --isa NAME, -v. */
+/* ---- option tables ------------------------------------------------------------------------ */
+
+/* Each option is declared once, in a table row: its spellings, what kind of value it takes and
+ * where the value goes, its range, and its help line. Parsing, the --help text and the README
+ * check (tests/test-cli-options.sh) all come from the rows. Defaults are whatever the
+ * destination holds before parsing (the library's own defaults); --help prints them from there
+ * unless a row says otherwise. */
+typedef enum cli_kind {
+    CLI_SWITCH,   /* no value: stores `value` into an int */
+    CLI_INT,      /* an integer in [min, max] */
+    CLI_FLOAT,    /* a number in [min, max] */
+    CLI_TEXT,     /* the argument itself (a const char * into argv) */
+    CLI_CHOICE,   /* one of `choices` ("text|json"): stores its index into an int */
+    CLI_SAMPLER,  /* a gemma3_sampler_params field, int or float, with the library's own range */
+    CLI_CUSTOM,   /* `parse` does it */
+} cli_kind;
+
+#define CLI_NOWHERE ((size_t)-1) /* an accepted switch that stores nothing */
+
+typedef struct cli_option {
+    const char *names;      /* every spelling, ", "-separated: "-c, --ctx-size, --ctx" */
+    const char *value_name; /* "N", "DIR", ...; NULL for a switch */
+    cli_kind kind;
+    size_t offset;          /* where the value goes in the group's struct */
+    double min, max;        /* CLI_INT, CLI_FLOAT */
+    int value;              /* CLI_SWITCH */
+    const char *choices;    /* CLI_CHOICE */
+    /* CLI_CUSTOM: parses value (NULL for a switch-like option) into the group's struct; returns 0
+     * or an exit status after printing the error line. */
+    int (*parse)(const char *flag, const char *value, void *group);
+    unsigned given_bit;     /* OR'd into the group's `given` word when the option is given */
+    const char *help;       /* one line */
+    const char *default_text; /* printed as "(default ...)"; NULL: the initial value, if any */
+} cli_option;
+
+typedef struct cli_group {
+    const char *title;      /* --help heading */
+    const cli_option *options;
+    size_t n_options;
+    size_t given_offset;    /* an unsigned in the group's struct, or CLI_NOWHERE */
+} cli_group;
+
+#define CLI_MAX_GROUPS 6
+typedef struct cli_command {
+    const char *usage;        /* the usage line(s) and what the command does */
+    const char *unknown;      /* printf format of the unknown-flag error, one %s */
+    const cli_group *groups[CLI_MAX_GROUPS]; /* NULL-terminated */
+} cli_command;
+
+/* Parses argv[1..argc) against the command's groups, values going into dst[g] for groups[g].
+ * Returns 1 when the command must stop now with *status (help printed: 0; an error line printed:
+ * CLI_EXIT_USAGE), else 0. */
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *const *dst, int *status);
+/* --help: the usage text, then each group's options with their defaults read from dst. */
+void cli_print_help(const cli_command *cmd, void *const *dst, FILE *f);
+/* If argv[*i] is one of g's options, parses it and its value (advancing *i) and sets *matched;
+ * returns 0 or CLI_EXIT_USAGE after the error line. Else *matched = 0 and nothing is consumed. */
+int cli_parse_option(const cli_group *g, int argc, char **argv, int *i, void *dst, int *matched);
+/* One group's option lines (no heading). */
+void cli_print_group(const cli_group *g, const void *dst, FILE *f);
+
+/* ---- model, session and load flags (model-options.c) --------------------------------------- */
+
+/* -m DIR, -t N, -c N, -b N, --exact, --kv-type, --isa, --mmap/--no-mmap, -q, -v. */
 typedef struct cli_model_opts {
     const char *model_dir;
     gemma3_model_params mp;
@@ -46,24 +110,21 @@ typedef struct cli_model_opts {
     gemma3_session_params sp;
     int verbose;
 } cli_model_opts;
+extern const cli_group cli_model_group;
 void cli_model_opts_init(cli_model_opts *o);
-#define CLI_NOT_MINE (-1)
-/* If argv[*i] is one of the shared flags, consumes it (and its value) and returns 0, or
- * CLI_EXIT_USAGE after printing the error; returns CLI_NOT_MINE if it is not one of them. */
-int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
-/* Help lines for the shared flags. */
-extern const char cli_model_help[];
+/* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. */
+int cli_model_load(const cli_model_opts *o, gemma3_model **model);
 
-/* ---- sampling flags (cli-sampling.c) ------------------------------------------------------ */
+/* ---- sampling flags (sampling-options.c) ---------------------------------------------------- */
 
 /* The sampler parameters a command line builds, plus what the sampler cannot resolve itself:
  * which values were given explicitly (so generation_config.json does not override them) and the
  * DRY sequence breakers as strings (the sampler takes token ids; see
  * cli_sampling_resolve_breakers). */
 typedef struct cli_sampling {
-    gemma3_sampler_params params;
+    gemma3_sampler_params params; /* first: the table's offsets are the params' own */
     unsigned set;                 /* CLI_SAMPLING_SET_* bits */
     int n_dry_breakers;           /* -1: llama.cpp's defaults "\n" ":" "\"" "*"; 0: none */
     const char *dry_breakers[GEMMA3_SAMPLER_MAX_BREAKERS]; /* argv strings, not owned */
@@ -76,15 +137,11 @@ enum {
     CLI_SAMPLING_SET_REPEAT_PENALTY = 16,
     CLI_SAMPLING_SET_EOS = 32,
 };
+extern const cli_group cli_sampling_group;
 
 /* Gemma defaults (gemma3_sampler_default_params), default breakers, nothing set. */
 void cli_sampling_init(cli_sampling *cs);
-/* If argv[*i] is a sampling flag (llama.cpp's names: --temp, --top-k, --top-p, --min-p,
- * --typical, --top-nsigma, --repeat-penalty, --repeat-last-n, --frequency-penalty,
- * --presence-penalty, --dry-*, --xtc-*, --dynatemp-*, --mirostat*, -l/--logit-bias, --ignore-eos,
- * --samplers, --sampling-seq, -s/--seed, --sampler-mode), parses it and its value (advancing *i)
- * and sets *matched = 1; else *matched = 0 and nothing is consumed. Returns 0, or
- * CLI_EXIT_USAGE after printing one line naming the flag and the accepted range. */
+/* cli_parse_option over the sampling group. */
 int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matched);
 /* The help text of the sampling flags. */
 void cli_sampling_help(FILE *f);

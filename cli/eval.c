@@ -7,6 +7,7 @@
  * The file gets [n_tokens][vocab] floats (row-major, little-endian as the host) with
  * --all-logits, else the [vocab] logits of the last token. --step N feeds the tokens N per
  * forward call (the logits are the same whatever N is). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,120 +17,135 @@
 #include "threads.h"
 #include "util.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"
-            "  --tokens LIST          comma-separated token ids\n"
-            "  --dump-logits FILE     write raw float32 logits ([vocab] of the last token)\n"
-            "  --all-logits           write [n_tokens][vocab] instead\n"
-            "  --step N               tokens per forward call (default: all at once); the logits\n"
-            "                         are the same whatever N is\n"
-            "%s", cli_model_help);
+typedef struct eval_args {
+    const char *tokens, *dump;
+    int all_logits, step;
+} eval_args;
+
+#define A(field) offsetof(eval_args, field)
+static const cli_option eval_options[] = {
+    {"--tokens", "LIST", CLI_TEXT, A(tokens), .help = "comma-separated token ids"},
+    {"--dump-logits", "FILE", CLI_TEXT, A(dump),
+     .help = "write raw float32 logits ([vocab] of the last token)"},
+    {"--all-logits", NULL, CLI_SWITCH, A(all_logits), .value = 1,
+     .help = "write [n_tokens][vocab] instead"},
+    {"--step", "N", CLI_INT, A(step), 1, 1 << 30,
+     .help = "tokens per forward call; the logits are the same whatever N is",
+     .default_text = "all at once"},
+};
+#undef A
+
+static const cli_group eval_group = {"eval", eval_options,
+                                     sizeof eval_options / sizeof eval_options[0], CLI_NOWHERE};
+
+static const cli_command eval_command = {
+    "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"
+    "Runs the model over token ids and writes raw float32 logits.\n",
+    "eval: unknown option '%s' (try gemma3 eval --help)",
+    {&eval_group, &cli_model_group, NULL},
+};
+
+/* Written to FILE.tmp and renamed, so FILE is never half-written. */
+static int write_floats(const char *path, const float *x, size_t n) {
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return cli_fail("--dump-logits: path too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return cli_fail("--dump-logits: cannot open '%s' for writing", tmp);
+    size_t wrote = fwrite(x, sizeof *x, n, f);
+    if (fclose(f) != 0 || wrote != n || rename(tmp, path) != 0) {
+        remove(tmp);
+        return cli_fail("--dump-logits: cannot write '%s'", path);
+    }
+    return 0;
 }
 
-static int write_floats(const char *path, const float *x, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return cli_fail("--dump-logits: cannot open '%s' for writing", path);
-    size_t wrote = fwrite(x, sizeof *x, n, f);
-    if (fclose(f) != 0 || wrote != n) return cli_fail("--dump-logits: cannot write '%s'", path);
+typedef struct eval_timing {
+    double prefill_s, decode_s;
+    int n_prefill, n_decode;
+} eval_timing;
+
+/* Feeds ids step per forward call, keeping every row of logits when all_logits is given. The
+ * first call counts as the prefill; later one-token calls as decode. */
+static int run_eval(gemma3_session *s, const int32_t *ids, int n_ids, int step, float *all_logits,
+                    size_t vocab, eval_timing *t) {
+    memset(t, 0, sizeof *t);
+    for (int done = 0; done < n_ids;) {
+        int n = n_ids - done < step ? n_ids - done : step;
+        double t0 = g3_now();
+        float *rows = all_logits ? all_logits + (size_t)done * vocab : NULL;
+        if (gemma3_session_forward(s, ids + done, n, rows) != GEMMA3_OK)
+            return cli_fail("%s", gemma3_last_error());
+        double dt = g3_now() - t0;
+        if (done == 0 || n > 1) {
+            t->prefill_s += dt;
+            t->n_prefill += n;
+        } else {
+            t->decode_s += dt;
+            t->n_decode += n;
+        }
+        done += n;
+    }
+    return 0;
+}
+
+static void print_verbose(const gemma3_session *s, const gemma3_session_params *sp, double t_load,
+                          const eval_timing *t) {
+    fprintf(stderr, "eval: isa %s, threads %d, mode %s, kv %s, ctx %d, load %.3f s\n",
+            gemma3_session_isa(s), gemma3_session_n_threads(s), sp->exact ? "exact" : "default",
+            sp->exact || sp->kv_type == GEMMA3_KV_F32 ? "f32" : "bf16", gemma3_session_n_ctx(s),
+            t_load);
+    fprintf(stderr, "eval: prefill %d tokens in %.3f s (%.2f tok/s)\n", t->n_prefill, t->prefill_s,
+            t->prefill_s > 0 ? t->n_prefill / t->prefill_s : 0.0);
+    if (t->n_decode)
+        fprintf(stderr, "eval: decode %d tokens in %.3f s (%.2f tok/s)\n", t->n_decode, t->decode_s,
+                t->decode_s > 0 ? t->n_decode / t->decode_s : 0.0);
+}
+
+static int check_ids(const int32_t *ids, int n_ids, int vocab_size) {
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] >= vocab_size)
+            return cli_usage_error("--tokens: id %d is out of range [0, %d]", ids[i], vocab_size - 1);
     return 0;
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *tokens_arg = NULL, *dump = NULL;
-    int all_logits = 0, step = 0, rc;
+    eval_args args = {0};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--tokens")) {
-            if (!(tokens_arg = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--dump-logits")) {
-            if (!(dump = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--all-logits")) {
-            all_logits = 1;
-        } else if (!strcmp(a, "--step")) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if ((rc = cli_parse_int(a, v, 1, 1 << 30, &step))) return rc;
-        } else if ((rc = cli_model_flag(argc, argv, &i, &mo)) != CLI_NOT_MINE) {
-            if (rc) return rc;
-        } else {
-            return cli_usage_error("eval: unknown option '%s' (try gemma3 eval --help)", a);
-        }
-    }
+    void *const dst[] = {&args, &mo};
+    int rc;
+    if (cli_parse(&eval_command, argc, argv, dst, &rc)) return rc;
     if (!mo.model_dir) return cli_usage_error("eval: -m DIR is required");
-    if (!tokens_arg) return cli_usage_error("eval: --tokens is required");
-    if (!dump) return cli_usage_error("eval: --dump-logits FILE is required");
+    if (!args.tokens) return cli_usage_error("eval: --tokens is required");
+    if (!args.dump) return cli_usage_error("eval: --dump-logits FILE is required");
 
     int32_t *ids = NULL;
     int n_ids = 0;
-    if ((rc = cli_parse_ids("--tokens", tokens_arg, INT32_MAX, &ids, &n_ids))) return rc;
-
+    if ((rc = cli_parse_ids("--tokens", args.tokens, INT32_MAX, &ids, &n_ids))) return rc;
     gemma3_model *model = NULL;
     gemma3_session *s = NULL;
     float *logits = NULL;
-    double t0 = g3_now();
-    if (gemma3_model_load_ex(mo.model_dir, &mo.mp, &model) != GEMMA3_OK) {
-        rc = cli_fail("%s", gemma3_last_error());
-        goto done;
-    }
-    double t_load = g3_now() - t0;
     gemma3_model_info info;
+    double t0 = g3_now();
+    if ((rc = cli_model_load(&mo, &model))) goto done;
+    double t_load = g3_now() - t0;
     gemma3_model_get_info(model, &info);
-    for (int i = 0; i < n_ids; i++)
-        if (ids[i] >= info.vocab_size) {
-            rc = cli_usage_error("--tokens: id %d is out of range [0, %d]", ids[i], info.vocab_size - 1);
-            goto done;
-        }
-    if ((rc = cli_check_ctx(&mo, &info))) goto done;
-    gemma3_session_params sp = mo.sp;
-    if (gemma3_session_init(model, &sp, &s) != GEMMA3_OK) {
+    if ((rc = check_ids(ids, n_ids, info.vocab_size)) || (rc = cli_check_ctx(&mo, &info))) goto done;
+    if (gemma3_session_init(model, &mo.sp, &s) != GEMMA3_OK) {
         rc = cli_fail("%s", gemma3_last_error());
         goto done;
     }
     size_t V = (size_t)info.vocab_size;
-    if (all_logits && !(logits = malloc((size_t)n_ids * V * sizeof *logits))) {
+    if (args.all_logits && !(logits = malloc((size_t)n_ids * V * sizeof *logits))) {
         rc = cli_fail("eval: out of memory for %d x %zu logits", n_ids, V);
         goto done;
     }
-
-    /* Timing: the first call is the prefill; with -b, later calls of one token count as decode. */
-    if (!step) step = n_ids;
-    double t_prefill = 0, t_decode = 0;
-    int n_prefill = 0, n_decode = 0;
-    for (int done = 0; done < n_ids;) {
-        int n = n_ids - done < step ? n_ids - done : step;
-        double ts = g3_now();
-        if (gemma3_session_forward(s, ids + done, n, logits ? logits + (size_t)done * V : NULL) !=
-            GEMMA3_OK) {
-            rc = cli_fail("%s", gemma3_last_error());
-            goto done;
-        }
-        double dt = g3_now() - ts;
-        if (done == 0 || n > 1) {
-            t_prefill += dt;
-            n_prefill += n;
-        } else {
-            t_decode += dt;
-            n_decode += n;
-        }
-        done += n;
-    }
-    rc = all_logits ? write_floats(dump, logits, (size_t)n_ids * V)
-                    : write_floats(dump, gemma3_session_logits(s), V);
-    if (mo.verbose) {
-        fprintf(stderr, "eval: isa %s, threads %d, mode %s, kv %s, ctx %d, load %.3f s\n",
-                gemma3_session_isa(s), gemma3_session_n_threads(s), sp.exact ? "exact" : "default",
-                sp.exact || sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16", gemma3_session_n_ctx(s), t_load);
-        fprintf(stderr, "eval: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prefill, t_prefill,
-                t_prefill > 0 ? n_prefill / t_prefill : 0.0);
-        if (n_decode)
-            fprintf(stderr, "eval: decode %d tokens in %.3f s (%.2f tok/s)\n", n_decode, t_decode,
-                    t_decode > 0 ? n_decode / t_decode : 0.0);
-    }
+    eval_timing timing;
+    if ((rc = run_eval(s, ids, n_ids, args.step ? args.step : n_ids, logits, V, &timing))) goto done;
+    rc = logits ? write_floats(args.dump, logits, (size_t)n_ids * V)
+                : write_floats(args.dump, gemma3_session_logits(s), V);
+    if (mo.verbose) print_verbose(s, &mo.sp, t_load, &timing);
 done:
     free(logits);
     free(ids);

@@ -1,6 +1,7 @@
 /* cli/generate.c - `gemma3 -m DIR -p PROMPT`: one-shot generation, streamed to stdout, with a
  * summary on stderr, or one JSON object for scripts (--output-format json). */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,16 +9,36 @@
 #include "reply.h"
 #include "util.h"
 
-static const char help[] =
+typedef struct generate_args {
+    const char *prompt, *prompt_file, *prompt_ids;
+    int raw;
+    int json; /* --output-format: 0 text, 1 json */
+} generate_args;
+
+#define A(field) offsetof(generate_args, field)
+static const cli_option generate_options[] = {
+    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt"},
+    {"-f, --file", "FILE", CLI_TEXT, A(prompt_file), .help = "read the prompt from FILE"},
+    {"--prompt-ids", "IDS", CLI_TEXT, A(prompt_ids),
+     .help = "the prompt as comma-separated token ids, used as given (no template, no BOS added)"},
+    {"--raw", NULL, CLI_SWITCH, A(raw), .value = 1,
+     .help = "no chat template: <bos> + the prompt text (for base models)"},
+    {"--output-format", "F", CLI_CHOICE, A(json), .choices = "text|json",
+     .help = "json: one object at the end (text, prompt_ids, generated_ids, seed, timings, "
+             "stop_reason ...)"},
+};
+#undef A
+
+static const cli_group generate_group = {"prompt", generate_options,
+                                         sizeof generate_options / sizeof generate_options[0],
+                                         CLI_NOWHERE};
+
+static const cli_command generate_command = {
     "usage: gemma3 [generate] -m DIR (-p PROMPT | -f FILE | --prompt-ids IDS) [options]\n"
-    "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n\n"
-    "  -p, --prompt TEXT      the prompt\n"
-    "  -f, --file FILE        read the prompt from FILE\n"
-    "      --prompt-ids IDS   the prompt as comma-separated token ids, used as given\n"
-    "                         (no chat template, no BOS added)\n"
-    "      --raw              no chat template: <bos> + the prompt text (for base models)\n"
-    "      --output-format F  text (default) or json (one object at the end: text, prompt_ids,\n"
-    "                         generated_ids, seed, timings, stop_reason ...)\n";
+    "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n",
+    "unknown flag '%s' (see gemma3 --help)",
+    {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
+};
 
 static const char *stop_name(gen_stop s) {
     switch (s) {
@@ -92,93 +113,66 @@ static int build_prompt(const gen_state *g, const char *text, size_t text_len, i
     return 0;
 }
 
-int cmd_generate(int argc, char **argv) {
-    gen_opts opts;
-    int rc;
-    gen_opts_init(&opts);
-    const char *prompt = NULL, *prompt_file = NULL, *prompt_ids_arg = NULL;
-    int raw = 0, json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s%s", help, gen_flags_help, cli_model_help);
-            cli_sampling_help(stdout);
-            return 0;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            if (!(prompt = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(prompt_file = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--prompt-ids")) {
-            if (!(prompt_ids_arg = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--raw")) {
-            raw = 1;
-        } else if (!strcmp(a, "--output-format")) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (!strcmp(v, "json")) json = 1;
-            else if (!strcmp(v, "text")) json = 0;
-            else return cli_usage_error("%s: '%s' is not one of text, json", a, v);
-        } else if ((rc = gen_flag(argc, argv, &i, &opts)) != CLI_NOT_MINE) {
-            if (rc) return rc;
-        } else {
-            return cli_usage_error("unknown flag '%s' (see gemma3 --help)", a);
-        }
-    }
-    if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
-    if (!!prompt + !!prompt_file + !!prompt_ids_arg != 1)
-        return cli_usage_error("-p: give exactly one of -p, -f, --prompt-ids");
+/* The prompt ids from --prompt-ids, or from the text of -p or -f (caller frees *ids). */
+static int prompt_from_args(const gen_state *g, const generate_args *args, const char *text,
+                            size_t len, const char *system_prompt, int32_t **ids, int *n_ids) {
+    if (args->prompt_ids)
+        return cli_parse_ids("--prompt-ids", args->prompt_ids, g->info.vocab_size - 1, ids, n_ids);
+    return build_prompt(g, text, len, args->raw, system_prompt, ids, n_ids);
+}
 
-    char *file_text = NULL;
-    size_t file_len = 0;
-    if (prompt_file && g3_read_file(prompt_file, &file_text, &file_len) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-
-    gen_state g;
-    int32_t *prompt_ids = NULL, *gen_ids = NULL;
-    int n_prompt = 0, n_gen = 0;
+/* Generates the reply to prompt and prints it (streamed text + summary, or one JSON object). */
+static int generate(gen_state *g, const gen_opts *opts, const generate_args *args,
+                    const int32_t *prompt, int n_prompt) {
+    int n_ctx = gemma3_session_n_ctx(g->session);
+    if (n_prompt == 0) return cli_usage_error("-p: the prompt is empty (no tokens)");
+    if (n_prompt > n_ctx)
+        return cli_fail("the prompt has %d tokens but the context holds %d (raise -c)", n_prompt,
+                        n_ctx);
+    int max_gen = opts->n_predict >= 0 ? opts->n_predict : n_ctx - n_prompt + 1;
+    int32_t *gen_ids = malloc((size_t)(max_gen > 0 ? max_gen : 1) * sizeof *gen_ids);
+    if (!gen_ids) return cli_fail("out of memory");
+    int n_gen = 0, status = 0;
     gen_stop stop = GEN_STOP_LIMIT;
-    int status = gen_open(&g, &opts);
-    if (status) goto done;
-    if (prompt_ids_arg) {
-        if ((status = cli_parse_ids("--prompt-ids", prompt_ids_arg, g.info.vocab_size - 1, &prompt_ids,
-                                    &n_prompt)))
-            goto done;
-    } else {
-        const char *text = prompt ? prompt : file_text;
-        size_t len = prompt ? strlen(prompt) : file_len;
-        if ((status = build_prompt(&g, text, len, raw, opts.system_prompt, &prompt_ids, &n_prompt)))
-            goto done;
-    }
-    int n_ctx = gemma3_session_n_ctx(g.session);
-    if (n_prompt == 0) {
-        status = cli_usage_error("-p: the prompt is empty (no tokens)");
-        goto done;
-    }
-    if (n_prompt > n_ctx) {
-        status = cli_fail("the prompt has %d tokens but the context holds %d (raise -c)", n_prompt, n_ctx);
-        goto done;
-    }
-    int max_gen = opts.n_predict >= 0 ? opts.n_predict : n_ctx - n_prompt + 1;
-    gen_ids = malloc((size_t)(max_gen > 0 ? max_gen : 1) * sizeof *gen_ids);
-    if (!gen_ids) {
-        status = cli_fail("out of memory");
-        goto done;
-    }
-    if (gen_reply(&g, prompt_ids, n_prompt, opts.n_predict, json ? NULL : stdout, NULL, gen_ids,
+    if (gen_reply(g, prompt, n_prompt, opts->n_predict, args->json ? NULL : stdout, NULL, gen_ids,
                   max_gen, &n_gen, &stop) != GEMMA3_OK) {
         status = cli_fail("%s", gemma3_last_error());
-        goto done;
-    }
-    if (json) {
-        status = print_json(&g, prompt_ids, n_prompt, gen_ids, n_gen, stop);
+    } else if (args->json) {
+        status = print_json(g, prompt, n_prompt, gen_ids, n_gen, stop);
     } else {
         fputc('\n', stdout);
-        if (stop == GEN_STOP_CONTEXT) fprintf(stderr, "gemma3: stopped: the context (-c %d) is full\n", n_ctx);
-        gen_print_summary(&g, stderr);
+        if (stop == GEN_STOP_CONTEXT)
+            fprintf(stderr, "gemma3: stopped: the context (-c %d) is full\n", n_ctx);
+        gen_print_summary(g, stderr);
     }
-done:
     free(gen_ids);
-    free(prompt_ids);
-    free(file_text);
+    return status;
+}
+
+int cmd_generate(int argc, char **argv) {
+    generate_args args = {0};
+    gen_opts opts;
+    gen_opts_init(&opts);
+    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs};
+    int status;
+    if (cli_parse(&generate_command, argc, argv, dst, &status)) return status;
+    if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    if (!!args.prompt + !!args.prompt_file + !!args.prompt_ids != 1)
+        return cli_usage_error("-p: give exactly one of -p, -f, --prompt-ids");
+
+    char *text = (char *)args.prompt;
+    size_t len = text ? strlen(text) : 0;
+    if (args.prompt_file && g3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    gen_state g;
+    int32_t *prompt = NULL;
+    int n_prompt = 0;
+    status = gen_open(&g, &opts);
+    if (!status)
+        status = prompt_from_args(&g, &args, text, len, opts.system_prompt, &prompt, &n_prompt);
+    if (!status) status = generate(&g, &opts, &args, prompt, n_prompt);
+    free(prompt);
+    if (args.prompt_file) free(text);
     gen_close(&g);
     return status;
 }

@@ -3,6 +3,7 @@
  * Loads config.json and binds every weight (so a bad checkpoint fails here exactly as it would
  * at inference), then prints the parsed configuration, the per-layer attention types, the
  * parameter count, the weight bytes and the KV cache size for a context length. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,22 +12,46 @@
 #include "util.h"
 #include "weights.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: gemma3 info -m DIR [-c CTX] [--kv-type f32|bf16] [--json] [--speed]\n"
-            "\n"
-            "Loads the checkpoint in DIR (config.json + safetensors) and prints its configuration,\n"
-            "layer types (S = sliding window, F = full attention), parameter count, weight bytes\n"
-            "and the KV cache the context needs.\n"
-            "\n"
-            "  -m, --model DIR     checkpoint directory (required)\n"
-            "  -c, --ctx CTX       context length for the KV cache size (default min(max, 4096))\n"
-            "  --kv-type TYPE      f32 or bf16: print only that KV cache size (default both)\n"
-            "  --json              print one JSON object instead of text\n"
-            "  --speed             then measure prefill and decode tokens/s (a short gemma3 bench:\n"
-            "                      -p 64 -n 16 -r 1)\n"
-            "  -h, --help          this help\n");
+typedef struct info_args {
+    const char *dir;
+    int ctx;
+    int kv_type; /* -1: both */
+    int json, speed;
+} info_args;
+
+static int parse_kv_type(const char *flag, const char *value, void *args) {
+    int *kv_type = &((info_args *)args)->kv_type;
+    if (strcmp(value, "f32") == 0) *kv_type = 0;
+    else if (strcmp(value, "bf16") == 0) *kv_type = 1;
+    else return cli_usage_error("%s: '%s' is not f32 or bf16", flag, value);
+    return 0;
 }
+
+#define A(field) offsetof(info_args, field)
+static const cli_option info_options[] = {
+    {"-m, --model", "DIR", CLI_TEXT, A(dir), .help = "checkpoint directory (required)"},
+    {"-c, --ctx", "CTX", CLI_INT, A(ctx), 1, 1 << 30, .help = "context length for the KV cache size",
+     .default_text = "min(model max, 4096)"},
+    {"--kv-type", "TYPE", CLI_CUSTOM, .parse = parse_kv_type,
+     .help = "print only that KV cache size", .default_text = "both"},
+    {"--json", NULL, CLI_SWITCH, A(json), .value = 1, .help = "print one JSON object instead of text"},
+    {"--speed", NULL, CLI_SWITCH, A(speed), .value = 1,
+     .help = "then measure prefill and decode tokens/s (gemma3 bench -p 64 -n 16 -r 1)"},
+};
+#undef A
+
+static const cli_group info_group = {"info", info_options,
+                                     sizeof info_options / sizeof info_options[0], CLI_NOWHERE};
+
+static const cli_command info_command = {
+    "usage: gemma3 info -m DIR [-c CTX] [--kv-type f32|bf16] [--json] [--speed]\n"
+    "\n"
+    "Loads the checkpoint in DIR (config.json + safetensors) and prints its configuration,\n"
+    "layer types (S = sliding window, F = full attention), parameter count, weight bytes\n"
+    "and the KV cache the context needs.\n",
+    "info: unknown option '%s' (try gemma3 info --help)",
+    {&info_group, NULL},
+};
 
 /* K and V for every layer: a sliding layer keeps min(W, ctx) positions, a full layer ctx. */
 static int64_t kv_cache_bytes(const g3_config *c, int ctx, int elem_bytes) {
@@ -146,31 +171,12 @@ static void print_json(const char *dir, const g3_config *c, const g3_weights *w,
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *dir = NULL;
-    int ctx = 0, kv_type = -1, json = 0, speed = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            if (!(dir = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--ctx") == 0) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (cli_parse_int(a, v, 1, 1 << 30, &ctx)) return CLI_EXIT_USAGE;
-        } else if (strcmp(a, "--kv-type") == 0) {
-            if (!(v = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-            if (strcmp(v, "f32") == 0) kv_type = 0;
-            else if (strcmp(v, "bf16") == 0) kv_type = 1;
-            else return cli_usage_error("%s: '%s' is not f32 or bf16", a, v);
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--speed") == 0) {
-            speed = 1;
-        } else {
-            return cli_usage_error("info: unknown option '%s' (try gemma3 info --help)", a);
-        }
-    }
+    info_args args = {.kv_type = -1};
+    void *const dst[] = {&args};
+    int status;
+    if (cli_parse(&info_command, argc, argv, dst, &status)) return status;
+    const char *dir = args.dir;
+    int ctx = args.ctx, kv_type = args.kv_type, json = args.json, speed = args.speed;
     if (!dir) return cli_usage_error("info: -m DIR is required (try gemma3 info --help)");
     if (speed && json) return cli_usage_error("--speed: not with --json (gemma3 bench -o json measures for scripts)");
 

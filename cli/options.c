@@ -1,4 +1,5 @@
-/* cli/options.c - flag parsing and error printing shared by the subcommands. */
+/* cli/options.c - error lines, strict number parsing, and the table-driven option parser and
+ * --help printer the subcommands share. */
 #include "cli.h"
 
 #include <errno.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- error lines ---------------------------------------------------------------------------- */
 
 static void vprint_error(const char *fmt, va_list ap) {
     char msg[1024];
@@ -34,31 +37,37 @@ int cli_fail(const char *fmt, ...) {
     return CLI_EXIT_FAIL;
 }
 
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        cli_usage_error("%s: missing value", argv[*i]);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
+/* ---- numbers -------------------------------------------------------------------------------- */
+
+/* "[0, 100]", "[0, 2147483647]", "[0, inf)". */
+static const char *range_text(char *buf, size_t n, double min, double max) {
+    char lo[32], hi[32];
+    if (isinf(min)) snprintf(lo, sizeof lo, "(-inf");
+    else snprintf(lo, sizeof lo, "[%.10g", min);
+    if (isinf(max)) snprintf(hi, sizeof hi, "inf)");
+    else snprintf(hi, sizeof hi, "%.10g]", max);
+    snprintf(buf, n, "%s, %s", lo, hi);
+    return buf;
 }
 
-int cli_parse_int(const char *flag, const char *val, long min, long max, int *out) {
-    char *end;
+int cli_parse_int(const char *flag, const char *val, double min, double max, int *out) {
+    char *end, range[80];
     errno = 0;
     long v = strtol(val, &end, 10);
     if (errno || end == val || *end != '\0' || v < min || v > max || v < INT_MIN || v > INT_MAX)
-        return cli_usage_error("%s: '%s' is not an integer in [%ld, %ld]", flag, val, min, max);
+        return cli_usage_error("%s: '%s' is not an integer in %s", flag, val,
+                               range_text(range, sizeof range, min, max));
     *out = (int)v;
     return 0;
 }
 
 int cli_parse_float(const char *flag, const char *val, double min, double max, float *out) {
-    char *end;
+    char *end, range[80];
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || end == val || *end != '\0' || isnan(v) || v < min || v > max)
-        return cli_usage_error("%s: '%s' is not a number in [%g, %g]", flag, val, min, max);
+    if (errno || end == val || *end != '\0' || !isfinite(v) || v < min || v > max)
+        return cli_usage_error("%s: '%s' is not a number in %s", flag, val,
+                               range_text(range, sizeof range, min, max));
     *out = (float)v;
     return 0;
 }
@@ -90,89 +99,192 @@ int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, 
     return 0;
 }
 
-const char cli_model_help[] =
-    "  -m, --model DIR        Gemma 3 checkpoint directory (config.json, *.safetensors, tokenizer.model)\n"
-    "  -t, --threads N        threads (default: all CPUs)\n"
-    "  -c, --ctx-size N       context length in tokens (default: min(model max, 4096))\n"
-    "  -b, --batch-size N     prompt tokens per forward chunk (default 512)\n"
-    "      --exact            FP32 activations and FP32 KV cache (the reference mode)\n"
-    "      --kv-type T        KV cache type: f32 or bf16 (default bf16; f32 with --exact)\n"
-    "      --isa NAME         kernels: scalar, avx2 or avx512 (default: best the CPU has)\n"
-    "      --mmap             use the weights in place from the page cache (no copy at load)\n"
-    "      --no-mmap          read the weights into memory (faster decode on VMs where mapped\n"
-    "                         files read slowly); default: read if the model fits in 60% of\n"
-    "                         the available memory, else map\n"
-    "  -v, --verbose          print the kernels, threads and timings to stderr\n";
+/* ---- option tables -------------------------------------------------------------------------- */
 
-void cli_model_opts_init(cli_model_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->sp = gemma3_session_default_params();
-}
-
-int cli_model_flag(int argc, char **argv, int *i, cli_model_opts *o) {
-    const char *flag = argv[*i];
-    const char *v;
-#define IS(a, b) (strcmp(flag, a) == 0 || strcmp(flag, b) == 0)
-    if (IS("-m", "--model")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        o->model_dir = v;
-        return 0;
+/* Is arg one of the ", "-separated spellings in names? */
+static int spelled(const char *names, const char *arg) {
+    size_t len = strlen(arg);
+    for (const char *p = names; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, arg, n) == 0) return 1;
+        if (!end) break;
+        p = end + 1;
+        while (*p == ' ') p++;
     }
-    if (IS("-t", "--threads")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        return cli_parse_int(flag, v, 1, 1024, &o->sp.n_threads);
-    }
-    if (IS("-c", "--ctx-size") || IS("--ctx", "--ctx")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        return cli_parse_int(flag, v, 1, 1 << 24, &o->sp.n_ctx);
-    }
-    if (IS("-b", "--batch-size")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        return cli_parse_int(flag, v, 1, 1 << 16, &o->sp.n_batch);
-    }
-    if (IS("--exact", "--exact")) {
-        if (o->kv_set && o->sp.kv_type == GEMMA3_KV_BF16)
-            return cli_usage_error("--exact: conflicts with --kv-type bf16 (exact keeps an f32 cache)");
-        o->sp.exact = 1;
-        o->sp.kv_type = GEMMA3_KV_F32;
-        return 0;
-    }
-    if (IS("--kv-type", "-ctk")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        if (strcmp(v, "f32") == 0) o->sp.kv_type = GEMMA3_KV_F32;
-        else if (strcmp(v, "bf16") == 0) o->sp.kv_type = GEMMA3_KV_BF16;
-        else return cli_usage_error("%s: '%s' is not one of f32, bf16", flag, v);
-        if (o->sp.exact && o->sp.kv_type == GEMMA3_KV_BF16)
-            return cli_usage_error("%s: bf16 conflicts with --exact (which keeps an f32 cache)", flag);
-        o->kv_set = 1;
-        return 0;
-    }
-    if (IS("--isa", "--isa")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        if (strcmp(v, "scalar") && strcmp(v, "avx2") && strcmp(v, "avx512"))
-            return cli_usage_error("%s: '%s' is not one of scalar, avx2, avx512", flag, v);
-        o->sp.isa = v;
-        return 0;
-    }
-    if (IS("--mmap", "--mmap")) {
-        o->mp.load_mode = GEMMA3_LOAD_MMAP;
-        return 0;
-    }
-    if (IS("--no-mmap", "--no-mmap")) {
-        o->mp.load_mode = GEMMA3_LOAD_READ;
-        return 0;
-    }
-    if (IS("-v", "--verbose")) {
-        o->verbose = 1;
-        return 0;
-    }
-#undef IS
-    return CLI_NOT_MINE;
-}
-
-int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
-    if (o->sp.n_ctx > info->max_position_embeddings)
-        return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", o->sp.n_ctx,
-                               info->max_position_embeddings);
     return 0;
+}
+
+static void *field(void *group, size_t offset) { return (char *)group + offset; }
+
+/* "a|b|c" -> "a, b, c", for messages. */
+static const char *listed(const char *choices, char *buf, size_t n) {
+    size_t w = 0;
+    for (const char *p = choices; *p && w + 3 < n; p++) {
+        if (*p == '|') {
+            buf[w++] = ',';
+            buf[w++] = ' ';
+        } else {
+            buf[w++] = *p;
+        }
+    }
+    buf[w] = '\0';
+    return buf;
+}
+
+static int parse_choice(const char *flag, const char *val, const char *choices, int *out) {
+    size_t len = strlen(val);
+    int index = 0;
+    for (const char *p = choices;; index++) {
+        size_t n = strcspn(p, "|");
+        if (n == len && strncmp(p, val, n) == 0) {
+            *out = index;
+            return 0;
+        }
+        if (p[n] == '\0') break;
+        p += n + 1;
+    }
+    char buf[256];
+    return cli_usage_error("%s: '%s' is not one of %s", flag, val, listed(choices, buf, sizeof buf));
+}
+
+static int parse_sampler_field(const char *flag, const char *val, void *group, size_t offset) {
+    const gemma3_param_range *r = gemma3_sampler_param_range(offset);
+    if (!r) return cli_usage_error("%s: no such sampler parameter", flag);
+    if (r->is_int) return cli_parse_int(flag, val, r->min, r->max, field(group, offset));
+    return cli_parse_float(flag, val, r->min, r->max, field(group, offset));
+}
+
+/* Stores the value of option o (val: its argument, NULL for a switch) into group. */
+static int apply_option(const cli_option *o, const char *flag, const char *val, void *group) {
+    switch (o->kind) {
+    case CLI_SWITCH:
+        if (o->offset != CLI_NOWHERE) *(int *)field(group, o->offset) = o->value;
+        return 0;
+    case CLI_INT: return cli_parse_int(flag, val, o->min, o->max, field(group, o->offset));
+    case CLI_FLOAT: return cli_parse_float(flag, val, o->min, o->max, field(group, o->offset));
+    case CLI_TEXT: *(const char **)field(group, o->offset) = val; return 0;
+    case CLI_CHOICE: return parse_choice(flag, val, o->choices, field(group, o->offset));
+    case CLI_SAMPLER: return parse_sampler_field(flag, val, group, o->offset);
+    case CLI_CUSTOM: return o->parse(flag, val, group);
+    }
+    return cli_usage_error("%s: unhandled option kind", flag);
+}
+
+int cli_parse_option(const cli_group *g, int argc, char **argv, int *i, void *dst, int *matched) {
+    const char *arg = argv[*i];
+    *matched = 0;
+    for (size_t k = 0; k < g->n_options; k++) {
+        const cli_option *o = &g->options[k];
+        if (!spelled(o->names, arg)) continue;
+        *matched = 1;
+        const char *val = NULL;
+        if (o->value_name) {
+            if (*i + 1 >= argc) return cli_usage_error("%s: missing value", arg);
+            val = argv[++*i];
+        }
+        int rc = apply_option(o, arg, val, dst);
+        if (rc == 0 && o->given_bit && g->given_offset != CLI_NOWHERE)
+            *(unsigned *)field(dst, g->given_offset) |= o->given_bit;
+        return rc;
+    }
+    return 0;
+}
+
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *const *dst, int *status) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            cli_print_help(cmd, dst, stdout);
+            *status = 0;
+            return 1;
+        }
+        int matched = 0;
+        for (int g = 0; cmd->groups[g] && !matched; g++) {
+            int rc = cli_parse_option(cmd->groups[g], argc, argv, &i, dst[g], &matched);
+            if (rc) {
+                *status = rc;
+                return 1;
+            }
+        }
+        if (!matched) {
+            *status = cli_usage_error(cmd->unknown, argv[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- --help --------------------------------------------------------------------------------- */
+
+/* The default an option shows in --help, read from the destination before parsing. */
+static void default_text(const cli_option *o, const void *group, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (o->default_text) {
+        snprintf(buf, n, "%s", o->default_text);
+        return;
+    }
+    const void *p = (const char *)group + o->offset;
+    const gemma3_param_range *r;
+    switch (o->kind) {
+    case CLI_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case CLI_FLOAT: snprintf(buf, n, "%g", (double)*(const float *)p); break;
+    case CLI_SAMPLER:
+        r = gemma3_sampler_param_range(o->offset);
+        if (r && r->is_int) snprintf(buf, n, "%d", *(const int *)p);
+        else if (r) snprintf(buf, n, "%g", (double)*(const float *)p);
+        break;
+    case CLI_CHOICE: {
+        const char *c = o->choices;
+        for (int index = *(const int *)p; index > 0 && c; index--)
+            if ((c = strchr(c, '|'))) c++;
+        if (c) snprintf(buf, n, "%.*s", (int)strcspn(c, "|"), c);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The first spelling of names ("-t" of "-t, --threads"), into buf. */
+static const char *first_spelling(const char *names, char *buf, size_t n) {
+    snprintf(buf, n, "%.*s", (int)strcspn(names, ","), names);
+    return buf;
+}
+
+/* An option of a later group that an earlier group's option takes first (bench's -t LIST over
+ * the model group's -t N) is neither parsed nor shown. */
+static int shadowed(const cli_command *cmd, int group, const cli_option *o) {
+    char first[64];
+    first_spelling(o->names, first, sizeof first);
+    for (int g = 0; g < group; g++)
+        for (size_t k = 0; k < cmd->groups[g]->n_options; k++)
+            if (spelled(cmd->groups[g]->options[k].names, first)) return 1;
+    return 0;
+}
+
+static void print_option(const cli_option *o, const void *dst, FILE *f) {
+    char left[96], def[64];
+    /* a short first spelling ("-m") lines up with the long ones of other rows */
+    int indent = o->names[0] == '-' && o->names[1] != '-' ? 2 : 6;
+    snprintf(left, sizeof left, "%*s%s%s%s", indent, "", o->names, o->value_name ? " " : "",
+             o->value_name ? o->value_name : "");
+    default_text(o, dst, def, sizeof def);
+    if (strlen(left) > 30) fprintf(f, "%s\n%30s", left, "");
+    else fprintf(f, "%-30s", left);
+    fprintf(f, " %s", o->help);
+    if (def[0]) fprintf(f, " (default %s)", def);
+    fputc('\n', f);
+}
+
+void cli_print_group(const cli_group *g, const void *dst, FILE *f) {
+    for (size_t k = 0; k < g->n_options; k++) print_option(&g->options[k], dst, f);
+}
+
+void cli_print_help(const cli_command *cmd, void *const *dst, FILE *f) {
+    fputs(cmd->usage, f);
+    for (int g = 0; cmd->groups[g]; g++) {
+        fprintf(f, "\n%s:\n", cmd->groups[g]->title);
+        for (size_t k = 0; k < cmd->groups[g]->n_options; k++)
+            if (!shadowed(cmd, g, &cmd->groups[g]->options[k]))
+                print_option(&cmd->groups[g]->options[k], dst[g], f);
+    }
 }

@@ -1,40 +1,30 @@
 /* cli/reply.c - model/session/sampler setup and the reply loop shared by generate and chat. */
 #include "reply.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "util.h"
 
-const char gen_flags_help[] =
-    "  -n, --n-predict N      most tokens to generate per reply (default -1: until a stop token\n"
-    "                         or the context is full)\n"
-    "  -sys, --system-prompt TEXT  system prompt (folded into the first user turn, as Gemma does)\n";
+#define G(field) offsetof(gen_opts, field)
+static const cli_option reply_options[] = {
+    {"-n, --n-predict", "N", CLI_INT, G(n_predict), -1, 1 << 30,
+     .help = "most tokens to generate per reply, -1 = until a stop token or the context is full"},
+    {"-sys, --system-prompt", "TEXT", CLI_TEXT, G(system_prompt),
+     .help = "system prompt (folded into the first user turn, as Gemma does)"},
+};
+#undef G
+
+const cli_group gen_group = {"generation", reply_options,
+                             sizeof reply_options / sizeof reply_options[0], CLI_NOWHERE};
 
 void gen_opts_init(gen_opts *opts) {
     memset(opts, 0, sizeof *opts);
     cli_model_opts_init(&opts->mo);
     cli_sampling_init(&opts->cs);
     opts->n_predict = -1;
-}
-
-int gen_flag(int argc, char **argv, int *i, gen_opts *opts) {
-    const char *a = argv[*i], *v;
-    if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        return cli_parse_int(a, v, -1, 1 << 30, &opts->n_predict);
-    }
-    if (!strcmp(a, "-sys") || !strcmp(a, "--system-prompt")) {
-        if (!(v = cli_value(argc, argv, i))) return CLI_EXIT_USAGE;
-        opts->system_prompt = v;
-        return 0;
-    }
-    int rc = cli_model_flag(argc, argv, i, &opts->mo);
-    if (rc != CLI_NOT_MINE) return rc;
-    int matched = 0;
-    rc = cli_sampling_flag(argc, argv, i, &opts->cs, &matched);
-    return matched || rc ? rc : CLI_NOT_MINE;
 }
 
 static void add_stop(gen_state *g, int32_t id) {
@@ -53,12 +43,12 @@ int gen_open(gen_state *g, gen_opts *opts) {
     memset(g, 0, sizeof *g);
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
     double t0 = g3_now();
-    if (gemma3_model_load_ex(opts->mo.model_dir, &opts->mo.mp, &g->model) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
+    int rc = cli_model_load(&opts->mo, &g->model);
+    if (rc) return rc;
     g->tok = gemma3_model_tokenizer(g->model);
     if (!g->tok) return cli_fail("%s: no tokenizer.model in the checkpoint", opts->mo.model_dir);
     gemma3_model_get_info(g->model, &g->info);
-    int rc = cli_check_ctx(&opts->mo, &g->info);
+    rc = cli_check_ctx(&opts->mo, &g->info);
     if (rc) return rc;
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());

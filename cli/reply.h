@@ -1,7 +1,7 @@
 /* cli/reply.h - what `gemma3` (generate) and `gemma3 chat` share: loading the model, session and
  * sampler from the common flags, and producing one reply token by token. */
-#ifndef G3_CLI_GEN_H
-#define G3_CLI_GEN_H
+#ifndef G3_CLI_REPLY_H
+#define G3_CLI_REPLY_H
 
 #include <signal.h>
 #include <stdio.h>
@@ -40,10 +40,8 @@ typedef struct gen_state {
 /* Defaults: session defaults and Gemma's sampling defaults, nothing set by a flag yet. */
 void gen_opts_init(gen_opts *opts);
 
-/* If argv[*i] is a model, session or sampling flag (or -n / -sys), consumes it: returns 0 or the
- * CLI exit status of a bad value; CLI_NOT_MINE otherwise. */
-int gen_flag(int argc, char **argv, int *i, gen_opts *opts);
-extern const char gen_flags_help[];
+/* -n and -sys, into a gen_opts. */
+extern const cli_group gen_group;
 
 /* Loads the model (with its tokenizer: required), creates the session and sampler, with the
  * checkpoint's generation_config.json filling the sampling values no flag set. Prints the

@@ -1,6 +1,7 @@
 /* cli/tokenize.c - gemma3 tokenize: text to token ids or pieces, like llama.cpp's llama-tokenize,
  * plus a JSON-lines batch mode for checking a tokenizer against reference ids. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,61 +12,52 @@
 #include "jsonl.h"
 #include "util.h"
 
-static const char usage_text[] =
+typedef struct {
+    const char *model, *prompt, *file;
+    int parse_special, bos, pieces, jsonl;
+} tokenize_args;
+
+#define A(field) offsetof(tokenize_args, field)
+static const cli_option tokenize_options[] = {
+    {"-m, --model", "PATH", CLI_TEXT, A(model),
+     .help = "checkpoint directory (uses PATH/tokenizer.model) or a .model file"},
+    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "text to tokenize"},
+    {"-f, --file", "FILE", CLI_TEXT, A(file),
+     .help = "read the text (or, with --jsonl, the JSON lines) from FILE"},
+    {"--parse-special", NULL, CLI_SWITCH, A(parse_special), .value = 1,
+     .help = "text of control pieces (<bos>, <eos>, <pad>, <unk>) becomes their id"},
+    {"--bos", NULL, CLI_SWITCH, A(bos), .value = 1, .help = "prepend <bos>"},
+    {"--ids", NULL, CLI_SWITCH, A(pieces), .value = 0, .help = "print the ids as [2, 105, ...] (default)"},
+    {"--pieces", NULL, CLI_SWITCH, A(pieces), .value = 1,
+     .help = "print one 'id -> 'piece'' line per token (U+2581 for a space, <0xNN> for a byte)"},
+    {"--jsonl", NULL, CLI_SWITCH, A(jsonl), .value = 1,
+     .help = "read lines of {\"text\": ...}, write lines of {\"ids\": [...]}"},
+};
+#undef A
+
+static const cli_group tokenize_group = {"tokenize", tokenize_options,
+                                         sizeof tokenize_options / sizeof tokenize_options[0],
+                                         CLI_NOWHERE};
+
+static const cli_command tokenize_command = {
     "usage: gemma3 tokenize -m MODEL_DIR_OR_FILE [-p TEXT | -f FILE] [options]\n"
     "\n"
     "Tokenizes TEXT, the contents of FILE, or standard input (bytes taken exactly as given,\n"
-    "a trailing newline included).\n"
-    "\n"
-    "  -m, --model PATH     checkpoint directory (uses PATH/tokenizer.model) or a .model file\n"
-    "  -p, --prompt TEXT    text to tokenize\n"
-    "  -f, --file FILE      read the text (or, with --jsonl, the JSON lines) from FILE\n"
-    "      --parse-special  text of control pieces (<bos>, <eos>, <pad>, <unk>) becomes their id\n"
-    "      --bos            prepend <bos>\n"
-    "      --ids            print the ids as [2, 105, ...] (default)\n"
-    "      --pieces         print one 'id -> 'piece'' line per token (pieces as stored: U+2581\n"
-    "                       for a space, <0xNN> for a byte; control characters escaped)\n"
-    "      --jsonl          read lines of {\"text\": ...}, write lines of {\"ids\": [...]}\n"
-    "  -h, --help           this help\n";
+    "a trailing newline included).\n",
+    "tokenize: unknown option '%s' (try gemma3 tokenize --help)",
+    {&tokenize_group, NULL},
+};
 
-typedef struct {
-    const char *model, *prompt, *file;
-    int flags, pieces, jsonl;
-} tokenize_args;
-
-static int parse_args(int argc, char **argv, tokenize_args *a, int *exit_now) {
-    *exit_now = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            fputs(usage_text, stdout);
-            *exit_now = 1;
-            return 0;
-        } else if (!strcmp(f, "-m") || !strcmp(f, "--model")) {
-            if (!(a->model = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) {
-            if (!(a->prompt = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(f, "-f") || !strcmp(f, "--file")) {
-            if (!(a->file = cli_value(argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(f, "--parse-special")) {
-            a->flags |= GEMMA3_TOK_PARSE_SPECIAL;
-        } else if (!strcmp(f, "--bos")) {
-            a->flags |= GEMMA3_TOK_BOS;
-        } else if (!strcmp(f, "--ids")) {
-            a->pieces = 0;
-        } else if (!strcmp(f, "--pieces")) {
-            a->pieces = 1;
-        } else if (!strcmp(f, "--jsonl")) {
-            a->jsonl = 1;
-        } else {
-            return cli_usage_error("tokenize: unknown option '%s' (try gemma3 tokenize --help)", f);
-        }
-    }
+static int check_args(const tokenize_args *a) {
     if (!a->model) return cli_usage_error("tokenize: -m MODEL_DIR_OR_FILE is required");
     if (a->prompt && a->file) return cli_usage_error("tokenize: -p and -f are exclusive");
     if (a->jsonl && a->prompt) return cli_usage_error("tokenize: --jsonl reads -f FILE or stdin, not -p");
     if (a->jsonl && a->pieces) return cli_usage_error("tokenize: --jsonl writes ids, not --pieces");
     return 0;
+}
+
+static int tok_flags(const tokenize_args *a) {
+    return (a->parse_special ? GEMMA3_TOK_PARSE_SPECIAL : 0) | (a->bos ? GEMMA3_TOK_BOS : 0);
 }
 
 static int load_tokenizer(const char *model, gemma3_tokenizer **tok) {
@@ -135,7 +127,7 @@ static int tokenize_text(const gemma3_tokenizer *tok, const tokenize_args *a, co
                          size_t len) {
     int32_t *ids;
     int n;
-    int rc = encode(tok, text, len, a->flags, &ids, &n);
+    int rc = encode(tok, text, len, tok_flags(a), &ids, &n);
     if (rc) return rc;
     if (a->pieces) {
         for (int i = 0; i < n; i++) {
@@ -169,7 +161,7 @@ static int tokenize_jsonl(const gemma3_tokenizer *tok, const tokenize_args *a, c
                                 line_no);
             int32_t *ids;
             int n;
-            rc = encode(tok, text, len, a->flags, &ids, &n);
+            rc = encode(tok, text, len, tok_flags(a), &ids, &n);
             free(text);
             if (rc) return rc;
             fputs("{\"ids\": ", stdout);
@@ -184,9 +176,10 @@ static int tokenize_jsonl(const gemma3_tokenizer *tok, const tokenize_args *a, c
 
 int cmd_tokenize(int argc, char **argv) {
     tokenize_args a = {0};
-    int exit_now;
-    int rc = parse_args(argc, argv, &a, &exit_now);
-    if (rc || exit_now) return rc;
+    void *const dst[] = {&a};
+    int rc;
+    if (cli_parse(&tokenize_command, argc, argv, dst, &rc)) return rc;
+    if ((rc = check_args(&a))) return rc;
     gemma3_tokenizer *tok;
     rc = load_tokenizer(a.model, &tok);
     if (rc) return rc;

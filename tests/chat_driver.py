@@ -10,6 +10,23 @@ usage: chat_driver.py turns TRANSCRIPT_JSON -- GEMMA3 chat -m DIR ...
 Exits 0 on success, 1 with a message otherwise."""
 import os, pty, select, sys, time
 
+def wait_exit(pid, fd, timeout=30.0):
+    """The child's wait status, reading (and dropping) what it still prints so that it never
+    blocks on a full terminal; a child still running after timeout seconds is a failure."""
+    end = time.time() + timeout
+    while time.time() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                os.read(fd, 4096)
+            except OSError:
+                pass
+    raise TimeoutError("the chat did not exit within %g s" % timeout)
+
+
 def main():
     sep = sys.argv.index("--")
     mode, argv = sys.argv[1], sys.argv[sep + 1:]
@@ -59,11 +76,13 @@ def main():
             os.write(fd, b"\x03")  # Ctrl-C mid-reply
             read_until(b"[interrupted]")
             read_until(b"> ")
+            time.sleep(0.5)  # the line editor may discard what is typed before it takes the terminal
             os.write(fd, b"/stats\r")
             read_until(b"context:")
             read_until(b"> ")
+            time.sleep(0.5)
             os.write(fd, b"\x04")  # Ctrl-D exits
-        _, status = os.waitpid(pid, 0)
+        status = wait_exit(pid, fd)
         if os.waitstatus_to_exitcode(status) != 0:
             print("chat exited with status %d" % os.waitstatus_to_exitcode(status))
             return 1

@@ -158,10 +158,10 @@ static void test_errors(void) {
     expect_error("--temp", "nan", "[0, 100]");
     expect_error("--top-p", "2", "[0, 1]");
     expect_error("--top-p", "0.5x", "[0, 1]");
-    expect_error("--min-p", "-0.1", "[0, 1]");
+    expect_error("--min-p", "-0.1", "[0, inf)");
     expect_error("--top-k", "-5", "[0, 2147483647]");
     expect_error("--top-k", "1.5", "[0, 2147483647]");
-    expect_error("--typical", "1.5", "[0, 1]");
+    expect_error("--typical", "-1", "[0, inf)");
     expect_error("--repeat-penalty", "0", "[0.01, 100]");
     expect_error("--repeat-last-n", "-2", "[-1,");
     expect_error("--frequency-penalty", "3", "[-2, 2]");
@@ -178,6 +178,50 @@ static void test_errors(void) {
     expect_error("--sampling-seq", "kq", "'q'");
     expect_error("--samplers", "top_k;bogus", "bogus");
     expect_error("--top-p", NULL, "missing value");
+}
+
+/* The CLI's ranges are the library's: every numeric flag accepts exactly what
+ * gemma3_sampler_init accepts, at and just past each finite bound. */
+static void test_ranges_are_the_library_s(void) {
+    for (size_t k = 0; k < cli_sampling_group.n_options; k++) {
+        const cli_option *o = &cli_sampling_group.options[k];
+        if (o->kind != CLI_SAMPLER) continue;
+        const gemma3_param_range *r = gemma3_sampler_param_range(o->offset);
+        CHECK_MSG(r != NULL, "%s has no library range", o->names);
+        if (!r) continue;
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(o->names, ","), o->names);
+        for (int side = 0; side < 2; side++) {
+            double bound = side ? r->max : r->min;
+            if (isinf(bound)) continue;
+            double outside = r->is_int ? bound + (side ? 1 : -1) : bound + (side ? 1e-3 : -1e-3);
+            for (int in = 0; in < 2; in++) {
+                double v = in ? bound : outside;
+                if (fabs(v) > 1e6) continue; /* a window of 2^31 tokens would be allocated */
+                char val[64];
+                if (r->is_int) snprintf(val, sizeof val, "%.0f", v);
+                else snprintf(val, sizeof val, "%.9g", v);
+                cli_sampling cs;
+                cli_sampling_init(&cs);
+                int matched = 0, rc = parse(&cs, flag, val, &matched);
+                gemma3_sampler *s = NULL;
+                int lib = gemma3_sampler_init(&cs.params, 100, &s);
+                gemma3_sampler_free(s);
+                if (in) {
+                    CHECK_MSG(rc == 0 && lib == GEMMA3_OK, "%s %s: cli %d, library %d", flag, val, rc,
+                              lib);
+                } else {
+                    gemma3_sampler_params p = gemma3_sampler_default_params();
+                    if (r->is_int) *(int *)(void *)((char *)&p + r->offset) = (int)v;
+                    else *(float *)(void *)((char *)&p + r->offset) = (float)v;
+                    lib = gemma3_sampler_init(&p, 100, &s);
+                    gemma3_sampler_free(s);
+                    CHECK_MSG(rc == CLI_EXIT_USAGE && lib == GEMMA3_ERR_ARG,
+                              "%s %s: cli %d, library %d", flag, val, rc, lib);
+                }
+            }
+        }
+    }
 }
 
 static void test_gen_config(void) {
@@ -242,6 +286,7 @@ static void test_breakers(void) {
 int main(void) {
     test_values();
     test_errors();
+    test_ranges_are_the_library_s();
     test_gen_config();
     test_breakers();
     FILE *devnull = fopen("/dev/null", "w");

@@ -1,0 +1,81 @@
+/* cli/model-options.c - the flags of every command that runs the model: which checkpoint, how it
+ * is loaded, and the session (threads, context, batch, precision, kernels). */
+#include <stddef.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define M(field) offsetof(cli_model_opts, field)
+
+/* --exact keeps an f32 cache, so an explicit --kv-type bf16 contradicts it (either order). */
+static int parse_exact(const char *flag, const char *value, void *group) {
+    cli_model_opts *o = group;
+    if (o->kv_set && o->sp.kv_type == GEMMA3_KV_BF16)
+        return cli_usage_error("%s: conflicts with --kv-type bf16 (exact keeps an f32 cache)", flag);
+    o->sp.exact = 1;
+    o->sp.kv_type = GEMMA3_KV_F32;
+    return 0;
+}
+
+static int parse_kv_type(const char *flag, const char *value, void *group) {
+    cli_model_opts *o = group;
+    if (strcmp(value, "f32") == 0) o->sp.kv_type = GEMMA3_KV_F32;
+    else if (strcmp(value, "bf16") == 0) o->sp.kv_type = GEMMA3_KV_BF16;
+    else return cli_usage_error("%s: '%s' is not one of f32, bf16", flag, value);
+    if (o->sp.exact && o->sp.kv_type == GEMMA3_KV_BF16)
+        return cli_usage_error("%s: bf16 conflicts with --exact (which keeps an f32 cache)", flag);
+    o->kv_set = 1;
+    return 0;
+}
+
+static int parse_isa(const char *flag, const char *value, void *group) {
+    if (strcmp(value, "scalar") && strcmp(value, "avx2") && strcmp(value, "avx512"))
+        return cli_usage_error("%s: '%s' is not one of scalar, avx2, avx512", flag, value);
+    ((cli_model_opts *)group)->sp.isa = value;
+    return 0;
+}
+
+static const cli_option model_options[] = {
+    {"-m, --model", "DIR", CLI_TEXT, M(model_dir),
+     .help = "Gemma 3 checkpoint directory (config.json, *.safetensors, tokenizer.model)"},
+    {"-t, --threads", "N", CLI_INT, M(sp.n_threads), 1, 1024, .help = "threads",
+     .default_text = "all CPUs"},
+    {"-c, --ctx-size, --ctx", "N", CLI_INT, M(sp.n_ctx), 1, 1 << 24,
+     .help = "context length in tokens", .default_text = "min(model max, 4096)"},
+    {"-b, --batch-size", "N", CLI_INT, M(sp.n_batch), 1, 1 << 16,
+     .help = "prompt tokens per forward chunk", .default_text = "512"},
+    {"--exact", NULL, CLI_CUSTOM, .parse = parse_exact,
+     .help = "FP32 activations and FP32 KV cache (the reference mode)"},
+    {"--kv-type, -ctk", "T", CLI_CUSTOM, .parse = parse_kv_type,
+     .help = "KV cache type: f32 or bf16", .default_text = "bf16; f32 with --exact"},
+    {"--isa", "NAME", CLI_CUSTOM, .parse = parse_isa,
+     .help = "kernels: scalar, avx2 or avx512", .default_text = "the best the CPU has"},
+    {"--mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_MMAP,
+     .help = "use the weights in place from the page cache (no copy at load)"},
+    {"--no-mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_READ,
+     .help = "read the weights into memory (by default: read if they fit in 60% of the "
+             "available memory, else map)"},
+    {"-v, --verbose", NULL, CLI_SWITCH, M(verbose), .value = 1,
+     .help = "print the kernels, threads and timings to stderr"},
+};
+
+const cli_group cli_model_group = {"model", model_options,
+                                   sizeof model_options / sizeof model_options[0], CLI_NOWHERE};
+
+void cli_model_opts_init(cli_model_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->sp = gemma3_session_default_params();
+}
+
+int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
+    if (o->sp.n_ctx > info->max_position_embeddings)
+        return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", o->sp.n_ctx,
+                               info->max_position_embeddings);
+    return 0;
+}
+
+int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
+    if (gemma3_model_load_ex(o->model_dir, &o->mp, model) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    return 0;
+}
