@@ -3,6 +3,7 @@
 #   make            the gemma3 command, libgemma3.a and the tools in build/
 #   make test       every test suite (tests/run.sh); ends with "N passed, N failed"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
+#   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
 #   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
 #   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target
 #   make models     the bundled small synthetic checkpoint in models/
@@ -32,6 +33,10 @@ ifeq ($(SAN),1)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
   OPT := -O1
 endif
+ifeq ($(SAN),thread)
+  SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+  OPT := -O1
+endif
 
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(DEPFLAGS) -I.
 
@@ -48,9 +53,9 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: all test asan bench fuzz models clean FORCE
+.PHONY: all test asan tsan bench fuzz models clean FORCE
 
-test asan: WERROR = 1
+test asan tsan: WERROR = 1
 
 all: $(BIN) $(LIB) $(TOOL_BINS)
 ifeq ($(BUILD),build)
@@ -87,6 +92,14 @@ test: all $(TEST_BINS)
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 test
+
+# ThreadSanitizer over the suites that run threads.c: the pool itself, the kernels' threaded
+# matmuls and the forward pass's thread-count determinism.
+TSAN_SUITES := test-threads test-kernels test-forward
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread WERROR=$(WERROR) $(TSAN_SUITES:%=build/tsan/tests/%)
+	@BUILD=build/tsan SUITES="$(TSAN_SUITES)" TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
+	  sh tests/run.sh
 
 bench: all
 	@sh tools/bench.sh
