@@ -3,18 +3,27 @@
 #   make            the gemma3 command, libgemma3.a and the tools in build/
 #   make test       every test suite (tests/run.sh); ends with "N passed, N failed"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
+#   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
+#   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
+#                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
 #   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
 #   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target
 #   make models     the bundled small synthetic checkpoint in models/
 #   make clean
 #
 # One portable binary: no -march=native. SIMD kernels carry per-function target attributes and
-# are picked at run time from cpuid.
+# are picked at run time from cpuid; on other CPUs (ARM, ...) the scalar kernels build alone.
+#
+# Warnings: plain `make` (a user's build, maybe with a newer compiler) warns; test, asan, tsan,
+# cross-test and CI build with -Werror (WERROR=1; `make test WERROR=0` turns it off). Objects
+# record the flags they were built with (BUILD/cflags), so `make` then `make test` recompiles
+# once with -Werror instead of passing stale warnings.
 
 CC ?= cc
 OPT ?= -O2
 CFLAGS ?= $(OPT) -g
-WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
+WERROR ?= 0
+WARN = -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 STD := -std=c11 -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
@@ -24,6 +33,10 @@ EDIT_LIBS := -ledit
 
 ifeq ($(SAN),1)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+  OPT := -O1
+endif
+ifeq ($(SAN),thread)
+  SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
   OPT := -O1
 endif
 
@@ -42,14 +55,22 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: all test asan bench fuzz models clean
+.PHONY: all test asan tsan cross-test bench fuzz models clean FORCE
+
+test asan tsan cross-test: WERROR = 1
 
 all: $(BIN) $(LIB) $(TOOL_BINS)
 ifeq ($(BUILD),build)
 	@cp $(BIN) gemma3 && cp $(LIB) libgemma3.a
 endif
 
-$(BUILD)/%.o: %.c
+# Rewritten only when the compile command changes; everything compiled depends on it.
+FLAGS_STAMP := $(BUILD)/cflags
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' >$@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -60,11 +81,11 @@ $(LIB): $(LIB_OBJS)
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/tools/%: tools/%.c $(LIB)
+$(BUILD)/tools/%: tools/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -73,6 +94,32 @@ test: all $(TEST_BINS)
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 test
+
+# ThreadSanitizer over the suites that run threads.c: the pool itself, the kernels' threaded
+# matmuls and the forward pass's thread-count determinism.
+TSAN_SUITES := test-threads test-kernels test-forward
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread WERROR=$(WERROR) $(TSAN_SUITES:%=build/tsan/tests/%)
+	@BUILD=build/tsan SUITES="$(TSAN_SUITES)" TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
+	  sh tests/run.sh
+
+# Cross build for aarch64 (Debian: dpkg --add-architecture arm64, then apt-get install
+# gcc-aarch64-linux-gnu qemu-user libcjson-dev:arm64), suites run under qemu-user. Only the
+# library and the C suites are cross-built (no CLI, so no libedit); suites that run host tools
+# (test-weights) or the CLI (tests/*.sh) stay native. qemu emulates floating point ~50x slower,
+# so the two statistical sampling suites run their sanitizer-sized workloads (G3_TEST_QUICK,
+# G3_EQUIV_VECTORS).
+CROSS ?= aarch64-linux-gnu-
+QEMU ?= qemu-aarch64
+CROSS_SUITES := test-kernels test-threads test-tokenizer test-sampling test-sampling-equiv \
+                test-sampling-gof test-config test-safetensors test-forward
+cross-test:
+	@command -v $(CROSS)gcc >/dev/null && command -v $(QEMU) >/dev/null && \
+	  [ -f "$$($(CROSS)gcc -print-file-name=libcjson.so)" ] || \
+	  { echo "cross-test: needs $(CROSS)gcc, $(QEMU) and libcjson-dev:arm64 (see the Makefile's cross-test comment)"; exit 1; }
+	$(MAKE) BUILD=build/cross CC=$(CROSS)gcc CFLAGS="$(CFLAGS) -DG3_TEST_QUICK" WERROR=$(WERROR) \
+	  $(CROSS_SUITES:%=build/cross/tests/%)
+	@BUILD=build/cross SUITES="$(CROSS_SUITES)" RUNNER=$(QEMU) G3_EQUIV_VECTORS=100 sh tests/run.sh
 
 bench: all
 	@sh tools/bench.sh

@@ -4,14 +4,22 @@
  * Sections: scalar reference; AVX2 + FMA ("avx2"); AVX-512 F/BW/VL/DQ ("avx512", whose
  * matmul_bf16 widens bf16 to fp32) and the same with vdpbf16ps for matmul_bf16 ("avx512bf16");
  * dispatch. Each SIMD table gives results that differ from the scalar ones by rounding only
- * (bounds in tests/test-kernels.c), and are bit-reproducible within the table. */
+ * (bounds in tests/test-kernels.c), and are bit-reproducible within the table.
+ *
+ * The x86 sections (intrinsics, target attributes, cpuid) compile only on x86 (KERNELS_X86);
+ * elsewhere (ARM, ...) the file holds the scalar table alone and dispatch always picks it. */
 #include "kernels.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#define KERNELS_X86 1
 #include <immintrin.h>
+#else
+#define KERNELS_X86 0
+#endif
 
 #include "util.h"
 
@@ -126,6 +134,8 @@ void g3_rope(float *x, int n_heads, int head_dim, const float *cos_t, const floa
         }
     }
 }
+
+#if KERNELS_X86 /* up to the dispatch section */
 
 /* ==== AVX2 + FMA ========================================================================== */
 
@@ -946,7 +956,7 @@ static const g3_kernels kernels_avx512bf16 = {
     KERNELS_512_COMMON,
 };
 
-/* ==== dispatch ============================================================================ */
+/* ==== x86 feature detection =============================================================== */
 
 typedef struct {
     int avx2, avx512, avx512bf16;
@@ -970,31 +980,46 @@ static cpu_features cpu_get(void) {
     return (cpu_features){.avx2 = bits & 1, .avx512 = bits >> 1 & 1, .avx512bf16 = bits >> 2 & 1};
 }
 
+#endif /* KERNELS_X86 */
+
+/* ==== dispatch ============================================================================ */
+
 g3_isa g3_isa_detect(void) {
+#if KERNELS_X86
     cpu_features f = cpu_get();
     return f.avx512 ? G3_ISA_AVX512 : f.avx2 ? G3_ISA_AVX2 : G3_ISA_SCALAR;
+#else
+    return G3_ISA_SCALAR;
+#endif
 }
 
+/* On other CPUs only the scalar table exists: the x86 levels give NULL ("not supported"). */
 const g3_kernels *g3_kernels_get(g3_isa isa) {
+    if (isa == G3_ISA_SCALAR) return &kernels_scalar;
+#if KERNELS_X86
     cpu_features f = cpu_get();
     switch (isa) {
-    case G3_ISA_SCALAR: return &kernels_scalar;
     case G3_ISA_AVX2: return f.avx2 ? &kernels_avx2 : NULL;
     case G3_ISA_AVX512:
         if (!f.avx512) return NULL;
         return f.avx512bf16 ? &kernels_avx512bf16 : &kernels_avx512;
     default: return NULL;
     }
+#else
+    return NULL;
+#endif
 }
 
 int g3_kernels_all(const g3_kernels **out, int max) {
-    cpu_features f = cpu_get();
     const g3_kernels *all[4];
     int n = 0;
     all[n++] = &kernels_scalar;
+#if KERNELS_X86
+    cpu_features f = cpu_get();
     if (f.avx2) all[n++] = &kernels_avx2;
     if (f.avx512) all[n++] = &kernels_avx512;
     if (f.avx512bf16) all[n++] = &kernels_avx512bf16;
+#endif
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return n < max ? n : max;
 }

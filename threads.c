@@ -3,8 +3,8 @@
  * A decoded token has a few hundred fork/join points, each a few microseconds of work, so a
  * condvar round trip per job (tens of microseconds on a loaded box) would dominate. The caller
  * publishes a job by bumping an atomic generation counter; workers spin on it for a short while
- * (_mm_pause, then sched_yield) and only then sleep on a condition variable. Completion works
- * the same way in reverse with an atomic count of pending workers.
+ * (pause or yield instructions, then sched_yield) and only then sleep on a condition variable.
+ * Completion works the same way in reverse with an atomic count of pending workers.
  *
  * Sleeping is race-free without a lock on the fast path: a worker about to sleep registers in
  * `sleepers` and re-checks the generation under the mutex; the caller bumps the generation and
@@ -22,6 +22,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
 #else
 #define cpu_relax() ((void)0)
 #endif

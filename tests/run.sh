@@ -2,20 +2,28 @@
 # tests/run.sh - runs every test suite and sums their RESULT lines into "N passed, N failed".
 # C suites: $BUILD/tests/test-*; shell suites: tests/test-*.sh. Exit 77 from a suite = skipped.
 # A suite that crashes or prints no RESULT line counts as one failure.
+# SUITES="test-a test-b" runs only those C suites; RUNNER prefixes each C suite's command line
+# (make cross-test: RUNNER=qemu-aarch64).
 BUILD=${BUILD:-build}
 export G3="$BUILD/gemma3" G3_BUILD="$BUILD"
 total_pass=0
 total_fail=0
 skipped=0
 log=$(mktemp)
-for t in "$BUILD"/tests/test-* tests/test-*.sh; do
-    [ -e "$t" ] || continue
+if [ -n "$SUITES" ]; then
+    set --
+    for s in $SUITES; do set -- "$@" "$BUILD/tests/$s"; done
+else
+    set -- "$BUILD"/tests/test-* tests/test-*.sh
+fi
+for t in "$@"; do
+    [ -e "$t" ] || [ -n "$SUITES" ] || continue
     case "$t" in *.d|*.o) continue ;; esac
     name=$(basename "$t")
     start=$(date +%s)
     case "$t" in
         *.sh) sh "$t" >"$log" 2>&1 ;;
-        *) "$t" >"$log" 2>&1 ;;
+        *) $RUNNER "$t" >"$log" 2>&1 ;;
     esac
     rc=$?
     secs=$(( $(date +%s) - start ))

@@ -4,7 +4,8 @@
  * float64: Pearson chi-square below the alpha = 1e-4 critical value (Wilson-Hilferty; cells with
  * expected count < 5 merged), total variation < 0.01, per-token |z| < 5, zero draws outside the
  * kept set; the CDF and Gumbel histograms must also agree with each other (two-sample chi-square).
- * Then independence of consecutive steps (4x4 contingency). Sanitizer builds draw 10^5. */
+ * Then independence of consecutive steps (4x4 contingency). Sanitizer builds and emulated ones
+ * (make cross-test: -DG3_TEST_QUICK) draw 10^5. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include "sampling.h"
 
 #define V 64
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(G3_TEST_QUICK)
 #define N_DRAWS 100000
 #define TV_MAX 0.04
 #else

@@ -8,8 +8,14 @@
  * [6912][1152] as GFLOP/s next to a measured vdpbf16ps / FMA peak; g3_pool_run fork/join
  * latency. Each figure is the best of a few repetitions. The "(cpu)" columns divide by the
  * busiest thread's CPU time instead of the wall clock: on a shared machine they show what the
- * kernels do when they run (see cpu_busy). */
+ * kernels do when they run (see cpu_busy). On other CPUs than x86 the bandwidth reference is a
+ * plain C loop and the instruction peaks are not measured. */
+#if defined(__x86_64__) || defined(__i386__)
+#define BENCH_X86 1
 #include <immintrin.h>
+#else
+#define BENCH_X86 0
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -57,6 +63,7 @@ typedef struct {
  * flight to saturate the memory system from one core. */
 enum { PF_AHEAD = 4096 };
 
+#if BENCH_X86
 __attribute__((target("avx512f"))) static float sum_512(const float *p, size_t n) {
     __m512 a[8];
     for (int j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
@@ -82,6 +89,24 @@ __attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) 
     _mm256_storeu_ps(t, a[0]);
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
+#endif
+
+/* Other CPUs (and x86 without AVX2): eight accumulators in plain C; n is a multiple of 8. */
+static float sum_plain(const float *p, size_t n) {
+    float a[8] = {0};
+    for (size_t i = 0; i < n; i += 8)
+        for (int j = 0; j < 8; j++) a[j] += p[i + j];
+    for (int j = 1; j < 8; j++) a[0] += a[j];
+    return a[0];
+}
+
+static float sum_best(const float *p, size_t n) {
+#if BENCH_X86
+    if (__builtin_cpu_supports("avx512f")) return sum_512(p, n);
+    if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+#endif
+    return sum_plain(p, n);
+}
 
 static void sum_task(void *ctx, int ith, int nth) {
     double c0 = thread_cpu_now();
@@ -90,7 +115,7 @@ static void sum_task(void *ctx, int ith, int nth) {
     g3_split(n_blocks, ith, nth, 1, &lo, &hi);
     const float *p = job->buf + (size_t)lo * 4096;
     size_t n = (size_t)(hi - lo) * 4096;
-    job->partial[ith] = __builtin_cpu_supports("avx512f") ? sum_512(p, n) : sum_avx2(p, n);
+    job->partial[ith] = sum_best(p, n);
     cpu_busy[ith] += thread_cpu_now() - c0;
 }
 
@@ -180,6 +205,7 @@ static double gemm_time(g3_pool *pool, mm_job *job, int reps, double *cpu) {
 /* ---- instruction peaks: independent chains of one instruction, 2 per cycle on a core with
  * two 512-bit FMA pipes ---- */
 
+#if BENCH_X86
 __attribute__((target("avx512f,avx512bf16"))) static double peak_dpbf16(void) {
     __m512 a[24];
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps((float)i);
@@ -215,6 +241,7 @@ __attribute__((target("avx512f"))) static double peak_fma512(void) {
     if (sink[0] == 12345.0f) printf(" ");
     return (double)iters * 24 * 16 * 2 / dt / 1e9;
 }
+#endif
 
 static double cpu_mhz(void) {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -313,8 +340,10 @@ int main(int argc, char **argv) {
     }
 
     double peak_dp = 0, peak_fma = 0;
+#if BENCH_X86
     if (__builtin_cpu_supports("avx512f")) peak_fma = peak_fma512();
     if (__builtin_cpu_supports("avx512bf16")) peak_dp = peak_dpbf16();
+#endif
     printf("\nmeasured single-core peaks (thread CPU time): vdpbf16ps %.1f GFLOP/s, vfmadd (zmm) %.1f GFLOP/s "
            "(at %.0f MHz: %.1f / %.1f flops per cycle)\n", peak_dp, peak_fma, mhz,
            mhz > 0 ? peak_dp * 1e3 / mhz : 0, mhz > 0 ? peak_fma * 1e3 / mhz : 0);
