@@ -84,6 +84,11 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
     if (!t)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: missing (expected shape %s)", dir,
                         b->name, shape_str(want, sizeof want, b->shape, b->n_dims));
+    if (t->dtype == G3_DTYPE_U8 && src != SRC_QFILE)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor %s: dtype U8 but the file has no __metadata__ gemma3.quant "
+                        "saying how it is quantized",
+                        dir, b->name);
     const int quantized = b->kind == BIND_MATRIX && src != SRC_PLAIN;
     if (quantized && b->shape[1] % G3_QK)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
@@ -108,11 +113,6 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
             return g3_error(GEMMA3_ERR_FORMAT,
                             "%s: tensor %s: dtype %s in a %s checkpoint (expected U8 blocks)", dir,
                             b->name, g3_dtype_name(t->dtype), g3_wtype_name(qtype));
-    } else if (t->dtype == G3_DTYPE_U8) {
-        return g3_error(GEMMA3_ERR_FORMAT,
-                        "%s: tensor %s: dtype U8 but the file has no __metadata__ gemma3.quant "
-                        "saying how it is quantized",
-                        dir, b->name);
     } else if (t->dtype != G3_DTYPE_BF16 && t->dtype != G3_DTYPE_F16 && t->dtype != G3_DTYPE_F32) {
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: tensor %s: dtype %s not supported (BF16, F16 or F32)", dir, b->name,
