@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "quant-rows.h"
 #include "threads.h"
 #include "util.h"
 
@@ -182,17 +184,25 @@ typedef struct quant_job {
     int64_t cols, r0, r1;
     uint8_t *dst;
     float *rowbuf;
+    g3_quantize_row_fn quantize; /* g3_quantize_row or its byte-identical fast version */
 } quant_job;
 
 static void task_quantize(void *ctx, int ith, int nth) {
     const quant_job *j = ctx;
     int lo, hi;
     g3_split((int)(j->r1 - j->r0), ith, nth, 1, &lo, &hi);
-    size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    const size_t src_row = (size_t)j->cols * g3_dtype_size(j->t->dtype);
     float *buf = j->rowbuf + (size_t)ith * (size_t)j->cols;
     for (int64_t r = lo; r < hi; r++) {
-        row_to_f32(j->t, j->r0 + r, j->cols, buf);
-        g3_quantize_row(j->type, buf, j->dst + (size_t)r * rb, j->cols);
+        uint8_t *dst = j->dst + (size_t)r * rb;
+        const uint8_t *src = (const uint8_t *)j->t->data + (size_t)(j->r0 + r) * src_row;
+        if (j->t->dtype == G3_DTYPE_F16) { /* widened first (F16 checkpoints are rare) */
+            row_to_f32(j->t, j->r0 + r, j->cols, buf);
+            j->quantize(j->type, buf, 0, dst, j->cols);
+        } else {
+            j->quantize(j->type, src, j->t->dtype == G3_DTYPE_BF16, dst, j->cols);
+        }
     }
 }
 
@@ -213,7 +223,7 @@ static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype q
     }
     uint8_t *out = arena + b->arena_offset;
     if (src == SRC_QUANTIZE) {
-        quant_job j = {t, qtype, b->shape[1], 0, b->shape[0], out, rowbuf};
+        quant_job j = {t, qtype, b->shape[1], 0, b->shape[0], out, rowbuf, g3_quantize_row_best()};
         g3_pool_run(pool, task_quantize, &j);
         g3_st_release(st, t);
     } else if (src == SRC_QFILE || t->dtype == G3_DTYPE_BF16) {
@@ -223,6 +233,17 @@ static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype q
         for (size_t i = 0; i < n; i++) o16[i] = g3_f32_to_bf16(load_elem(t, i));
     }
     b->dst_m->data = out;
+}
+
+/* The arena: anonymous memory (zero-filled by the kernel, so never touched twice), asked for in
+ * transparent huge pages: the forward pass streams the matrices from it, and huge pages make
+ * that faster, as for the READ load mode (README, "Loading"); they also halve the cost of
+ * faulting it in while quantizing. */
+static void *arena_alloc(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, n, MADV_HUGEPAGE);
+    return p;
 }
 
 /* The tensor-name prefix of this checkpoint: the first whose embedding exists. */
@@ -357,7 +378,8 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
         }
     }
     if (rc == GEMMA3_OK && arena_bytes) {
-        w->owned = g3_alloc_aligned(arena_bytes);
+        w->owned = arena_alloc(arena_bytes);
+        w->owned_bytes = arena_bytes;
         if (!w->owned)
             rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for the weights (%zu bytes)", dir,
                           arena_bytes);
@@ -465,7 +487,7 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
             size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
             for (int64_t r = 0; r < b[i].shape[0] && rc == GEMMA3_OK; r += (int64_t)chunk_rows) {
                 int64_t r1 = r + (int64_t)chunk_rows < b[i].shape[0] ? r + (int64_t)chunk_rows : b[i].shape[0];
-                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf};
+                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best()};
                 g3_pool_run(pool, task_quantize, &j);
                 rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
             }
@@ -489,6 +511,6 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
 void g3_weights_free(g3_weights *w) {
     if (!w) return;
     g3_st_close(w->st);
-    g3_free_aligned(w->owned);
+    if (w->owned) munmap(w->owned, w->owned_bytes);
     memset(w, 0, sizeof *w);
 }

@@ -50,6 +50,7 @@ typedef struct g3_weights {
     const char *prefix;       /* tensor-name prefix found: "model.", "language_model.model." ... */
     g3_st *st;                /* owned; NULL after quantizing at load (nothing points into it) */
     void *owned;              /* one arena for fp32 norms and converted or quantized matrices */
+    size_t owned_bytes;
 } g3_weights;
 
 #define G3_WTYPE_AS_STORED (-1)
