@@ -45,10 +45,12 @@ AVX2 static inline void q8_0_block(const __m256 v[4], g3_block_q8_0 *y) {
         __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
         __m256 step = _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(p, sign)));
-        q[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+        /* the low byte of the int32, as the reference's (int8_t) cast keeps it: identical even
+         * where id overflows (tiny subnormal blocks) and the conversion gives 0x80000000 */
+        q[i] = _mm256_and_si256(_mm256_cvttps_epi32(_mm256_add_ps(t, step)), _mm256_set1_epi32(0xff));
     }
-    __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
-    __m256i e = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), order);
+    __m256i a = _mm256_packus_epi32(q[0], q[1]), c = _mm256_packus_epi32(q[2], q[3]);
+    __m256i e = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, c), order);
     _mm256_storeu_si256((__m256i *)(void *)y->qs, e);
 }
 

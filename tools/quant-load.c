@@ -2,7 +2,7 @@
  * what it cost; or writes a quantized directory. For measuring time and peak RSS:
  *
  *   quant-load DIR as-stored|bf16|q8_0|q4_0 [N_THREADS] [N_CTX]   load, info, one 4-token forward
- *                                                                  (N_CTX 0: load only)
+ *                                          (N_CTX 0: load only; [--no-forward]: load + session)
  *   quant-load --write SRC DST q8_0|q4_0 [N_THREADS]               gemma3_quantize
  */
 #include <stdio.h>
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: quant-load DIR as-stored|bf16|q8_0|q4_0 [N_THREADS] [N_CTX]\n"
+        fprintf(stderr, "usage: quant-load DIR as-stored|bf16|q8_0|q4_0 [N_THREADS] [N_CTX] [--no-forward]\n"
                         "       quant-load --write SRC DST q8_0|q4_0 [N_THREADS]\n");
         return 2;
     }
@@ -67,6 +67,12 @@ int main(int argc, char **argv) {
     if (gemma3_session_init(m, &sp, &s) != GEMMA3_OK) {
         fprintf(stderr, "%s\n", gemma3_last_error());
         return 1;
+    }
+    printf("session: n_ctx %d\n", gemma3_session_n_ctx(s));
+    if (argc > 5 && strcmp(argv[5], "--no-forward") == 0) {
+        gemma3_session_free(s);
+        gemma3_model_free(m);
+        return 0;
     }
     int32_t tok[4] = {2, 100, 200, 300};
     t0 = g3_now();
