@@ -206,6 +206,28 @@ static void task_quantize(void *ctx, int ith, int nth) {
     }
 }
 
+#define RELEASE_CHUNK_BYTES ((size_t)32 << 20) /* source bytes quantized between two releases */
+
+/* Quantizes rows [0, rows) of t into dst on the pool, in pieces of about RELEASE_CHUNK_BYTES of
+ * source, dropping each piece's pages once it is done: a mapped source never holds more than
+ * one piece (the embedding of a 12B model is 2 GB of bf16). */
+static void quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
+                            int64_t rows, int64_t cols, uint8_t *dst, float *rowbuf) {
+    const size_t src_row = (size_t)cols * g3_dtype_size(t->dtype);
+    const size_t rb = g3_wtype_row_bytes(type, cols);
+    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row);
+    if (step < 1) step = 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        int64_t r1 = r0 + step < rows ? r0 + step : rows;
+        quant_job j = {t, type, cols, r0, r1, dst + (size_t)r0 * rb, rowbuf, g3_quantize_row_best()};
+        g3_pool_run(pool, task_quantize, &j);
+        g3_tensor piece = *t; /* the view of just these rows, to release */
+        piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row;
+        piece.n_bytes = (size_t)(r1 - r0) * src_row;
+        g3_st_release(st, &piece);
+    }
+}
+
 static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
                          g3_pool *pool, float *rowbuf, const g3_st *st) {
     const g3_tensor *t = b->t;
@@ -223,9 +245,7 @@ static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype q
     }
     uint8_t *out = arena + b->arena_offset;
     if (src == SRC_QUANTIZE) {
-        quant_job j = {t, qtype, b->shape[1], 0, b->shape[0], out, rowbuf, g3_quantize_row_best()};
-        g3_pool_run(pool, task_quantize, &j);
-        g3_st_release(st, t);
+        quantize_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out, rowbuf);
     } else if (src == SRC_QFILE || t->dtype == G3_DTYPE_BF16) {
         memcpy(out, t->data, t->n_bytes);
     } else {
@@ -418,7 +438,7 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
 
 /* ---- writing a quantized checkpoint ------------------------------------------------------ */
 
-#define WRITE_CHUNK_BYTES ((size_t)64 << 20) /* quantized bytes per write: bounds the buffer */
+#define WRITE_CHUNK_BYTES ((size_t)16 << 20) /* quantized bytes per write: bounds the buffer */
 
 int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
                                int n_threads, const char *path) {
@@ -490,6 +510,10 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
                 quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best()};
                 g3_pool_run(pool, task_quantize, &j);
                 rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
+                g3_tensor piece = *t; /* these rows' source pages are done with */
+                piece.data = (const uint8_t *)t->data + (size_t)r * (t->n_bytes / (size_t)b[i].shape[0]);
+                piece.n_bytes = (size_t)(r1 - r) * (t->n_bytes / (size_t)b[i].shape[0]);
+                g3_st_release(st, &piece);
             }
         }
         g3_st_release(st, t);
