@@ -391,6 +391,13 @@ static void test_model(const golden *g, g3_wtype type) {
                 CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: n_batch 7 differs", what);
                 gemma3_session_free(s);
             }
+            /* 5 threads: row splits of I = 192 that 16-row grains would cut inside a block */
+            s = new_session(mq, exact, isas[ii], 5, 0);
+            if (s) {
+                run_split(s, g->tokens, all, 1, b, V);
+                CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: 5 threads differ", what);
+                gemma3_session_free(s);
+            }
 
             /* close to the fp32 reference */
             double err = 0, sq = 0, tol = tol_max[type];
