@@ -644,8 +644,11 @@ static void test_quantize_errors(void) {
 
     /* a failure after model.safetensors was written (a side file that cannot be read): no file
      * is left, in a directory this call created or in one that existed */
-    const char *bad = tmp("badsrc");
-    char cmd[1200];
+    char bad[640], olddst[640], narrow[640];
+    snprintf(bad, sizeof bad, "%s", tmp("badsrc"));
+    snprintf(olddst, sizeof olddst, "%s", tmp("olddst"));
+    snprintf(narrow, sizeof narrow, "%s", tmp("narrow"));
+    char cmd[4000];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/tokenizer.json' && cp '%s/config.json' '%s/model.safetensors' '%s/'",
              bad, src, src, bad);
     CHECK(system(cmd) == 0);
@@ -653,18 +656,17 @@ static void test_quantize_errors(void) {
     CHECK_MSG(one_line(gemma3_last_error()) && strstr(gemma3_last_error(), "tokenizer.json"), "%s",
               gemma3_last_error());
     CHECK(stat(tmp("newdst"), &sb) != 0);
-    mkdir(tmp("olddst"), 0755);
-    CHECK_EQ_INT(gemma3_quantize(bad, tmp("olddst"), GEMMA3_WEIGHTS_Q4_0, 2), GEMMA3_ERR_IO);
-    CHECK_EQ_INT(count_entries(tmp("olddst")), 0);
+    mkdir(olddst, 0755);
+    CHECK_EQ_INT(gemma3_quantize(bad, olddst, GEMMA3_WEIGHTS_Q4_0, 2), GEMMA3_ERR_IO);
+    CHECK_EQ_INT(count_entries(olddst), 0);
     /* a source the loader refuses (a missing tensor): nothing written either */
-    const char *narrow = tmp("narrow");
     snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/config.json' '%s/model.safetensors' '%s/' && sed -i 's/\"intermediate_size\": 192/\"intermediate_size\": 160/' '%s/config.json'",
              narrow, src, src, narrow, narrow);
     CHECK(system(cmd) == 0);
-    CHECK_EQ_INT(gemma3_quantize(narrow, tmp("olddst"), GEMMA3_WEIGHTS_Q8_0, 2), GEMMA3_ERR_FORMAT);
+    CHECK_EQ_INT(gemma3_quantize(narrow, olddst, GEMMA3_WEIGHTS_Q8_0, 2), GEMMA3_ERR_FORMAT);
     CHECK_MSG(strstr(gemma3_last_error(), "model.layers.0.mlp.gate_proj.weight: expected shape [160, 64], got [192, 64]") != NULL,
               "%s", gemma3_last_error());
-    CHECK_EQ_INT(count_entries(tmp("olddst")), 0);
+    CHECK_EQ_INT(count_entries(olddst), 0);
 }
 
 int main(void) {
