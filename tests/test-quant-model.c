@@ -448,6 +448,64 @@ static void test_weights_internal(void) {
     CHECK_EQ_INT(g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_MMAP, 7, 1, &w), GEMMA3_ERR_ARG);
 }
 
+/* ---- other layouts: untied head, sharded multimodal source, F32 source ----------------------- */
+
+/* Quantizing at load and loading gemma3_quantize's directory give the same logits; the file
+ * holds the text model only, under the source's names, the head quantized too. */
+static void test_layouts(void) {
+    const char *b = getenv("G3_BUILD");
+    static const struct {
+        const char *name, *args, *head;
+    } cases[] = {
+        {"untied", "--seed 3 --untied", "lm_head.weight"},
+        {"mm-shards", "--seed 4 --layout mm --shards 3 --vocab 1024", NULL},
+        {"f32", "--seed 5 --dtype f32 --vocab 512", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char src[700], dst[700], cmd[2000];
+        snprintf(src, sizeof src, "%s/%s", tmpdir, cases[k].name);
+        snprintf(dst, sizeof dst, "%s/%s-q", tmpdir, cases[k].name);
+        snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' %s >/dev/null", b ? b : "build", src,
+                 cases[k].args);
+        if (system(cmd) != 0) {
+            CHECK_MSG(0, "%s failed", cmd);
+            continue;
+        }
+        CHECK_MSG(gemma3_quantize(src, dst, GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_OK, "%s: %s", cases[k].name,
+                  gemma3_last_error());
+        gemma3_model *mq = load_model(src, GEMMA3_WEIGHTS_Q8_0, 2), *mf = load_model(dst, GEMMA3_WEIGHTS_AS_STORED, 1);
+        g3_st *st = NULL;
+        if (g3_st_open_file(path_in(dst, "model.safetensors"), &st) == GEMMA3_OK) {
+            if (cases[k].head) {
+                const g3_tensor *h = g3_st_find(st, cases[k].head);
+                CHECK(h && h->dtype == G3_DTYPE_U8);
+            }
+            int text = 0;
+            for (int i = 0; i < g3_st_count(st); i++) text += strstr(g3_st_at(st, i)->name, "vision") == NULL;
+            CHECK_EQ_INT(text, g3_st_count(st));
+            g3_st_close(st);
+        }
+        if (mq && mf) {
+            gemma3_model_info info;
+            gemma3_model_get_info(mq, &info);
+            int V = info.vocab_size;
+            size_t bytes = (size_t)N_TOK * V * sizeof(float);
+            float *x = malloc(bytes), *y = malloc(bytes);
+            int32_t tok[N_TOK];
+            for (int i = 0; i < N_TOK; i++) tok[i] = (int32_t)((i * 7919 + 2) % V);
+            for (int exact = 0; exact <= 1; exact++) {
+                all_logits(mq, exact, NULL, tok, x, V);
+                all_logits(mf, exact, NULL, tok, y, V);
+                CHECK_MSG(memcmp(x, y, bytes) == 0, "%s exact %d: at load != from file", cases[k].name, exact);
+            }
+            free(x);
+            free(y);
+        }
+        gemma3_model_free(mq);
+        gemma3_model_free(mf);
+    }
+}
+
 /* ---- the fast row quantizer == the reference, byte for byte ---------------------------------- */
 
 static uint32_t rng_state = 12345;
@@ -686,6 +744,7 @@ int main(void) {
         free(g.logits);
     }
     test_weights_internal();
+    test_layouts();
     test_fast_quantizer();
     test_malformed();
     test_quantize_errors();
