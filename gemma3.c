@@ -222,6 +222,14 @@ int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight
         if (realpath(src_dir, a) && realpath(dst_dir, b) && strcmp(a, b) == 0)
             rc = g3_error(GEMMA3_ERR_ARG, "%s: the destination is the source directory", dst_dir);
     }
+    if (rc == GEMMA3_OK) { /* an index there would shadow the model.safetensors written here */
+        rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors.index.json");
+        if (rc == GEMMA3_OK && access(dst, F_OK) == 0)
+            rc = g3_error(GEMMA3_ERR_ARG,
+                          "%s: has a model.safetensors.index.json, which loaders would read instead "
+                          "of the quantized model.safetensors; use an empty directory",
+                          dst_dir);
+    }
     /* every output under a temporary name first; renamed only when all are complete */
     int have[N_SIDE_FILES] = {0};
     if (rc == GEMMA3_OK) rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors" TMP_SUFFIX);

@@ -130,7 +130,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
  * It streams (tensor by tensor, bounded buffers: a model larger than memory can be quantized),
  * writes every file under a temporary name in dst_dir and renames them at the end; on any error
  * the temporaries are removed (and dst_dir too if this call created it). Refuses a source that
- * is already quantized and dst_dir == src_dir. */
+ * is already quantized, dst_dir == src_dir, and a dst_dir holding model.safetensors.index.json
+ * (it would shadow the new file). */
 int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                     int n_threads);
 

@@ -725,6 +725,12 @@ static void test_quantize_errors(void) {
     CHECK_MSG(strstr(gemma3_last_error(), "model.layers.0.mlp.gate_proj.weight: expected shape [160, 64], got [192, 64]") != NULL,
               "%s", gemma3_last_error());
     CHECK_EQ_INT(count_entries(olddst), 0);
+    /* a stale index in the destination would shadow the new file */
+    snprintf(cmd, sizeof cmd, "echo '{}' > '%s/model.safetensors.index.json'", olddst);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(gemma3_quantize(src, olddst, GEMMA3_WEIGHTS_Q8_0, 2), GEMMA3_ERR_ARG);
+    CHECK(strstr(gemma3_last_error(), "index.json") != NULL);
+    CHECK_EQ_INT(count_entries(olddst), 1);
 }
 
 int main(void) {
