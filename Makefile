@@ -43,7 +43,7 @@ endif
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
-                       tokenizer.c sampling.c quant.c generate.c)
+                       tokenizer.c sampling.c quant.c quant-rows.c generate.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)

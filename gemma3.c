@@ -10,14 +10,20 @@
  * does not depend on how the work was split, and attention visits keys in ascending position
  * whatever the chunking. So, within one ISA table and one precision mode, logits are
  * bit-identical for any thread count and for any split of a sequence into forward calls. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
-#include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "gemma3.h"
 #include "kernels.h"
+#include "quant.h"
 #include "threads.h"
 #include "util.h"
 #include "weights.h"
@@ -49,15 +55,52 @@ static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
 
 int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
 
+/* enum gemma3_weight_type -> g3_wtype (G3_WTYPE_AS_STORED for AS_STORED); -2 if invalid. */
+static int to_wtype(int type) {
+    switch (type) {
+    case GEMMA3_WEIGHTS_AS_STORED: return G3_WTYPE_AS_STORED;
+    case GEMMA3_WEIGHTS_BF16: return G3_WTYPE_BF16;
+    case GEMMA3_WEIGHTS_Q8_0: return G3_WTYPE_Q8_0;
+    case GEMMA3_WEIGHTS_Q4_0: return G3_WTYPE_Q4_0;
+    default: return -2;
+    }
+}
+
+const char *gemma3_weight_type_name(enum gemma3_weight_type type) {
+    int t = to_wtype((int)type);
+    return t == G3_WTYPE_AS_STORED ? "as-stored" : t < 0 ? "?" : g3_wtype_name((g3_wtype)t);
+}
+
+int gemma3_weight_type_parse(const char *name) {
+    int t = name ? g3_wtype_parse(name) : -1;
+    switch (t) {
+    case G3_WTYPE_BF16: return GEMMA3_WEIGHTS_BF16;
+    case G3_WTYPE_Q8_0: return GEMMA3_WEIGHTS_Q8_0;
+    case G3_WTYPE_Q4_0: return GEMMA3_WEIGHTS_Q4_0;
+    default:
+        return g3_error(GEMMA3_ERR_ARG, "weight type '%s' is not bf16, q8_0 or q4_0",
+                        name ? name : "(null)");
+    }
+}
+
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out) {
     *out = NULL;
     if (!dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given");
     gemma3_model *m = calloc(1, sizeof *m);
     if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
     char path[4096];
-    int rc = g3_path_join(path, sizeof path, dir, "config.json");
+    int want = to_wtype(params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED);
+    int n_threads = params ? params->n_threads : 0;
+    int rc = GEMMA3_OK;
+    if (want == -2)
+        rc = g3_error(GEMMA3_ERR_ARG, "model: weight_type %d is not a gemma3_weight_type",
+                      (int)params->weight_type);
+    else if (n_threads < 0 || n_threads > 1024)
+        rc = g3_error(GEMMA3_ERR_ARG, "model: n_threads %d is out of range [0, 1024]", n_threads);
+    if (rc == GEMMA3_OK) rc = g3_path_join(path, sizeof path, dir, "config.json");
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
-    if (rc == GEMMA3_OK) rc = g3_weights_load(dir, &m->cfg, st_load_mode(params), &m->w);
+    if (rc == GEMMA3_OK)
+        rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want, n_threads, &m->w);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
     if (rc != GEMMA3_OK) {
         gemma3_model_free(m);
@@ -94,7 +137,139 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->n_eos = c->n_eos < 8 ? c->n_eos : 8;
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
     info->n_params = model->w.n_params;
-    info->weight_bytes = model->w.n_bytes;
+    info->weight_bytes = model->w.n_bytes_used;
+    info->weight_type = g3_wtype_name(model->w.wtype);
+    info->quantize_seconds = model->w.quantize_seconds;
+}
+
+/* ---- gemma3_quantize ------------------------------------------------------------------------ */
+
+/* The files of a checkpoint directory besides the weights, copied as they are. */
+static const char *const side_files[] = {
+    "config.json", "generation_config.json", "tokenizer.model", "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+};
+#define N_SIDE_FILES (sizeof side_files / sizeof side_files[0])
+#define TMP_SUFFIX ".gemma3-tmp"
+
+/* Copies src to dst byte for byte. */
+static int copy_file(const char *src, const char *dst) {
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return g3_error(GEMMA3_ERR_IO, "%s: cannot create: %s", dst, strerror(e));
+    }
+    char buf[1 << 16];
+    int rc = GEMMA3_OK;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            rc = g3_error(GEMMA3_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+            break;
+        }
+        if (n == 0) break;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                rc = g3_error(GEMMA3_ERR_IO, "%s: write failed: %s", dst,
+                              w < 0 ? strerror(errno) : "no progress");
+                break;
+            }
+            done += w;
+        }
+        if (rc != GEMMA3_OK) break;
+    }
+    close(in);
+    if (close(out) != 0 && rc == GEMMA3_OK)
+        rc = g3_error(GEMMA3_ERR_IO, "%s: close failed: %s", dst, strerror(errno));
+    return rc;
+}
+
+int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
+                    int n_threads) {
+    if (!src_dir || !dst_dir) return g3_error(GEMMA3_ERR_ARG, "quantize: no directory given");
+    int wt = to_wtype((int)type);
+    if (wt != G3_WTYPE_Q8_0 && wt != G3_WTYPE_Q4_0)
+        return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not q8_0 or q4_0",
+                        gemma3_weight_type_name(type));
+    if (n_threads < 0 || n_threads > 1024)
+        return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
+    char src[4096], dst[4096];
+    g3_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) return g3_error(GEMMA3_ERR_NOMEM, "quantize: out of memory");
+    int rc = g3_path_join(src, sizeof src, src_dir, "config.json");
+    if (rc == GEMMA3_OK) rc = g3_config_load(src, cfg);
+    int created = 0;
+    if (rc == GEMMA3_OK) {
+        struct stat sb;
+        if (stat(dst_dir, &sb) != 0) {
+            if (mkdir(dst_dir, 0755) != 0)
+                rc = g3_error(GEMMA3_ERR_IO, "%s: cannot create the directory: %s", dst_dir,
+                              strerror(errno));
+            else
+                created = 1;
+        } else if (!S_ISDIR(sb.st_mode)) {
+            rc = g3_error(GEMMA3_ERR_IO, "%s: exists and is not a directory", dst_dir);
+        }
+    }
+    if (rc == GEMMA3_OK) {
+        char a[PATH_MAX], b[PATH_MAX];
+        if (realpath(src_dir, a) && realpath(dst_dir, b) && strcmp(a, b) == 0)
+            rc = g3_error(GEMMA3_ERR_ARG, "%s: the destination is the source directory", dst_dir);
+    }
+    if (rc == GEMMA3_OK) { /* an index there would shadow the model.safetensors written here */
+        rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors.index.json");
+        if (rc == GEMMA3_OK && access(dst, F_OK) == 0)
+            rc = g3_error(GEMMA3_ERR_ARG,
+                          "%s: has a model.safetensors.index.json, which loaders would read instead "
+                          "of the quantized model.safetensors; use an empty directory",
+                          dst_dir);
+    }
+    /* every output under a temporary name first; renamed only when all are complete */
+    int have[N_SIDE_FILES] = {0};
+    if (rc == GEMMA3_OK) rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors" TMP_SUFFIX);
+    if (rc == GEMMA3_OK) rc = g3_weights_write_quantized(src_dir, cfg, (g3_wtype)wt, n_threads, dst);
+    for (size_t i = 0; i < N_SIDE_FILES && rc == GEMMA3_OK; i++) {
+        rc = g3_path_join(src, sizeof src, src_dir, side_files[i]);
+        if (rc != GEMMA3_OK || access(src, F_OK) != 0) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%s" TMP_SUFFIX, side_files[i]);
+        rc = g3_path_join(dst, sizeof dst, dst_dir, name);
+        if (rc == GEMMA3_OK) {
+            have[i] = 1; /* (a partial copy is removed below) */
+            rc = copy_file(src, dst);
+        }
+    }
+    /* the weights last: a directory without model.safetensors does not load */
+    for (size_t i = 0; i <= N_SIDE_FILES && rc == GEMMA3_OK; i++) {
+        const char *name = i < N_SIDE_FILES ? side_files[i] : "model.safetensors";
+        if (i < N_SIDE_FILES && !have[i]) continue;
+        char tmp[4096];
+        rc = g3_path_join(dst, sizeof dst, dst_dir, name);
+        if (rc == GEMMA3_OK && (size_t)snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, dst) >= sizeof tmp)
+            rc = g3_error(GEMMA3_ERR_ARG, "%s: path too long", dst);
+        if (rc == GEMMA3_OK && rename(tmp, dst) != 0)
+            rc = g3_error(GEMMA3_ERR_IO, "%s: cannot rename %s to it: %s", dst, tmp, strerror(errno));
+        if (rc == GEMMA3_OK && i < N_SIDE_FILES) have[i] = 0; /* renamed */
+    }
+    if (rc != GEMMA3_OK) {
+        int e = rc; /* keep the first error's message: cleanup below records none */
+        for (size_t i = 0; i <= N_SIDE_FILES; i++) {
+            char name[128];
+            if (i < N_SIDE_FILES && !have[i]) continue;
+            snprintf(name, sizeof name, "%s" TMP_SUFFIX, i < N_SIDE_FILES ? side_files[i] : "model.safetensors");
+            if (snprintf(dst, sizeof dst, "%s/%s", dst_dir, name) < (int)sizeof dst) unlink(dst);
+        }
+        if (created) rmdir(dst_dir);
+        rc = e;
+    }
+    free(cfg);
+    return rc;
 }
 
 /* ==== session ================================================================================= */
@@ -113,8 +288,10 @@ struct gemma3_session {
     const gemma3_model *model;
     const g3_config *cfg;
     const g3_kernels *kern;
+    const g3_quant_kernels *qkern;
     g3_pool *pool;
     int n_ctx, n_batch, exact, kv_bf16;
+    int quant;                     /* the model's matrices are Q8_0/Q4_0 blocks */
     int pos;                       /* tokens in the cache */
 
     kv_layer kv[G3_MAX_LAYERS];
@@ -131,6 +308,8 @@ struct gemma3_session {
     float *gate, *up;/* [T][I] */
     uint16_t *act_bf16; /* [T][max(H, qd)] x or attention output rounded to bf16 */
     uint16_t *ffn_bf16; /* [T][I] gelu(gate) * up rounded to bf16 (written while x is read) */
+    void *act_q;     /* quantized weights, default mode: the same two inputs as Q8 activation */
+    void *ffn_q;     /*   rows (g3_act_row_bytes of max(H, qd) and of I per token); else empty */
     float *scores;   /* [n_threads][n_ctx] attention scores, one row per thread */
     float *rope_cos, *rope_sin; /* [2 layer types][T][hd/2] for the chunk's positions */
     float *inv_freq; /* [2 layer types][hd/2] */
@@ -181,6 +360,9 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     s->up = bump_take(b, T * I * sizeof(float));
     s->act_bf16 = bump_take(b, T * widest * sizeof(uint16_t));
     s->ffn_bf16 = bump_take(b, T * I * sizeof(uint16_t));
+    int qa = s->quant && !s->exact;
+    s->act_q = bump_take(b, qa ? T * g3_act_row_bytes((int)widest) : 0);
+    s->ffn_q = bump_take(b, qa ? T * g3_act_row_bytes((int)I) : 0);
     s->scores = bump_take(b, (size_t)n_threads * (size_t)s->n_ctx * sizeof(float));
     s->rope_cos = bump_take(b, 2 * T * half * sizeof(float));
     s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
@@ -257,6 +439,8 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->model = model;
     s->cfg = c;
     s->kern = kern;
+    s->qkern = g3_quant_kernels_get((g3_isa)isa);
+    s->quant = model->w.wtype != G3_WTYPE_BF16;
     s->exact = p.exact != 0;
     s->kv_bf16 = !s->exact && p.kv_type == GEMMA3_KV_BF16;
     s->n_ctx = p.n_ctx ? p.n_ctx : 4096;
@@ -319,34 +503,54 @@ typedef struct chunk {
     /* matmul job (see run_matmul): Y[t][r] = W[r] . input[t], rows [0, n_rows) */
     float *Y;
     size_t ldy;
-    const uint16_t *W;
+    g3_matrix W;
     const float *in_f32;     /* the matmul input in exact mode */
-    const uint16_t *in_bf16; /* the matmul input in the default mode, [T][n_in] */
+    const uint16_t *in_bf16; /* the matmul input in the default mode, [T][n_in] (bf16 weights) */
+    const void *in_q;        /* the same for quantized weights: T Q8 activation rows */
     size_t ld_in;
     int n_in, n_rows;
 } chunk;
 
 /* The input of the next matmul(s): in exact mode the fp32 activations themselves; otherwise they
- * are rounded to bf16 once here (per element, so the rounding never depends on the split). */
+ * are rounded once here, per element (bf16 weights: to bf16) or per block of 32 (quantized
+ * weights: to Q8 activation blocks), so the rounding never depends on the split. */
 static void set_input(chunk *ck, const float *in, size_t ld, int n_in) {
     gemma3_session *s = ck->s;
     ck->in_f32 = in;
     ck->in_bf16 = s->act_bf16;
+    ck->in_q = s->act_q;
     ck->ld_in = ld;
     ck->n_in = n_in;
-    if (!s->exact)
+    if (s->exact) return;
+    if (s->quant) {
+        const size_t row = g3_act_row_bytes(n_in);
         for (int t = 0; t < ck->T; t++)
-            s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in + (size_t)t * ld, n_in);
+            s->qkern->quantize_act((char *)s->act_q + (size_t)t * row, in + (size_t)t * ld, n_in);
+        return;
+    }
+    for (int t = 0; t < ck->T; t++)
+        s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in + (size_t)t * ld, n_in);
 }
 
-/* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk. */
-static void matmul_rows(const chunk *ck, float *Y, size_t ldy, const uint16_t *W, int r0, int r1) {
+/* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk. Dispatch on the
+ * weights' type: BF16 against bf16 (default) or fp32 (exact) inputs; Q8_0/Q4_0 blocks against Q8
+ * activation rows (default) or the fp32 activations (exact). */
+static void matmul_rows(const chunk *ck, float *Y, size_t ldy, g3_matrix W, int r0, int r1) {
     const gemma3_session *s = ck->s;
     if (r0 >= r1) return;
-    if (s->exact)
-        s->kern->matmul_f32(Y, ldy, W, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
-    else
-        s->kern->matmul_bf16(Y, ldy, W, ck->in_bf16, (size_t)ck->n_in, ck->T, ck->n_in, r0, r1);
+    if (W.type == G3_WTYPE_BF16) {
+        if (s->exact)
+            s->kern->matmul_f32(Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
+        else
+            s->kern->matmul_bf16(Y, ldy, W.data, ck->in_bf16, (size_t)ck->n_in, ck->T, ck->n_in,
+                                 r0, r1);
+    } else if (s->exact) {
+        s->qkern->matmul_q_f32(W.type, Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
+    } else if (W.type == G3_WTYPE_Q8_0) {
+        s->qkern->matmul_q8_0(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
+    } else {
+        s->qkern->matmul_q4_0(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
+    }
 }
 
 /* A plain matmul split by rows between threads. */
@@ -357,7 +561,7 @@ static void task_matmul(void *ctx, int ith, int nth) {
     matmul_rows(ck, ck->Y, ck->ldy, ck->W, lo, hi);
 }
 
-static void run_matmul(chunk *ck, float *Y, size_t ldy, const uint16_t *W, int n_rows) {
+static void run_matmul(chunk *ck, float *Y, size_t ldy, g3_matrix W, int n_rows) {
     ck->Y = Y;
     ck->ldy = ldy;
     ck->W = W;
@@ -467,27 +671,33 @@ static void task_attention(void *ctx, int ith, int nth) {
             else
                 kn->axpy_f32(o, sc[u - u0], vr, hd);
         }
-        if (!s->exact) kn->to_bf16(s->act_bf16 + (size_t)t * qd + (size_t)h * hd, o, hd);
+        /* (quantized weights: forward_chunk quantizes whole rows afterwards, since an
+         * activation block of 32 may span heads) */
+        if (!s->exact && !s->quant) kn->to_bf16(s->act_bf16 + (size_t)t * qd + (size_t)h * hd, o, hd);
     }
 }
 
 /* Step 10: gate and up projections for this thread's rows of I, then gelu_tanh(gate) * up on
  * the same rows (elementwise, so it needs nobody else's rows); the product is the input of
- * down_proj, rounded to bf16 here in the default mode. */
+ * down_proj, rounded to bf16 here in the default mode, or quantized to Q8 activation blocks
+ * with quantized weights (then rows are split in whole blocks of 32: I is a multiple of 32). */
 static void task_gate_up(void *ctx, int ith, int nth) {
     const chunk *ck = ctx;
     const gemma3_session *s = ck->s;
     const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
     const int I = s->cfg->intermediate_size;
     int lo, hi;
-    g3_split(I, ith, nth, ROW_GRAIN, &lo, &hi);
+    g3_split(I, ith, nth, s->quant ? G3_QK : ROW_GRAIN, &lo, &hi);
     if (lo >= hi) return;
     matmul_rows(ck, s->gate, (size_t)I, lw->w_gate, lo, hi);
     matmul_rows(ck, s->up, (size_t)I, lw->w_up, lo, hi);
+    const size_t qrow = g3_act_row_bytes(I), qlo = g3_act_row_bytes(lo);
     for (int t = 0; t < ck->T; t++) {
         float *g = s->gate + (size_t)t * I + lo;
         s->kern->gelu_tanh_mul(g, g, s->up + (size_t)t * I + lo, hi - lo);
-        if (!s->exact) s->kern->to_bf16(s->ffn_bf16 + (size_t)t * I + lo, g, hi - lo);
+        if (s->exact) continue;
+        if (s->quant) s->qkern->quantize_act((char *)s->ffn_q + (size_t)t * qrow + qlo, g, hi - lo);
+        else s->kern->to_bf16(s->ffn_bf16 + (size_t)t * I + lo, g, hi - lo);
     }
 }
 
@@ -550,9 +760,15 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
      *    round the scale and the product to bf16). */
     const float embed_scale = sqrtf((float)H);
     for (int t = 0; t < T; t++) {
-        const uint16_t *row = w->embed + (size_t)tokens[t] * H;
         float *ht = s->h + (size_t)t * H;
-        for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
+        if (w->embed_m.type == G3_WTYPE_BF16) {
+            const uint16_t *row = (const uint16_t *)w->embed_m.data + (size_t)tokens[t] * H;
+            for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
+        } else { /* a quantized embedding: that row's blocks, dequantized */
+            const size_t rb = g3_wtype_row_bytes(w->embed_m.type, H);
+            g3_dequantize_row(w->embed_m.type, (const char *)w->embed_m.data + (size_t)tokens[t] * rb, ht, H);
+            for (int i = 0; i < H; i++) ht[i] *= embed_scale;
+        }
     }
     fill_rope_tables(s, p0, T);
 
@@ -569,8 +785,12 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
         /* 2.5 only now may the chunk's keys and values overwrite ring slots */
         store_kv(s, l, p0, T);
         /* 2.7 a = concat_h(o) Wo^T */
-        ck.in_f32 = s->att, ck.in_bf16 = s->act_bf16; /* bf16 copy made by attention */
-        ck.ld_in = (size_t)qd, ck.n_in = qd;
+        if (s->quant) {
+            set_input(&ck, s->att, (size_t)qd, qd);
+        } else {
+            ck.in_f32 = s->att, ck.in_bf16 = s->act_bf16; /* bf16 copy made by attention */
+            ck.ld_in = (size_t)qd, ck.n_in = qd;
+        }
         run_matmul(&ck, s->proj, (size_t)H, lw->wo, H);
         /* 2.8 h = h + RMSNorm(a, 1 + post_attention_layernorm) */
         add_normed(s, s->proj, lw->post_attn_norm, T);
@@ -579,7 +799,8 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
         set_input(&ck, s->x, (size_t)H, H);
         /* 2.10 m = (gelu_tanh(x Wgate^T) * (x Wup^T)) Wdown^T */
         g3_pool_run(s->pool, task_gate_up, &ck);
-        ck.in_f32 = s->gate, ck.in_bf16 = s->ffn_bf16; /* bf16 copy made by task_gate_up */
+        ck.in_f32 = s->gate, ck.in_bf16 = s->ffn_bf16; /* bf16 / Q8 copy made by task_gate_up */
+        ck.in_q = s->ffn_q;
         ck.ld_in = (size_t)c->intermediate_size, ck.n_in = c->intermediate_size;
         run_matmul(&ck, s->proj, (size_t)H, lw->w_down, H);
         /* 2.11 h = h + RMSNorm(m, 1 + post_feedforward_layernorm) */
@@ -596,7 +817,7 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     const int H = c->hidden_size;
     chunk ck = {.s = s, .T = n};
     set_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
-    run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
+    run_matmul(&ck, dst, ld, s->model->w.lm_head_m, c->vocab_size);
     if (c->final_softcap > 0.0f)
         for (int t = 0; t < n; t++)
             for (int r = 0; r < c->vocab_size; r++) {

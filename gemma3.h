@@ -64,8 +64,33 @@ int gemma3_model_load(const char *dir, gemma3_model **out);
  * and decode speed is bound by that read. AUTO (the default) reads when the checkpoint fits in
  * 60% of the available memory and maps otherwise. */
 enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
+
+/* Weight types. BF16 is how Gemma ships. Q8_0 and Q4_0 are llama.cpp's block formats, byte for
+ * byte: per block of 32 weights an fp16 scale d and 32 int8 q (w = d*q, 34 bytes), or 16 bytes
+ * of 4-bit q (w = d*(q - 8), 18 bytes). Every matrix is quantized (q/k/v/o, gate/up/down, the
+ * embedding and LM head); norms stay as stored. With quantized weights the default mode
+ * quantizes each matmul input to 8 bits per token (int8 dot products); `exact` multiplies the
+ * fp32 activations with the dequantized blocks. */
+enum gemma3_weight_type {
+    GEMMA3_WEIGHTS_AS_STORED = 0, /* the checkpoint's own: BF16 (F16/F32 converted) or its blocks */
+    GEMMA3_WEIGHTS_BF16 = 1,
+    GEMMA3_WEIGHTS_Q8_0 = 2,
+    GEMMA3_WEIGHTS_Q4_0 = 3,
+};
+/* "bf16", "q8_0", "q4_0" ("as-stored" for GEMMA3_WEIGHTS_AS_STORED, "?" if invalid). */
+const char *gemma3_weight_type_name(enum gemma3_weight_type type);
+/* The type named "bf16", "q8_0" or "q4_0"; GEMMA3_ERR_ARG (negative) for any other name. */
+int gemma3_weight_type_parse(const char *name);
+
 typedef struct gemma3_model_params {
     int load_mode; /* enum gemma3_load_mode */
+    /* Q8_0 / Q4_0 on a BF16 (or F16/F32) checkpoint quantizes every matrix at load, on n_threads
+     * threads, from the mapped files tensor by tensor (load_mode is then ignored for the source:
+     * the peak is the quantized weights plus about one source tensor). On a directory written by
+     * gemma3_quantize the blocks are used in place; asking for another type than its own is
+     * GEMMA3_ERR_UNSUPPORTED (no requantization). BF16 on a quantized directory likewise. */
+    enum gemma3_weight_type weight_type;
+    int n_threads; /* threads for quantizing at load, including the caller; 0 = all online CPUs */
 } gemma3_model_params;
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
@@ -85,9 +110,30 @@ typedef struct gemma3_model_info {
     int n_eos;
     int eos_ids[8];
     int64_t n_params;           /* text-model parameters (tied head counted once) */
-    int64_t weight_bytes;       /* bytes of text-model weights as stored */
+    int64_t weight_bytes;       /* bytes of the text-model weights as used: bf16 or quantized
+                                   blocks, plus the norms as stored */
+    const char *weight_type;    /* the matrices' type in use: "bf16", "q8_0" or "q4_0" */
+    double quantize_seconds;    /* wall time spent quantizing at load; 0 when nothing was */
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
+
+/* Writes a quantized copy of the checkpoint in src_dir (BF16, F16 or F32; one file or shards)
+ * to dst_dir (created if absent), type GEMMA3_WEIGHTS_Q8_0 or GEMMA3_WEIGHTS_Q4_0, quantizing on
+ * n_threads threads (0 = all online CPUs). dst_dir then loads in place with no work:
+ *   model.safetensors  the text model's tensors under their Hugging Face names; each matrix as
+ *                      dtype U8, shape [rows, bytes per row], each row its blocks in order in
+ *                      llama.cpp's byte layout; norms copied as stored; contiguous offsets;
+ *                      __metadata__ {"format": "pt", "gemma3.quant": "q8_0" | "q4_0"}.
+ *                      (Vision-tower tensors are not copied.)
+ *   config.json, generation_config.json, tokenizer.model, tokenizer.json,
+ *   tokenizer_config.json, special_tokens_map.json, chat_template.jinja: copied when present.
+ * It streams (tensor by tensor, bounded buffers: a model larger than memory can be quantized),
+ * writes every file under a temporary name in dst_dir and renames them at the end; on any error
+ * the temporaries are removed (and dst_dir too if this call created it). Refuses a source that
+ * is already quantized, dst_dir == src_dir, and a dst_dir holding model.safetensors.index.json
+ * (it would shadow the new file). */
+int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
+                    int n_threads);
 
 /* KV cache element type. The default is BF16: it halves the cache's memory and bandwidth (the
  * cache is the one structure that grows with the context, and decode reads all of it for every

@@ -63,6 +63,7 @@ typedef struct st_file {
     char *path;
     uint8_t *map; /* PROT_READ view of the whole file: a file mapping, or anonymous memory */
     size_t size;
+    int mapped;   /* map is a file mapping (its pages can be dropped and refault from the file) */
     size_t lead;  /* bytes of the mapping before map (read_whole's alignment padding) */
 } st_file;
 
@@ -75,6 +76,8 @@ struct g3_st {
     int n_tensors, cap_tensors;
     int32_t *slots;     /* open-addressing hash: tensor index or -1; n_slots is a power of two */
     uint32_t n_slots;
+    char **meta;        /* __metadata__ as key, value pairs (strdup'd); the first file's wins */
+    int n_meta;
 };
 
 static uint32_t hash_name(const char *s) {
@@ -141,10 +144,52 @@ void g3_st_close(g3_st *st) {
         if (st->files[i].map) munmap(st->files[i].map - st->files[i].lead, st->files[i].size + st->files[i].lead);
         free(st->files[i].path);
     }
+    for (int i = 0; i < 2 * st->n_meta; i++) free(st->meta[i]);
+    free(st->meta);
     free(st->files);
     free(st->tensors);
     free(st->slots);
     free(st);
+}
+
+const char *g3_st_metadata(const g3_st *st, const char *key) {
+    for (int i = 0; i < st->n_meta; i++)
+        if (strcmp(st->meta[2 * i], key) == 0) return st->meta[2 * i + 1];
+    return NULL;
+}
+
+/* Keeps the string pairs of a validated __metadata__ object; a key already kept (from an earlier
+ * shard) keeps its first value. */
+static int keep_metadata(g3_st *st, const cJSON *m, const char *label) {
+    for (const cJSON *x = m->child; x; x = x->next) {
+        if (g3_st_metadata(st, x->string)) continue;
+        char **meta = realloc(st->meta, (size_t)(st->n_meta + 1) * 2 * sizeof *meta);
+        if (!meta) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+        st->meta = meta;
+        meta[2 * st->n_meta] = strdup(x->string);
+        meta[2 * st->n_meta + 1] = strdup(x->valuestring);
+        st->n_meta++; /* counted even when strdup failed, so close frees what exists */
+        if (!meta[2 * st->n_meta - 2] || !meta[2 * st->n_meta - 1])
+            return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    }
+    return GEMMA3_OK;
+}
+
+void g3_st_release(const g3_st *st, const g3_tensor *t) {
+    if (!t || !t->n_bytes) return;
+    const uint8_t *p = t->data;
+    for (int i = 0; i < st->n_files; i++) {
+        const st_file *f = &st->files[i];
+        if (p < f->map || p + t->n_bytes > f->map + f->size) continue;
+        if (!f->mapped) return; /* read into anonymous memory: dropping would lose the bytes */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(page - 1);
+        uintptr_t hi = ((uintptr_t)p + t->n_bytes + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t map_hi = ((uintptr_t)f->map + f->size + page - 1) & ~(uintptr_t)(page - 1);
+        if (hi > map_hi) hi = map_hi;
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
 }
 
 const g3_tensor *g3_st_find(const g3_st *st, const char *name) {
@@ -343,6 +388,7 @@ static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *l
                 goto done;
             }
             if ((rc = check_metadata(e, label)) != GEMMA3_OK) goto done;
+            if ((rc = keep_metadata(st, e, label)) != GEMMA3_OK) goto done;
             continue;
         }
         g3_tensor t;
@@ -524,6 +570,7 @@ static int add_file(g3_st *st, const char *path) {
     close(fd);
     if (rc != GEMMA3_OK) return rc;
     f->size = size;
+    f->mapped = !read_in;
     return parse_image(st, f->map, f->size, f->path);
 }
 
@@ -629,5 +676,143 @@ int g3_st_open_dir_as(const char *dir, g3_st_load load, g3_st **out) {
         return rc;
     }
     *out = st;
+    return GEMMA3_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+struct g3_st_writer {
+    char *path;
+    int fd;
+    uint64_t *ends;  /* end offset of each tensor in the data region */
+    int n_tensors;
+    int at;          /* the tensor being appended */
+    uint64_t written; /* data bytes so far */
+};
+
+static int write_all(int fd, const void *data, size_t n, const char *path) {
+    const uint8_t *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return g3_error(GEMMA3_ERR_IO, "%s: write failed: %s", path,
+                                    w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        n -= (size_t)w;
+    }
+    return GEMMA3_OK;
+}
+
+void g3_st_writer_abort(g3_st_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    if (w->path) unlink(w->path);
+    free(w->path);
+    free(w->ends);
+    free(w);
+}
+
+int g3_st_writer_create(const char *path, const g3_st_entry *tensors, int n_tensors,
+                        const char *const *metadata, int n_meta, g3_st_writer **out) {
+    *out = NULL;
+    g3_st_writer *w = calloc(1, sizeof *w);
+    cJSON *root = cJSON_CreateObject();
+    char *json = NULL;
+    int rc = GEMMA3_OK;
+    if (!w || !root || !(w->path = strdup(path)) ||
+        !(w->ends = malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *w->ends))) {
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    w->fd = -1;
+    w->n_tensors = n_tensors;
+    if (n_meta) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; m && i < n_meta; i++)
+            if (!cJSON_AddStringToObject(m, metadata[2 * i], metadata[2 * i + 1])) m = NULL;
+        if (!m) {
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+            goto done;
+        }
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n_tensors; i++) {
+        const g3_st_entry *e = &tensors[i];
+        uint64_t n_el = 1;
+        for (int d = 0; d < e->n_dims; d++) n_el *= (uint64_t)e->shape[d];
+        uint64_t end = off + n_el * g3_dtype_size(e->dtype);
+        cJSON *t = cJSON_AddObjectToObject(root, e->name);
+        cJSON *shape = t ? cJSON_AddArrayToObject(t, "shape") : NULL;
+        cJSON *offs = t ? cJSON_AddArrayToObject(t, "data_offsets") : NULL;
+        int ok = t && shape && offs && cJSON_AddStringToObject(t, "dtype", g3_dtype_name(e->dtype));
+        for (int d = 0; ok && d < e->n_dims; d++)
+            ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->shape[d]));
+        ok = ok && cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off)) &&
+             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)end));
+        if (!ok) {
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+            goto done;
+        }
+        w->ends[i] = end;
+        off = end;
+    }
+    json = cJSON_PrintUnformatted(root);
+    if (!json) {
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    /* Space-pad the header so that the data region starts on a 64-byte boundary. */
+    size_t len = strlen(json), padded = len + (64 - (8 + len) % 64) % 64;
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        rc = g3_error(GEMMA3_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        goto done;
+    }
+    uint8_t head[8 + 64];
+    for (int i = 0; i < 8; i++) head[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    rc = write_all(w->fd, head, 8, path);
+    if (rc == GEMMA3_OK) rc = write_all(w->fd, json, len, path);
+    memset(head, ' ', sizeof head);
+    if (rc == GEMMA3_OK) rc = write_all(w->fd, head, padded - len, path);
+done:
+    cJSON_Delete(root);
+    free(json);
+    if (rc != GEMMA3_OK) {
+        g3_st_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return GEMMA3_OK;
+}
+
+int g3_st_writer_append(g3_st_writer *w, const void *data, size_t n) {
+    uint64_t total = w->n_tensors ? w->ends[w->n_tensors - 1] : 0;
+    if (n > total - w->written)
+        return g3_error(GEMMA3_ERR_ARG, "%s: %zu bytes appended past the declared tensors", w->path, n);
+    int rc = write_all(w->fd, data, n, w->path);
+    if (rc != GEMMA3_OK) return rc;
+    w->written += n;
+    while (w->at < w->n_tensors && w->written >= w->ends[w->at]) w->at++;
+    return GEMMA3_OK;
+}
+
+int g3_st_writer_finish(g3_st_writer *w) {
+    uint64_t total = w->n_tensors ? w->ends[w->n_tensors - 1] : 0;
+    int rc = GEMMA3_OK;
+    if (w->written != total)
+        rc = g3_error(GEMMA3_ERR_ARG, "%s: %llu of %llu data bytes written", w->path,
+                      (unsigned long long)w->written, (unsigned long long)total);
+    if (rc == GEMMA3_OK && fsync(w->fd) != 0)
+        rc = g3_error(GEMMA3_ERR_IO, "%s: fsync failed: %s", w->path, strerror(errno));
+    if (rc == GEMMA3_OK && close(w->fd) != 0)
+        rc = g3_error(GEMMA3_ERR_IO, "%s: close failed: %s", w->path, strerror(errno));
+    if (rc == GEMMA3_OK) w->fd = -1;
+    if (rc != GEMMA3_OK) {
+        g3_st_writer_abort(w);
+        return rc;
+    }
+    free(w->path);
+    free(w->ends);
+    free(w);
     return GEMMA3_OK;
 }

@@ -54,6 +54,16 @@ const g3_tensor *g3_st_find(const g3_st *st, const char *name);
 int g3_st_count(const g3_st *st);
 const g3_tensor *g3_st_at(const g3_st *st, int i);
 
+/* The string value of key in the file's __metadata__ (for a sharded set, the first shard that
+ * has the key), or NULL. Valid while st is open. */
+const char *g3_st_metadata(const g3_st *st, const char *key);
+
+/* The caller is done with t's bytes: when its file is mapped, drop those pages from this process
+ * (madvise MADV_DONTNEED over the pages the tensor touches), so reading a checkpoint tensor by
+ * tensor never holds more than one tensor's pages. Reading t again later is still valid (the
+ * pages refault from the file). Does nothing for files read into memory. */
+void g3_st_release(const g3_st *st, const g3_tensor *t);
+
 /* Validates a SafeTensors image held in memory (the whole file: 8-byte length, header, data).
  * The same checks as g3_st_open_file, without mapping anything; `label` names it in messages.
  * Used by the fuzz target. */
@@ -61,5 +71,31 @@ int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label);
 
 /* The same, keeping the views: they point into buf, and buf and label must outlive the result. */
 int g3_st_open_buffer(const uint8_t *buf, size_t size, const char *label, g3_st **out);
+
+/* ---- writing ---- */
+
+/* A streaming writer: the header (every tensor's name, dtype, shape and offsets, plus string
+ * metadata) goes out first, then the caller appends the tensors' bytes in the declared order.
+ * Tensors are contiguous (no gaps, as other readers expect) and the header is space-padded so
+ * that the data region starts on a 64-byte boundary. It writes `path` itself: callers wanting an
+ * atomic result pass a temporary name and rename it once finished. */
+typedef struct g3_st_entry {
+    const char *name;
+    g3_dtype dtype;
+    int n_dims;
+    int64_t shape[G3_MAX_DIMS];
+} g3_st_entry;
+typedef struct g3_st_writer g3_st_writer;
+
+/* metadata: n_meta key, value pairs (metadata[2i], metadata[2i + 1]). */
+int g3_st_writer_create(const char *path, const g3_st_entry *tensors, int n_tensors,
+                        const char *const *metadata, int n_meta, g3_st_writer **out);
+/* Appends n bytes of data (any split: a tensor in pieces, or several at once). */
+int g3_st_writer_append(g3_st_writer *w, const void *data, size_t n);
+/* Checks that every declared byte was appended, fsyncs and closes; frees w either way (on error
+ * the file is removed). */
+int g3_st_writer_finish(g3_st_writer *w);
+/* Closes and removes the file; frees w. Accepts NULL. */
+void g3_st_writer_abort(g3_st_writer *w);
 
 #endif

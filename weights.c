@@ -20,19 +20,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "quant-rows.h"
+#include "threads.h"
 #include "util.h"
 
 enum bind_kind { BIND_MATRIX, BIND_NORM };
+
+/* How the checkpoint's matrices become the model's. */
+enum source { SRC_PLAIN, SRC_QUANTIZE, SRC_QFILE };
 
 typedef struct binding {
     char name[160];
     int n_dims;
     int64_t shape[2];
     enum bind_kind kind;
-    const void **dst;       /* where the bound pointer goes */
+    g3_matrix *dst_m;       /* where a matrix goes */
+    const float **dst_n;    /* where a norm goes */
     const g3_tensor *t;     /* found in pass 1 */
     size_t arena_offset;    /* for converted / copied data, (size_t)-1 if used in place */
+    size_t used_bytes;      /* bytes as used (matrix: bf16 or blocks; norm: as stored) */
 } binding;
 
 static const char *const prefixes[] = {"model.", "language_model.model.", "model.language_model."};
@@ -46,39 +54,87 @@ static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_di
     return buf;
 }
 
-static void add(binding *b, int *n, const char *prefix, const char *name, int64_t d0, int64_t d1,
-                enum bind_kind kind, const void **dst) {
+static binding *add(binding *b, int *n, const char *prefix, const char *name, int64_t d0, int64_t d1) {
     binding *x = &b[(*n)++];
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s%s", prefix, name);
     x->n_dims = d1 ? 2 : 1;
     x->shape[0] = d0;
     x->shape[1] = d1;
-    x->kind = kind;
-    x->dst = dst;
+    return x;
 }
 
-/* Finds and checks one tensor; returns the arena bytes it needs (0 when used in place). */
-static int check_binding(const char *dir, binding *b, const g3_st *st, size_t *arena_bytes) {
+static void add_matrix(binding *b, int *n, const char *prefix, const char *name, int64_t d0,
+                       int64_t d1, g3_matrix *dst) {
+    binding *x = add(b, n, prefix, name, d0, d1);
+    x->kind = BIND_MATRIX;
+    x->dst_m = dst;
+}
+
+static void add_norm(binding *b, int *n, const char *prefix, const char *name, int64_t d0,
+                     const float **dst) {
+    binding *x = add(b, n, prefix, name, d0, 0);
+    x->kind = BIND_NORM;
+    x->dst_n = dst;
+}
+
+/* Finds and checks one tensor; adds the arena bytes it needs (none when used in place). */
+static int check_binding(const char *dir, binding *b, const g3_st *st, enum source src,
+                         g3_wtype qtype, size_t *arena_bytes) {
     char want[64], got[160];
     const g3_tensor *t = g3_st_find(st, b->name);
     if (!t)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: missing (expected shape %s)", dir,
                         b->name, shape_str(want, sizeof want, b->shape, b->n_dims));
+    if (t->dtype == G3_DTYPE_U8 && src != SRC_QFILE)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor %s: dtype U8 but the file has no __metadata__ gemma3.quant "
+                        "saying how it is quantized",
+                        dir, b->name);
+    const int quantized = b->kind == BIND_MATRIX && src != SRC_PLAIN;
+    if (quantized && b->shape[1] % G3_QK)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: tensor %s: %lld columns are not a multiple of %d, cannot be %s", dir,
+                        b->name, (long long)b->shape[1], G3_QK, g3_wtype_name(qtype));
+    int64_t expect[2] = {b->shape[0], b->shape[1]};
+    if (b->kind == BIND_MATRIX && src == SRC_QFILE) expect[1] = (int64_t)g3_wtype_row_bytes(qtype, b->shape[1]);
     int same = t->n_dims == b->n_dims;
-    for (int d = 0; same && d < b->n_dims; d++) same = t->shape[d] == b->shape[d];
+    for (int d = 0; same && d < b->n_dims; d++) same = t->shape[d] == expect[d];
+    if (!same && b->kind == BIND_MATRIX && src == SRC_QFILE)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: tensor %s: expected %s blocks of shape %s as U8 %s, got %s %s", dir,
+                        b->name, g3_wtype_name(qtype), shape_str(want, sizeof want, b->shape, 2),
+                        shape_str(want + 32, sizeof want - 32, expect, 2), g3_dtype_name(t->dtype),
+                        shape_str(got, sizeof got, t->shape, t->n_dims));
     if (!same)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: expected shape %s, got %s", dir,
                         b->name, shape_str(want, sizeof want, b->shape, b->n_dims),
                         shape_str(got, sizeof got, t->shape, t->n_dims));
-    if (t->dtype != G3_DTYPE_BF16 && t->dtype != G3_DTYPE_F16 && t->dtype != G3_DTYPE_F32)
+    if (b->kind == BIND_MATRIX && src == SRC_QFILE) {
+        if (t->dtype != G3_DTYPE_U8)
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: tensor %s: dtype %s in a %s checkpoint (expected U8 blocks)", dir,
+                            b->name, g3_dtype_name(t->dtype), g3_wtype_name(qtype));
+    } else if (t->dtype != G3_DTYPE_BF16 && t->dtype != G3_DTYPE_F16 && t->dtype != G3_DTYPE_F32) {
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: tensor %s: dtype %s not supported (BF16, F16 or F32)", dir, b->name,
                         g3_dtype_name(t->dtype));
+    }
     b->t = t;
     size_t n = (size_t)t->n_elements, need = 0;
-    if (b->kind == BIND_NORM) need = n * sizeof(float);
-    else if (t->dtype != G3_DTYPE_BF16 || ((uintptr_t)t->data & 1u)) need = n * sizeof(uint16_t);
+    if (b->kind == BIND_NORM) {
+        need = n * sizeof(float);
+        b->used_bytes = t->n_bytes;
+    } else if (src == SRC_QUANTIZE) {
+        need = (size_t)b->shape[0] * g3_wtype_row_bytes(qtype, b->shape[1]);
+        b->used_bytes = need;
+    } else if (src == SRC_QFILE) {
+        if ((uintptr_t)t->data & 1u) need = t->n_bytes;
+        b->used_bytes = t->n_bytes;
+    } else {
+        if (t->dtype != G3_DTYPE_BF16 || ((uintptr_t)t->data & 1u)) need = n * sizeof(uint16_t);
+        b->used_bytes = n * sizeof(uint16_t);
+    }
     b->arena_offset = (size_t)-1;
     if (need) {
         b->arena_offset = *arena_bytes;
@@ -100,23 +156,114 @@ static float load_elem(const g3_tensor *t, size_t i) {
     return t->dtype == G3_DTYPE_BF16 ? g3_bf16_to_f32(h) : g3_f16_to_f32(h);
 }
 
-static void fill_binding(binding *b, uint8_t *arena) {
+/* Row r of a BF16/F16/F32 matrix with `cols` columns, widened to fp32. */
+static void row_to_f32(const g3_tensor *t, int64_t r, int64_t cols, float *out) {
+    const uint8_t *p = (const uint8_t *)t->data + (size_t)r * (size_t)cols * g3_dtype_size(t->dtype);
+    if (t->dtype == G3_DTYPE_F32) {
+        memcpy(out, p, (size_t)cols * sizeof(float));
+    } else if (t->dtype == G3_DTYPE_BF16) {
+        for (int64_t i = 0; i < cols; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = g3_bf16_to_f32(h);
+        }
+    } else {
+        for (int64_t i = 0; i < cols; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = g3_f16_to_f32(h);
+        }
+    }
+}
+
+/* Quantizing rows [r0, r1) of one source matrix into dst (row r0 at dst), on the pool. Each
+ * thread widens a row into its own fp32 row buffer (rowbuf + ith * cols). */
+typedef struct quant_job {
+    const g3_tensor *t;
+    g3_wtype type;
+    int64_t cols, r0, r1;
+    uint8_t *dst;
+    float *rowbuf;
+    g3_quantize_row_fn quantize; /* g3_quantize_row or its byte-identical fast version */
+} quant_job;
+
+static void task_quantize(void *ctx, int ith, int nth) {
+    const quant_job *j = ctx;
+    int lo, hi;
+    g3_split((int)(j->r1 - j->r0), ith, nth, 1, &lo, &hi);
+    const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    const size_t src_row = (size_t)j->cols * g3_dtype_size(j->t->dtype);
+    float *buf = j->rowbuf + (size_t)ith * (size_t)j->cols;
+    for (int64_t r = lo; r < hi; r++) {
+        uint8_t *dst = j->dst + (size_t)r * rb;
+        const uint8_t *src = (const uint8_t *)j->t->data + (size_t)(j->r0 + r) * src_row;
+        if (j->t->dtype == G3_DTYPE_F16) { /* widened first (F16 checkpoints are rare) */
+            row_to_f32(j->t, j->r0 + r, j->cols, buf);
+            j->quantize(j->type, buf, 0, dst, j->cols);
+        } else {
+            j->quantize(j->type, src, j->t->dtype == G3_DTYPE_BF16, dst, j->cols);
+        }
+    }
+}
+
+#define RELEASE_CHUNK_BYTES ((size_t)32 << 20) /* source bytes quantized between two releases */
+
+/* Quantizes rows [0, rows) of t into dst on the pool, in pieces of about RELEASE_CHUNK_BYTES of
+ * source, dropping each piece's pages once it is done: a mapped source never holds more than
+ * one piece (the embedding of a 12B model is 2 GB of bf16). */
+static void quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
+                            int64_t rows, int64_t cols, uint8_t *dst, float *rowbuf) {
+    const size_t src_row = (size_t)cols * g3_dtype_size(t->dtype);
+    const size_t rb = g3_wtype_row_bytes(type, cols);
+    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row);
+    if (step < 1) step = 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        int64_t r1 = r0 + step < rows ? r0 + step : rows;
+        quant_job j = {t, type, cols, r0, r1, dst + (size_t)r0 * rb, rowbuf, g3_quantize_row_best()};
+        g3_pool_run(pool, task_quantize, &j);
+        g3_tensor piece = *t; /* the view of just these rows, to release */
+        piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row;
+        piece.n_bytes = (size_t)(r1 - r0) * src_row;
+        g3_st_release(st, &piece);
+    }
+}
+
+static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
+                         g3_pool *pool, float *rowbuf, const g3_st *st) {
     const g3_tensor *t = b->t;
+    if (b->kind == BIND_MATRIX) b->dst_m->type = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
     if (b->arena_offset == (size_t)-1) {
-        *b->dst = t->data;
+        b->dst_m->data = t->data;
         return;
     }
     size_t n = (size_t)t->n_elements;
     if (b->kind == BIND_NORM) {
         float *out = (float *)(arena + b->arena_offset);
         for (size_t i = 0; i < n; i++) out[i] = 1.0f + load_elem(t, i);
-        *b->dst = out;
+        *b->dst_n = out;
         return;
     }
-    uint16_t *out = (uint16_t *)(arena + b->arena_offset);
-    if (t->dtype == G3_DTYPE_BF16) memcpy(out, t->data, n * sizeof *out);
-    else for (size_t i = 0; i < n; i++) out[i] = g3_f32_to_bf16(load_elem(t, i));
-    *b->dst = out;
+    uint8_t *out = arena + b->arena_offset;
+    if (src == SRC_QUANTIZE) {
+        quantize_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out, rowbuf);
+    } else if (src == SRC_QFILE || t->dtype == G3_DTYPE_BF16) {
+        memcpy(out, t->data, t->n_bytes);
+    } else {
+        uint16_t *o16 = (uint16_t *)(void *)out;
+        for (size_t i = 0; i < n; i++) o16[i] = g3_f32_to_bf16(load_elem(t, i));
+    }
+    b->dst_m->data = out;
+}
+
+/* The arena: anonymous memory (zero-filled by the kernel, so never touched twice), asked for in
+ * transparent huge pages: the forward pass streams the matrices from it, and huge pages make
+ * that faster, as for the READ load mode (README, "Loading"); they also halve the cost of
+ * faulting it in while quantizing. */
+static void *arena_alloc(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, n, MADV_HUGEPAGE);
+    return p;
 }
 
 /* The tensor-name prefix of this checkpoint: the first whose embedding exists. */
@@ -129,89 +276,265 @@ static const char *find_prefix(const g3_st *st) {
     return NULL;
 }
 
-int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
-    memset(w, 0, sizeof *w);
-    g3_st *st;
-    int rc = g3_st_open_dir_as(dir, load, &st);
-    if (rc != GEMMA3_OK) return rc;
-    w->st = st;
+/* The table of every tensor the config calls for, pointing into w. *out is calloc'd. */
+static int plan(const char *dir, const g3_st *st, const g3_config *cfg, g3_weights *w,
+                binding **out, int *n_out) {
+    *out = NULL;
     const char *prefix = find_prefix(st);
-    if (!prefix) {
-        g3_weights_free(w);
+    if (!prefix)
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: tensor model.embed_tokens.weight: missing (also looked for the "
                         "language_model.model. and model.language_model. prefixes)",
                         dir);
-    }
     w->prefix = prefix;
-
     const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size;
     const int64_t q = (int64_t)cfg->n_heads * cfg->head_dim, kv = (int64_t)cfg->n_kv_heads * cfg->head_dim;
     const int64_t hd = cfg->head_dim;
     int max_bindings = 3 + 13 * cfg->n_layers;
     binding *b = calloc((size_t)max_bindings, sizeof *b);
-    if (!b) {
-        g3_weights_free(w);
-        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
-    }
+    if (!b) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
     int n = 0;
-    add(b, &n, prefix, "embed_tokens.weight", V, H, BIND_MATRIX, (const void **)&w->embed);
-    add(b, &n, prefix, "norm.weight", H, 0, BIND_NORM, (const void **)&w->final_norm);
+    add_matrix(b, &n, prefix, "embed_tokens.weight", V, H, &w->embed_m);
+    add_norm(b, &n, prefix, "norm.weight", H, &w->final_norm);
     for (int l = 0; l < cfg->n_layers; l++) {
         g3_layer_weights *lw = &w->layers[l];
         char p[96];
         snprintf(p, sizeof p, "%slayers.%d.", prefix, l);
-        add(b, &n, p, "input_layernorm.weight", H, 0, BIND_NORM, (const void **)&lw->attn_norm);
-        add(b, &n, p, "self_attn.q_proj.weight", q, H, BIND_MATRIX, (const void **)&lw->wq);
-        add(b, &n, p, "self_attn.k_proj.weight", kv, H, BIND_MATRIX, (const void **)&lw->wk);
-        add(b, &n, p, "self_attn.v_proj.weight", kv, H, BIND_MATRIX, (const void **)&lw->wv);
-        add(b, &n, p, "self_attn.q_norm.weight", hd, 0, BIND_NORM, (const void **)&lw->q_norm);
-        add(b, &n, p, "self_attn.k_norm.weight", hd, 0, BIND_NORM, (const void **)&lw->k_norm);
-        add(b, &n, p, "self_attn.o_proj.weight", H, q, BIND_MATRIX, (const void **)&lw->wo);
-        add(b, &n, p, "post_attention_layernorm.weight", H, 0, BIND_NORM,
-            (const void **)&lw->post_attn_norm);
-        add(b, &n, p, "pre_feedforward_layernorm.weight", H, 0, BIND_NORM,
-            (const void **)&lw->pre_ffn_norm);
-        add(b, &n, p, "mlp.gate_proj.weight", I, H, BIND_MATRIX, (const void **)&lw->w_gate);
-        add(b, &n, p, "mlp.up_proj.weight", I, H, BIND_MATRIX, (const void **)&lw->w_up);
-        add(b, &n, p, "mlp.down_proj.weight", H, I, BIND_MATRIX, (const void **)&lw->w_down);
-        add(b, &n, p, "post_feedforward_layernorm.weight", H, 0, BIND_NORM,
-            (const void **)&lw->post_ffn_norm);
+        add_norm(b, &n, p, "input_layernorm.weight", H, &lw->attn_norm);
+        add_matrix(b, &n, p, "self_attn.q_proj.weight", q, H, &lw->wq);
+        add_matrix(b, &n, p, "self_attn.k_proj.weight", kv, H, &lw->wk);
+        add_matrix(b, &n, p, "self_attn.v_proj.weight", kv, H, &lw->wv);
+        add_norm(b, &n, p, "self_attn.q_norm.weight", hd, &lw->q_norm);
+        add_norm(b, &n, p, "self_attn.k_norm.weight", hd, &lw->k_norm);
+        add_matrix(b, &n, p, "self_attn.o_proj.weight", H, q, &lw->wo);
+        add_norm(b, &n, p, "post_attention_layernorm.weight", H, &lw->post_attn_norm);
+        add_norm(b, &n, p, "pre_feedforward_layernorm.weight", H, &lw->pre_ffn_norm);
+        add_matrix(b, &n, p, "mlp.gate_proj.weight", I, H, &lw->w_gate);
+        add_matrix(b, &n, p, "mlp.up_proj.weight", I, H, &lw->w_up);
+        add_matrix(b, &n, p, "mlp.down_proj.weight", H, I, &lw->w_down);
+        add_norm(b, &n, p, "post_feedforward_layernorm.weight", H, &lw->post_ffn_norm);
     }
     /* The LM head: usually absent (tied to the embedding); if the file has one, it is used. */
-    const char *head = NULL;
-    for (size_t i = 0; i < sizeof lm_head_names / sizeof lm_head_names[0] && !head; i++)
-        if (g3_st_find(st, lm_head_names[i])) head = lm_head_names[i];
-    if (head) add(b, &n, "", head, V, H, BIND_MATRIX, (const void **)&w->lm_head);
+    const char *head_name = NULL;
+    for (size_t i = 0; i < sizeof lm_head_names / sizeof lm_head_names[0] && !head_name; i++)
+        if (g3_st_find(st, lm_head_names[i])) head_name = lm_head_names[i];
+    if (head_name) add_matrix(b, &n, "", head_name, V, H, &w->lm_head_m);
     else if (!cfg->tie_word_embeddings) /* required: pass 1 reports it missing */
-        add(b, &n, "", strcmp(prefix, "language_model.model.") == 0 ? lm_head_names[1]
-                                                                     : lm_head_names[0],
-            V, H, BIND_MATRIX, (const void **)&w->lm_head);
+        add_matrix(b, &n, "", strcmp(prefix, "language_model.model.") == 0 ? lm_head_names[1]
+                                                                          : lm_head_names[0],
+                   V, H, &w->lm_head_m);
+    *out = b;
+    *n_out = n;
+    return GEMMA3_OK;
+}
 
-    size_t arena_bytes = 0;
-    for (int i = 0; i < n && rc == GEMMA3_OK; i++) rc = check_binding(dir, &b[i], st, &arena_bytes);
+/* What the checkpoint is (plain or quantized) and what becomes of its matrices. */
+static int resolve_source(const char *dir, const g3_st *st, int want, enum source *src,
+                          g3_wtype *qtype) {
+    const char *q = g3_st_metadata(st, "gemma3.quant");
+    if (!q) {
+        *src = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0 ? SRC_QUANTIZE : SRC_PLAIN;
+        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : G3_WTYPE_BF16;
+        return GEMMA3_OK;
+    }
+    int t = g3_wtype_parse(q);
+    if (t != G3_WTYPE_Q8_0 && t != G3_WTYPE_Q4_0)
+        return g3_error(GEMMA3_ERR_FORMAT,
+                        "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (q8_0 "
+                        "or q4_0)",
+                        dir, q);
+    if (want != G3_WTYPE_AS_STORED && want != t)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: the checkpoint is quantized to %s; it cannot be loaded as %s (no "
+                        "requantization: quantize the original checkpoint instead)",
+                        dir, q, g3_wtype_name((g3_wtype)want));
+    *src = SRC_QFILE;
+    *qtype = (g3_wtype)t;
+    return GEMMA3_OK;
+}
+
+int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
+    return g3_weights_load_ex(dir, cfg, load, G3_WTYPE_AS_STORED, 0, w);
+}
+
+int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
+                       int n_threads, g3_weights *w) {
+    memset(w, 0, sizeof *w);
+    if (want != G3_WTYPE_AS_STORED && (want < G3_WTYPE_BF16 || want > G3_WTYPE_Q4_0))
+        return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not bf16, q8_0 or q4_0", dir, want);
+    const int may_quantize = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0;
+    /* Quantizing reads each source tensor once: map it (no copy) and drop its pages after. */
+    g3_st *st;
+    int rc = g3_st_open_dir_as(dir, may_quantize ? G3_ST_LOAD_MMAP : load, &st);
+    if (rc != GEMMA3_OK) return rc;
+    w->st = st;
+    enum source src = SRC_PLAIN;
+    g3_wtype qtype = G3_WTYPE_BF16;
+    rc = resolve_source(dir, st, want, &src, &qtype);
+    if (rc == GEMMA3_OK && src == SRC_QFILE && may_quantize && load != G3_ST_LOAD_MMAP) {
+        /* already quantized: used in place, so bring it in the way the caller asked */
+        g3_st_close(st);
+        w->st = NULL;
+        rc = g3_st_open_dir_as(dir, load, &st);
+        if (rc == GEMMA3_OK) w->st = st;
+    }
+    binding *b = NULL;
+    int n = 0;
+    if (rc == GEMMA3_OK) rc = plan(dir, st, cfg, w, &b, &n);
+
+    size_t arena_bytes = 0, max_cols = 0;
+    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+        rc = check_binding(dir, &b[i], st, src, qtype, &arena_bytes);
+        if (b[i].kind == BIND_MATRIX && (size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
+    }
+    g3_pool *pool = NULL;
+    float *rowbuf = NULL;
+    if (rc == GEMMA3_OK && src == SRC_QUANTIZE) {
+        if (n_threads <= 0) n_threads = g3_n_cpus();
+        rc = g3_pool_create(n_threads, &pool);
+        if (rc == GEMMA3_OK) {
+            /* per-thread fp32 rows, in the arena's tail (still one allocation) */
+            arena_bytes += ((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63;
+        }
+    }
     if (rc == GEMMA3_OK && arena_bytes) {
-        w->owned = g3_alloc_aligned(arena_bytes);
+        w->owned = arena_alloc(arena_bytes);
+        w->owned_bytes = arena_bytes;
         if (!w->owned)
-            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory converting weights (%zu bytes)", dir,
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for the weights (%zu bytes)", dir,
                           arena_bytes);
+        else if (pool)
+            rowbuf = (float *)(void *)((uint8_t *)w->owned + arena_bytes -
+                                       (((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63));
     }
     if (rc == GEMMA3_OK) {
+        double t0 = g3_now();
         for (int i = 0; i < n; i++) {
-            fill_binding(&b[i], w->owned);
+            fill_binding(&b[i], w->owned, src, qtype, pool, rowbuf, st);
             w->n_params += b[i].t->n_elements;
             w->n_bytes += (int64_t)b[i].t->n_bytes;
+            w->n_bytes_used += (int64_t)b[i].used_bytes;
         }
-        if (!w->lm_head) w->lm_head = w->embed;
+        if (src == SRC_QFILE) /* stored elements are bytes: count the weights instead */
+            for (int i = 0; i < n; i++)
+                if (b[i].kind == BIND_MATRIX)
+                    w->n_params += b[i].shape[0] * b[i].shape[1] - b[i].t->n_elements;
+        w->wtype = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+        w->embed = w->embed_m.data;
+        if (!w->lm_head_m.data) w->lm_head_m = w->embed_m;
+        w->lm_head = w->lm_head_m.data;
+        if (src == SRC_QUANTIZE) {
+            w->quantize_seconds = g3_now() - t0;
+            /* nothing points into the files any more */
+            g3_st_close(w->st);
+            w->st = NULL;
+        }
     }
+    g3_pool_free(pool);
     free(b);
     if (rc != GEMMA3_OK) g3_weights_free(w);
+    return rc;
+}
+
+/* ---- writing a quantized checkpoint ------------------------------------------------------ */
+
+#define WRITE_CHUNK_BYTES ((size_t)16 << 20) /* quantized bytes per write: bounds the buffer */
+
+int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
+                               int n_threads, const char *path) {
+    if (type != G3_WTYPE_Q8_0 && type != G3_WTYPE_Q4_0)
+        return g3_error(GEMMA3_ERR_ARG, "%s: cannot quantize to %s (q8_0 or q4_0)", src_dir,
+                        g3_wtype_name(type));
+    g3_weights *w = calloc(1, sizeof *w); /* only the destinations of the plan */
+    g3_st *st = NULL;
+    binding *b = NULL;
+    g3_st_entry *entries = NULL;
+    g3_pool *pool = NULL;
+    g3_st_writer *wr = NULL;
+    uint8_t *buf = NULL;
+    int n = 0;
+    int rc = w ? GEMMA3_OK : g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", src_dir);
+    if (rc == GEMMA3_OK) rc = g3_st_open_dir_as(src_dir, G3_ST_LOAD_MMAP, &st);
+    const char *q = rc == GEMMA3_OK ? g3_st_metadata(st, "gemma3.quant") : NULL;
+    if (q)
+        rc = g3_error(GEMMA3_ERR_UNSUPPORTED,
+                      "%s: the checkpoint is already quantized (%.40s); quantize the original "
+                      "checkpoint instead",
+                      src_dir, q);
+    if (rc == GEMMA3_OK) rc = plan(src_dir, st, cfg, w, &b, &n);
+    size_t arena_dummy = 0, max_cols = 0, max_row = 0;
+    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+        rc = check_binding(src_dir, &b[i], st, SRC_QUANTIZE, type, &arena_dummy);
+        if (b[i].kind == BIND_MATRIX) {
+            if ((size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
+            size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
+            if (rb > max_row) max_row = rb;
+        }
+    }
+    if (rc == GEMMA3_OK && !(entries = calloc((size_t)n, sizeof *entries)))
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", src_dir);
+    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+        const g3_tensor *t = b[i].t;
+        g3_st_entry *e = &entries[i];
+        e->name = t->name;
+        if (b[i].kind == BIND_MATRIX) {
+            e->dtype = G3_DTYPE_U8;
+            e->n_dims = 2;
+            e->shape[0] = b[i].shape[0];
+            e->shape[1] = (int64_t)g3_wtype_row_bytes(type, b[i].shape[1]);
+        } else {
+            e->dtype = t->dtype;
+            e->n_dims = t->n_dims;
+            memcpy(e->shape, t->shape, sizeof e->shape);
+        }
+    }
+    if (n_threads <= 0) n_threads = g3_n_cpus();
+    size_t chunk_rows = max_row ? WRITE_CHUNK_BYTES / max_row : 1;
+    if (chunk_rows < 1) chunk_rows = 1;
+    size_t rowbuf_bytes = ((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63;
+    if (rc == GEMMA3_OK) rc = g3_pool_create(n_threads, &pool);
+    if (rc == GEMMA3_OK && !(buf = g3_alloc_aligned(chunk_rows * max_row + rowbuf_bytes)))
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for a %zu-byte write buffer", path,
+                      chunk_rows * max_row + rowbuf_bytes);
+    const char *meta[4] = {"format", "pt", "gemma3.quant", g3_wtype_name(type)};
+    if (rc == GEMMA3_OK) rc = g3_st_writer_create(path, entries, n, meta, 2, &wr);
+    float *rowbuf = buf ? (float *)(void *)(buf + chunk_rows * max_row) : NULL;
+    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+        const g3_tensor *t = b[i].t;
+        if (b[i].kind == BIND_NORM) {
+            rc = g3_st_writer_append(wr, t->data, t->n_bytes);
+        } else {
+            size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
+            for (int64_t r = 0; r < b[i].shape[0] && rc == GEMMA3_OK; r += (int64_t)chunk_rows) {
+                int64_t r1 = r + (int64_t)chunk_rows < b[i].shape[0] ? r + (int64_t)chunk_rows : b[i].shape[0];
+                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best()};
+                g3_pool_run(pool, task_quantize, &j);
+                rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
+                g3_tensor piece = *t; /* these rows' source pages are done with */
+                piece.data = (const uint8_t *)t->data + (size_t)r * (t->n_bytes / (size_t)b[i].shape[0]);
+                piece.n_bytes = (size_t)(r1 - r) * (t->n_bytes / (size_t)b[i].shape[0]);
+                g3_st_release(st, &piece);
+            }
+        }
+        g3_st_release(st, t);
+    }
+    if (rc == GEMMA3_OK) {
+        rc = g3_st_writer_finish(wr); /* frees wr, removes the file on error */
+        wr = NULL;
+    }
+    g3_st_writer_abort(wr);
+    g3_free_aligned(buf);
+    g3_pool_free(pool);
+    free(entries);
+    free(b);
+    g3_st_close(st);
+    free(w);
     return rc;
 }
 
 void g3_weights_free(g3_weights *w) {
     if (!w) return;
     g3_st_close(w->st);
-    g3_free_aligned(w->owned);
+    if (w->owned) munmap(w->owned, w->owned_bytes);
     memset(w, 0, sizeof *w);
 }

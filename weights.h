@@ -1,23 +1,32 @@
 /* weights.h - binds a checkpoint's tensors to the Gemma 3 text model, by name, with exact shape
- * and dtype checks. Matrices are used in place from the mapping when stored as BF16; F32/F16
- * matrices are converted once to BF16 (owned). Norm weights become FP32 with the Gemma "+1"
- * baked in (1 + w, computed in fp32 exactly as HF's (1 + w.float())). */
+ * and dtype checks. Matrices are used in place from the mapping when stored as BF16 or as
+ * quantized blocks (a directory written by g3_weights_write_quantized); F32/F16 matrices are
+ * converted once to BF16 (owned), or every matrix is quantized at load (owned). Norm weights
+ * become FP32 with the Gemma "+1" baked in (1 + w, computed in fp32 exactly as HF's
+ * (1 + w.float())). */
 #ifndef G3_WEIGHTS_H
 #define G3_WEIGHTS_H
 
 #include <stdint.h>
 
 #include "config.h"
+#include "quant.h"
 #include "safetensors.h"
 
+/* A weight matrix [rows][n_in]: row r at data + r * g3_wtype_row_bytes(type, n_in). */
+typedef struct g3_matrix {
+    const void *data;
+    g3_wtype type;
+} g3_matrix;
+
 typedef struct g3_layer_weights {
-    const uint16_t *wq;       /* bf16 [nH*hd][H] */
-    const uint16_t *wk;       /* bf16 [nKV*hd][H] */
-    const uint16_t *wv;       /* bf16 [nKV*hd][H] */
-    const uint16_t *wo;       /* bf16 [H][nH*hd] */
-    const uint16_t *w_gate;   /* bf16 [I][H] */
-    const uint16_t *w_up;     /* bf16 [I][H] */
-    const uint16_t *w_down;   /* bf16 [H][I] */
+    g3_matrix wq;             /* [nH*hd][H] */
+    g3_matrix wk;             /* [nKV*hd][H] */
+    g3_matrix wv;             /* [nKV*hd][H] */
+    g3_matrix wo;             /* [H][nH*hd] */
+    g3_matrix w_gate;         /* [I][H] */
+    g3_matrix w_up;           /* [I][H] */
+    g3_matrix w_down;         /* [H][I] */
     const float *attn_norm;      /* [H]  1 + input_layernorm */
     const float *q_norm;         /* [hd] 1 + q_norm */
     const float *k_norm;         /* [hd] 1 + k_norm */
@@ -27,21 +36,47 @@ typedef struct g3_layer_weights {
 } g3_layer_weights;
 
 typedef struct g3_weights {
-    const uint16_t *embed;    /* bf16 [V][H] */
-    const uint16_t *lm_head;  /* bf16 [V][H]; == embed when tied */
+    g3_wtype wtype;           /* the type of every matrix, the embedding and the head included */
+    g3_matrix embed_m;        /* [V][H] */
+    g3_matrix lm_head_m;      /* [V][H]; the embedding's view when tied */
+    const void *embed;        /* embed_m.data, lm_head_m.data: plain pointers, compared for */
+    const void *lm_head;      /*   "tied" (lm_head == embed) */
     const float *final_norm;  /* [H] 1 + model.norm */
     g3_layer_weights layers[G3_MAX_LAYERS];
     int64_t n_params;         /* text-model parameters bound (tied head counted once) */
     int64_t n_bytes;          /* their bytes as stored in the files */
+    int64_t n_bytes_used;     /* the matrices' bytes as used (bf16 or blocks) plus the norms' */
+    double quantize_seconds;  /* wall time of quantizing at load (0 when none) */
     const char *prefix;       /* tensor-name prefix found: "model.", "language_model.model." ... */
-    g3_st *st;                /* owned */
-    void *owned;              /* one arena for fp32 norms and converted matrices */
+    g3_st *st;                /* owned; NULL after quantizing at load (nothing points into it) */
+    void *owned;              /* one arena for fp32 norms and converted or quantized matrices */
+    size_t owned_bytes;
 } g3_weights;
+
+#define G3_WTYPE_AS_STORED (-1)
 
 /* Opens the safetensors in dir and binds every tensor the config calls for. A missing tensor,
  * a wrong shape or an unsupported dtype is an error naming the tensor, the expected and the
- * actual shape. Vision tensors are ignored. */
+ * actual shape. Vision tensors are ignored. Equivalent to g3_weights_load_ex(..., as stored). */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w);
+
+/* want: G3_WTYPE_AS_STORED, or the g3_wtype every matrix must have.
+ *   - a plain (BF16/F16/F32) checkpoint: as stored or BF16 binds BF16 as g3_weights_load does;
+ *     Q8_0/Q4_0 quantizes every matrix at load, on n_threads threads (0 = all CPUs), from the
+ *     mapped files tensor by tensor, dropping each source tensor's pages once it is quantized
+ *     (so the peak is the quantized weights plus about one source tensor);
+ *   - a quantized checkpoint (__metadata__ "gemma3.quant"): its U8 matrices are used in place;
+ *     asking for another type is refused (no requantization). */
+int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
+                       int n_threads, g3_weights *w);
 void g3_weights_free(g3_weights *w);
+
+/* Writes the text model of the plain checkpoint in src_dir, every matrix quantized to type, as
+ * one SafeTensors file at path: quantized matrices as U8 [rows, g3_wtype_row_bytes(type, cols)]
+ * (each row its blocks in llama.cpp's byte layout), norms copied as stored, HF names kept,
+ * __metadata__ {"format": "pt", "gemma3.quant": "q8_0" | "q4_0"}. Streams: tensor by tensor,
+ * in bounded pieces, dropping source pages as it goes. On error path is removed. */
+int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
+                               int n_threads, const char *path);
 
 #endif

@@ -4,6 +4,7 @@
  * Each test runs once as a warm-up, then -r times on a fresh cache; t/s is reported as mean and
  * sample standard deviation over those runs. Tokens are seeded pseudo-random ids (the model's
  * speed does not depend on them), so runs are comparable across builds. */
+#include <ctype.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -126,10 +127,17 @@ static void summarize(bench_result *r) {
     r->stddev_ns = r->n_samples > 1 ? sqrt(var_ns / (r->n_samples - 1)) : 0;
 }
 
+/* llama-bench's model_type: "gemma3 1B Q4_0" (999.9M parameters is the "1B" model, 268M the
+ * "270M"). */
 static void model_label(const gemma3_model_info *info, char *buf, size_t n) {
-    double p = (double)info->n_params; /* 999.9M is the "1B" model, 268M the "270M" */
-    if (p >= 0.95e9) snprintf(buf, n, "gemma3 %.0fB BF16", p / 1e9);
-    else snprintf(buf, n, "gemma3 %.0fM BF16", p / 1e6);
+    double p = (double)info->n_params;
+    char type[8];
+    size_t k = 0;
+    for (; info->weight_type[k] && k + 1 < sizeof type; k++)
+        type[k] = (char)toupper((unsigned char)info->weight_type[k]);
+    type[k] = '\0';
+    if (p >= 0.95e9) snprintf(buf, n, "gemma3 %.0fB %s", p / 1e9, type);
+    else snprintf(buf, n, "gemma3 %.0fM %s", p / 1e6, type);
 }
 
 static void print_md_header(void) {

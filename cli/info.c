@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "config.h"
 #include "util.h"
+#include "quant.h"
 #include "weights.h"
 
 typedef struct info_args {
@@ -113,6 +114,7 @@ static void print_text(const char *dir, const g3_config *c, const g3_weights *w,
     printf("bos / pad / eos:      %d / %d / [%s]\n", c->bos_id, c->pad_id, eos);
     printf("layer types:          %s\n", layers);
     printf("parameters:           %lld (%.3f B)\n", (long long)w->n_params, (double)w->n_params / 1e9);
+    printf("weight type:          %s\n", g3_wtype_name(w->wtype));
     printf("weight bytes:         %lld (%.2f GiB)\n", (long long)w->n_bytes,
            (double)w->n_bytes / (1024.0 * 1024 * 1024));
     for (int t = 0; t < 2; t++) {
@@ -163,8 +165,9 @@ static void print_json(const char *dir, const g3_config *c, const g3_weights *w,
     printf(", \"tied_lm_head\": %s,\n", w->lm_head == w->embed ? "true" : "false");
     printf(" \"bos_token_id\": %d, \"pad_token_id\": %d, \"eos_token_id\": [%s],\n", c->bos_id,
            c->pad_id, eos);
-    printf(" \"layer_types\": \"%s\", \"n_params\": %lld, \"weight_bytes\": %lld, \"ctx\": %d", layers,
-           (long long)w->n_params, (long long)w->n_bytes, ctx);
+    printf(" \"layer_types\": \"%s\", \"n_params\": %lld, \"weight_type\": \"%s\", "
+           "\"weight_bytes\": %lld, \"ctx\": %d",
+           layers, (long long)w->n_params, g3_wtype_name(w->wtype), (long long)w->n_bytes, ctx);
     if (kv_type < 0 || kv_type == 0) printf(", \"kv_bytes_f32\": %lld", (long long)kv_cache_bytes(c, ctx, 4));
     if (kv_type < 0 || kv_type == 1) printf(", \"kv_bytes_bf16\": %lld", (long long)kv_cache_bytes(c, ctx, 2));
     printf("}\n");

@@ -35,9 +35,20 @@ static int parse_isa(const char *flag, const char *value, void *group) {
     return 0;
 }
 
+static int parse_quant(const char *flag, const char *value, void *group) {
+    int type = gemma3_weight_type_parse(value);
+    if (type < 0 || type == GEMMA3_WEIGHTS_AS_STORED)
+        return cli_usage_error("%s: '%s' is not one of bf16, q8_0, q4_0", flag, value);
+    ((cli_model_opts *)group)->mp.weight_type = (enum gemma3_weight_type)type;
+    return 0;
+}
+
 static const cli_option model_options[] = {
     {"-m, --model", "DIR", CLI_TEXT, M(model_dir),
      .help = "Gemma 3 checkpoint directory (config.json, *.safetensors, tokenizer.model)"},
+    {"-q, --quant", "TYPE", CLI_CUSTOM, .parse = parse_quant,
+     .help = "weights as bf16, q8_0 or q4_0 (quantized at load from a BF16 checkpoint)",
+     .default_text = "as stored"},
     {"-t, --threads", "N", CLI_INT, M(sp.n_threads), 1, 1024, .help = "threads",
      .default_text = "all CPUs"},
     {"-c, --ctx-size, --ctx", "N", CLI_INT, M(sp.n_ctx), 1, 1 << 24,
@@ -75,7 +86,16 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
 }
 
 int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
-    if (gemma3_model_load_ex(o->model_dir, &o->mp, model) != GEMMA3_OK)
+    gemma3_model_params mp = o->mp;
+    mp.n_threads = o->sp.n_threads; /* quantizing at load uses the session's threads */
+    if (gemma3_model_load_ex(o->model_dir, &mp, model) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    if (o->verbose) {
+        gemma3_model_info info;
+        gemma3_model_get_info(*model, &info);
+        if (info.quantize_seconds > 0)
+            fprintf(stderr, "gemma3: quantized the weights to %s in %.3f s\n", info.weight_type,
+                    info.quantize_seconds);
+    }
     return 0;
 }

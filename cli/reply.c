@@ -168,7 +168,9 @@ void gen_print_summary(const gen_state *g, FILE *f) {
             per_second(g->n_prompt_tokens, g->prompt_seconds), g->prompt_seconds);
     fprintf(f, "generated: %6d tokens  %9.2f tok/s  (%.3f s)\n", g->n_gen_tokens,
             per_second(g->n_gen_tokens, g->gen_seconds), g->gen_seconds);
-    fprintf(f, "load: %.3f s | seed: %u | isa: %s | threads: %d\n", g->load_seconds,
+    fprintf(f, "load: %.3f s", g->load_seconds);
+    if (g->info.quantize_seconds > 0) fprintf(f, " (quantizing %.3f s)", g->info.quantize_seconds);
+    fprintf(f, " | weights: %s | seed: %u | isa: %s | threads: %d\n", g->info.weight_type,
             gemma3_sampler_seed(g->sampler), gemma3_session_isa(g->session),
             gemma3_session_n_threads(g->session));
 }

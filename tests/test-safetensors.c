@@ -342,6 +342,125 @@ static void test_many(void) {
     g3_st_close(st);
 }
 
+/* The streaming writer: what it writes opens with the exact names, dtypes, shapes, metadata and
+ * bytes; the header is padded so data starts on 64 bytes; offsets are contiguous; appending in
+ * any split works; too few or too many bytes are errors and leave no file. g3_st_release keeps
+ * the views valid. */
+static void test_writer(void) {
+    g3_st_entry ent[3] = {
+        {"b.weight", G3_DTYPE_U8, 2, {3, 5}},
+        {"a \"odd\" name", G3_DTYPE_BF16, 1, {4}},
+        {"empty", G3_DTYPE_F32, 2, {0, 7}},
+    };
+    const char *meta[4] = {"format", "pt", "gemma3.quant", "q4_0"};
+    uint8_t data[15 + 8];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(3 * i + 1);
+    g3_st_writer *w = NULL;
+    int rc = g3_st_writer_create(path_of("w.safetensors"), ent, 3, meta, 2, &w);
+    CHECK_MSG(rc == GEMMA3_OK, "%s", gemma3_last_error());
+    if (rc != GEMMA3_OK) return;
+    CHECK_EQ_INT(g3_st_writer_append(w, data, 4), GEMMA3_OK); /* pieces across tensors */
+    CHECK_EQ_INT(g3_st_writer_append(w, data + 4, 13), GEMMA3_OK);
+    CHECK_EQ_INT(g3_st_writer_append(w, data + 17, 6), GEMMA3_OK);
+    CHECK_EQ_INT(g3_st_writer_append(w, data, 1), GEMMA3_ERR_ARG); /* past the declared bytes */
+    CHECK_EQ_INT(g3_st_writer_finish(w), GEMMA3_OK);
+    g3_st *st = NULL;
+    rc = g3_st_open_file(path_of("w.safetensors"), &st);
+    CHECK_MSG(rc == GEMMA3_OK, "%s", gemma3_last_error());
+    if (rc != GEMMA3_OK) return;
+    CHECK_EQ_INT(g3_st_count(st), 3);
+    CHECK(strcmp(g3_st_metadata(st, "gemma3.quant"), "q4_0") == 0);
+    CHECK(strcmp(g3_st_metadata(st, "format"), "pt") == 0);
+    CHECK(g3_st_metadata(st, "other") == NULL);
+    const g3_tensor *b = g3_st_find(st, "b.weight"), *a = g3_st_find(st, "a \"odd\" name");
+    const g3_tensor *e = g3_st_find(st, "empty");
+    CHECK(b && a && e);
+    if (b && a && e) {
+        CHECK(b->dtype == G3_DTYPE_U8 && b->n_dims == 2 && b->shape[0] == 3 && b->shape[1] == 5);
+        CHECK(a->dtype == G3_DTYPE_BF16 && a->n_dims == 1 && a->shape[0] == 4);
+        CHECK(e->n_elements == 0 && e->n_dims == 2 && e->shape[1] == 7);
+        CHECK(memcmp(b->data, data, 15) == 0 && memcmp(a->data, data + 15, 8) == 0);
+        CHECK((const uint8_t *)a->data == (const uint8_t *)b->data + 15); /* in order, no gap */
+        g3_st_release(st, b); /* pages dropped; the view still reads the same bytes */
+        CHECK(memcmp(b->data, data, 15) == 0);
+    }
+    g3_st_close(st);
+    uint8_t *img;
+    size_t size;
+    char *text;
+    if (g3_read_file(path_of("w.safetensors"), &text, &size) == GEMMA3_OK) {
+        img = (uint8_t *)text;
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | img[i];
+        CHECK_EQ_INT((8 + hl) % 64, 0);
+        CHECK_EQ_INT(size, 8 + hl + 23);
+        const char *head = "{\"__metadata__\":{\"format\":\"pt\",\"gemma3.quant\":\"q4_0\"}";
+        CHECK_MSG(strncmp(text + 8, head, strlen(head)) == 0, "%.80s", text + 8);
+        free(text);
+    }
+    /* too few bytes: an error, and the file is gone */
+    rc = g3_st_writer_create(path_of("short.safetensors"), ent, 2, NULL, 0, &w);
+    CHECK_EQ_INT(rc, GEMMA3_OK);
+    if (rc == GEMMA3_OK) {
+        CHECK_EQ_INT(g3_st_writer_append(w, data, 10), GEMMA3_OK);
+        CHECK_EQ_INT(g3_st_writer_finish(w), GEMMA3_ERR_ARG);
+        CHECK(strstr(gemma3_last_error(), "10 of 23 data bytes") != NULL);
+    }
+    CHECK(access(path_of("short.safetensors"), F_OK) != 0);
+    rc = g3_st_writer_create(path_of("aborted.safetensors"), ent, 2, NULL, 0, &w);
+    g3_st_writer_abort(w);
+    CHECK(access(path_of("aborted.safetensors"), F_OK) != 0);
+    CHECK_EQ_INT(g3_st_writer_create(path_of("no-such-dir/x.safetensors"), ent, 2, NULL, 0, &w), GEMMA3_ERR_IO);
+    CHECK(w == NULL);
+}
+
+static long resident_kb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* g3_st_release really gives a mapped tensor's pages back (quantizing a model tensor by tensor
+ * relies on it), and the view stays readable. */
+static void test_release(void) {
+    enum { MB = 1 << 20, N = 24 * MB };
+    g3_st_entry ent = {"big", G3_DTYPE_U8, 1, {N}};
+    g3_st_writer *w = NULL;
+    if (g3_st_writer_create(path_of("big.safetensors"), &ent, 1, NULL, 0, &w) != GEMMA3_OK) {
+        CHECK_MSG(0, "%s", gemma3_last_error());
+        return;
+    }
+    static uint8_t block[MB];
+    for (int i = 0; i < MB; i++) block[i] = (uint8_t)(i * 7);
+    for (int i = 0; i < N / MB; i++) CHECK_EQ_INT(g3_st_writer_append(w, block, MB), GEMMA3_OK);
+    CHECK_EQ_INT(g3_st_writer_finish(w), GEMMA3_OK);
+    g3_st *st = NULL;
+    if (g3_st_open_file(path_of("big.safetensors"), &st) != GEMMA3_OK) return;
+    const g3_tensor *t = g3_st_find(st, "big");
+    unsigned sum = 0;
+    for (size_t i = 0; i < t->n_bytes; i += 4096) sum += ((const uint8_t *)t->data)[i];
+    long before = resident_kb();
+    g3_st_release(st, t);
+    long after = resident_kb();
+    CHECK_MSG(before - after >= 20 * 1024, "release gave back %ld KB of %d", before - after, N / 1024);
+    unsigned again = 0;
+    for (size_t i = 0; i < t->n_bytes; i += 4096) again += ((const uint8_t *)t->data)[i];
+    CHECK_EQ_INT(again, sum);
+    g3_st_close(st);
+    /* read into memory: release must not lose the bytes */
+    if (g3_st_open_file_as(path_of("big.safetensors"), G3_ST_LOAD_READ, &st) != GEMMA3_OK) return;
+    t = g3_st_find(st, "big");
+    g3_st_release(st, t);
+    again = 0;
+    for (size_t i = 0; i < t->n_bytes; i += 4096) again += ((const uint8_t *)t->data)[i];
+    CHECK_EQ_INT(again, sum);
+    g3_st_close(st);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -352,6 +471,8 @@ int main(void) {
     test_bad_files();
     test_sharded();
     test_many();
+    test_writer();
+    test_release();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);

@@ -62,7 +62,7 @@ static void test_golden(void) {
     CHECK(w1.layers[6].k_norm[15] == 1.0f + bf16_at(kn, 15));
     const g3_tensor *fn = g3_st_find(w1.st, "model.norm.weight");
     CHECK(w1.final_norm[0] == 1.0f + bf16_at(fn, 0));
-    CHECK((const void *)w1.layers[6].w_down ==
+    CHECK((const void *)w1.layers[6].w_down.data ==
           g3_st_find(w1.st, "model.layers.6.mlp.down_proj.weight")->data);
     CHECK_EQ_INT(w1.n_params, 593952);
     CHECK_EQ_INT(w1.n_bytes, 2 * 593952);
@@ -71,7 +71,7 @@ static void test_golden(void) {
 
     if (load("tests/data/golden/tiny-mm", &c, &w1) != GEMMA3_OK) return;
     CHECK(strcmp(w1.prefix, "language_model.model.") == 0);
-    CHECK((const void *)w1.layers[2].wk ==
+    CHECK((const void *)w1.layers[2].wk.data ==
           g3_st_find(w1.st, "language_model.model.layers.2.self_attn.k_proj.weight")->data);
     g3_weights_free(&w1);
 }
@@ -88,8 +88,8 @@ static void test_f32_and_layouts(void) {
     CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
     int same = 1;
     for (int l = 0; l < 7; l++) {
-        same &= memcmp(w1.layers[l].wq, w2.layers[l].wq, 64 * 64 * 2) == 0;
-        same &= memcmp(w1.layers[l].w_down, w2.layers[l].w_down, 64 * 192 * 2) == 0;
+        same &= memcmp(w1.layers[l].wq.data, w2.layers[l].wq.data, 64 * 64 * 2) == 0;
+        same &= memcmp(w1.layers[l].w_down.data, w2.layers[l].w_down.data, 64 * 192 * 2) == 0;
     }
     CHECK(same);
     const g3_tensor *n = g3_st_find(w2.st, "model.layers.1.input_layernorm.weight");
@@ -108,7 +108,7 @@ static void test_f32_and_layouts(void) {
         if (gen(layouts[k], args) || load(dir_of(layouts[k]), &c2, &w2) != GEMMA3_OK) continue;
         CHECK(strcmp(w2.prefix, prefixes[k]) == 0);
         CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
-        CHECK(memcmp(w1.layers[6].w_up, w2.layers[6].w_up, 64 * 192 * 2) == 0);
+        CHECK(memcmp(w1.layers[6].w_up.data, w2.layers[6].w_up.data, 64 * 192 * 2) == 0);
         CHECK(w1.layers[4].q_norm[3] == w2.layers[4].q_norm[3]);
         CHECK(w2.n_params == w1.n_params); /* vision tensors not counted */
         g3_weights_free(&w2);
@@ -146,7 +146,7 @@ static void test_misaligned(void) {
     CHECK(((uintptr_t)g3_st_find(w2.st, "model.embed_tokens.weight")->data & 1u) == 1);
     CHECK(((uintptr_t)w2.embed & 63u) == 0); /* copied into the aligned arena */
     CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
-    CHECK(memcmp(w1.layers[3].wo, w2.layers[3].wo, 64 * 64 * 2) == 0);
+    CHECK(memcmp(w1.layers[3].wo.data, w2.layers[3].wo.data, 64 * 64 * 2) == 0);
     CHECK(w1.layers[3].pre_ffn_norm[7] == w2.layers[3].pre_ffn_norm[7]);
     g3_weights_free(&w1);
     g3_weights_free(&w2);
@@ -182,20 +182,20 @@ static void forward0(const g3_config *c, const g3_weights *w, int token, float *
     float *v = calloc((size_t)(c->n_kv_heads * hd), 4), *att = calloc((size_t)(nH * hd), 4);
     float *g = calloc((size_t)I, 4), *u = calloc((size_t)I, 4);
     float scale = g3_bf16_to_f32(g3_f32_to_bf16(sqrtf((float)H)));
-    for (int i = 0; i < H; i++) x[i] = g3_bf16_to_f32(w->embed[(size_t)token * H + i]) * scale;
+    for (int i = 0; i < H; i++) x[i] = g3_bf16_to_f32(((const uint16_t *)w->embed)[(size_t)token * H + i]) * scale;
     for (int l = 0; l < c->n_layers; l++) {
         const g3_layer_weights *L = &w->layers[l];
         rmsnorm(h, x, L->attn_norm, H, c->rms_norm_eps);
-        matvec(v, L->wv, h, c->n_kv_heads * hd, H);
+        matvec(v, L->wv.data, h, c->n_kv_heads * hd, H);
         for (int q = 0; q < nH; q++) memcpy(att + q * hd, v + (q / G) * hd, (size_t)hd * 4);
-        matvec(o, L->wo, att, H, nH * hd);
+        matvec(o, L->wo.data, att, H, nH * hd);
         rmsnorm(o, o, L->post_attn_norm, H, c->rms_norm_eps);
         for (int i = 0; i < H; i++) x[i] += o[i];
         rmsnorm(h, x, L->pre_ffn_norm, H, c->rms_norm_eps);
-        matvec(g, L->w_gate, h, I, H);
-        matvec(u, L->w_up, h, I, H);
+        matvec(g, L->w_gate.data, h, I, H);
+        matvec(u, L->w_up.data, h, I, H);
         for (int i = 0; i < I; i++) g[i] = gelu_tanh(g[i]) * u[i];
-        matvec(o, L->w_down, g, H, I);
+        matvec(o, L->w_down.data, g, H, I);
         rmsnorm(o, o, L->post_ffn_norm, H, c->rms_norm_eps);
         for (int i = 0; i < H; i++) x[i] += o[i];
     }

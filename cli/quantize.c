@@ -1,0 +1,62 @@
+/* cli/quantize.c - gemma3 quantize: writes a Q8_0 or Q4_0 copy of a checkpoint directory that
+ * later loads in place with no work (so a 27B model is quantized once, not at every start). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util.h"
+
+typedef struct quantize_args {
+    const char *src, *dst;
+    int type; /* enum gemma3_weight_type */
+    int n_threads;
+} quantize_args;
+
+static int parse_type(const char *flag, const char *value, void *args) {
+    int type = gemma3_weight_type_parse(value);
+    if (type != GEMMA3_WEIGHTS_Q8_0 && type != GEMMA3_WEIGHTS_Q4_0)
+        return cli_usage_error("%s: '%s' is not one of q8_0, q4_0", flag, value);
+    ((quantize_args *)args)->type = type;
+    return 0;
+}
+
+#define A(field) offsetof(quantize_args, field)
+static const cli_option quantize_options[] = {
+    {"-m, --model", "DIR", CLI_TEXT, A(src), .help = "the BF16 (or F16/F32) checkpoint directory"},
+    {"-o, --output", "OUTDIR", CLI_TEXT, A(dst),
+     .help = "where the quantized checkpoint goes (created; config and tokenizer copied)"},
+    {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type, .help = "q8_0 or q4_0"},
+    {"-t, --threads", "N", CLI_INT, A(n_threads), 1, 1024, .help = "threads",
+     .default_text = "all CPUs"},
+};
+#undef A
+
+static const cli_group quantize_group = {"quantize", quantize_options,
+                                         sizeof quantize_options / sizeof quantize_options[0],
+                                         CLI_NOWHERE};
+
+static const cli_command quantize_command = {
+    "usage: gemma3 quantize -m DIR -o OUTDIR --type q8_0|q4_0 [-t N]\n"
+    "Writes every matrix of the checkpoint in DIR as llama.cpp's Q8_0 or Q4_0 blocks\n"
+    "(safetensors, U8 [rows, bytes per row], metadata \"gemma3.quant\"); norms stay as stored.\n",
+    "quantize: unknown option '%s' (try gemma3 quantize --help)",
+    {&quantize_group, NULL},
+};
+
+int cmd_quantize(int argc, char **argv) {
+    quantize_args args = {0};
+    void *const dst[] = {&args};
+    int status;
+    if (cli_parse(&quantize_command, argc, argv, dst, &status)) return status;
+    if (!args.src) return cli_usage_error("quantize: -m DIR is required");
+    if (!args.dst) return cli_usage_error("quantize: -o OUTDIR is required");
+    if (!args.type) return cli_usage_error("quantize: --type q8_0|q4_0 is required");
+    double t0 = g3_now();
+    if (gemma3_quantize(args.src, args.dst, (enum gemma3_weight_type)args.type, args.n_threads) !=
+        GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    fprintf(stderr, "gemma3: wrote %s (%s) in %.2f s\n", args.dst,
+            gemma3_weight_type_name((enum gemma3_weight_type)args.type), g3_now() - t0);
+    return 0;
+}
