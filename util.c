@@ -21,11 +21,6 @@ int g3_error(int code, const char *fmt, ...) {
 
 const char *gemma3_last_error(void) { return last_error; }
 
-void g3_assert_fail(const char *file, int line, const char *expr) {
-    fprintf(stderr, "gemma3: internal error: %s:%d: assertion failed: %s\n", file, line, expr);
-    abort();
-}
-
 float g3_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
