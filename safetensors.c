@@ -169,17 +169,6 @@ static int json_uint(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
-/* "[4096, 64]" into buf, for messages. */
-static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
-    size_t w = 0;
-    buf[0] = '\0';
-    w += (size_t)snprintf(buf + w, n - w, "[");
-    for (int d = 0; d < n_dims && w < n; d++)
-        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (w < n) snprintf(buf + w, n - w, "]");
-    return buf;
-}
-
 typedef struct span {
     uint64_t begin, end;
     const char *name;
@@ -263,14 +252,15 @@ static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3
             return g3_error(GEMMA3_ERR_FORMAT,
                             "%s: tensor '%s': shape %s x %s overflows (data_offsets span %llu "
                             "bytes)",
-                            label, name, shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
+                            label, name, g3_shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
                             dtype_info[t->dtype].name, (unsigned long long)span_bytes);
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but shape %s "
                         "x %s needs %llu",
                         label, name, (unsigned long long)*begin, (unsigned long long)*end,
                         (unsigned long long)span_bytes,
-                        shape_str(sbuf, sizeof sbuf, t->shape, n_dims), dtype_info[t->dtype].name,
+                        g3_shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
+                        dtype_info[t->dtype].name,
                         (unsigned long long)(n_el * esize));
     }
     t->n_elements = (int64_t)n_el;

@@ -123,3 +123,13 @@ int g3_json_load(const char *path, cJSON **out) {
     if (!*out) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
     return GEMMA3_OK;
 }
+
+const char *g3_shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
+    size_t w = 0;
+    buf[0] = '\0';
+    w += (size_t)snprintf(buf + w, n - w, "[");
+    for (int d = 0; d < n_dims && w < n; d++)
+        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (w < n) snprintf(buf + w, n - w, "]");
+    return buf;
+}

@@ -54,6 +54,10 @@ const char *g3_json_type_name(const struct cJSON *j);
  * cJSON_Delete. */
 int g3_json_load(const char *path, struct cJSON **out);
 
+/* Writes a tensor shape as "[4096, 64]" into buf of size n (truncated if it does not fit) and
+ * returns buf, so it can be a printf argument. */
+const char *g3_shape_str(char *buf, size_t n, const int64_t *shape, int n_dims);
+
 /* Joins dir and name with one '/', into buf of size n. Returns GEMMA3_ERR_ARG if it does not fit. */
 int g3_path_join(char *buf, size_t n, const char *dir, const char *name);
 

@@ -38,14 +38,6 @@ typedef struct binding {
 static const char *const prefixes[] = {"model.", "language_model.model.", "model.language_model."};
 static const char *const lm_head_names[] = {"lm_head.weight", "language_model.lm_head.weight"};
 
-static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
-    size_t w = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < n_dims && w < n; d++)
-        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (w < n) snprintf(buf + w, n - w, "]");
-    return buf;
-}
-
 static void add(binding *b, int *n, const char *prefix, const char *name, int64_t d0, int64_t d1,
                 enum bind_kind kind, const void **dst) {
     binding *x = &b[(*n)++];
@@ -64,13 +56,13 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, size_t *a
     const g3_tensor *t = g3_st_find(st, b->name);
     if (!t)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: missing (expected shape %s)", dir,
-                        b->name, shape_str(want, sizeof want, b->shape, b->n_dims));
+                        b->name, g3_shape_str(want, sizeof want, b->shape, b->n_dims));
     int same = t->n_dims == b->n_dims;
     for (int d = 0; same && d < b->n_dims; d++) same = t->shape[d] == b->shape[d];
     if (!same)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: expected shape %s, got %s", dir,
-                        b->name, shape_str(want, sizeof want, b->shape, b->n_dims),
-                        shape_str(got, sizeof got, t->shape, t->n_dims));
+                        b->name, g3_shape_str(want, sizeof want, b->shape, b->n_dims),
+                        g3_shape_str(got, sizeof got, t->shape, t->n_dims));
     if (t->dtype != G3_DTYPE_BF16 && t->dtype != G3_DTYPE_F16 && t->dtype != G3_DTYPE_F32)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: tensor %s: dtype %s not supported (BF16, F16 or F32)", dir, b->name,
