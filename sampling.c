@@ -38,8 +38,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "util.h"
 
@@ -81,25 +79,6 @@ struct gemma3_sampler {
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 };
-
-/* ================================ randomness ================================================ */
-
-double g3_gumbel(uint64_t bits) { return -log(-log(g3_uniform32(bits))); }
-
-double g3_gumbel_max(void) { return g3_gumbel(0xffffffffull << 32); }
-
-static uint32_t random_seed(void) {
-    uint32_t seed = 0;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(&seed, sizeof seed, 1, f) != 1) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (uint32_t)g3_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
-                                  (uint64_t)getpid());
-    }
-    if (f) fclose(f);
-    return seed == GEMMA3_SEED_RANDOM ? 0 : seed;
-}
 
 /* ================================ parameters ================================================ */
 
@@ -300,7 +279,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     if (!s) return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory");
     s->p = *params;
     s->n_vocab = n_vocab;
-    s->seed = params->seed == GEMMA3_SEED_RANDOM ? random_seed() : params->seed;
+    s->seed = params->seed == GEMMA3_SEED_RANDOM ? g3_random_seed() : params->seed;
     s->mu = 2.0f * params->mirostat_tau;
     int rep = resolve_last_n(params, params->repeat_last_n);
     int dry = resolve_last_n(params, params->dry_penalty_last_n);
