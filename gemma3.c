@@ -91,7 +91,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->sliding_window = c->sliding_window;
     info->max_position_embeddings = c->max_position_embeddings;
     info->bos_id = c->bos_id;
-    info->n_eos = c->n_eos < 8 ? c->n_eos : 8;
+    _Static_assert(GEMMA3_MAX_EOS >= G3_MAX_EOS, "the model info holds every eos id of the config");
+    info->n_eos = c->n_eos < GEMMA3_MAX_EOS ? c->n_eos : GEMMA3_MAX_EOS;
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
     info->n_params = model->w.n_params;
     info->weight_bytes = model->w.n_bytes;

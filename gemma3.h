@@ -74,6 +74,8 @@ void gemma3_model_free(gemma3_model *model);
 /* The checkpoint's tokenizer, or NULL when the directory has no tokenizer.model. Owned by the model. */
 const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model);
 
+#define GEMMA3_MAX_EOS 8 /* most end-of-sequence ids a model reports */
+
 typedef struct gemma3_model_info {
     const char *architecture;   /* "Gemma3ForCausalLM" or "Gemma3ForConditionalGeneration" */
     int vocab_size;             /* rows of the embedding = length of a logits vector */
@@ -83,7 +85,7 @@ typedef struct gemma3_model_info {
     int max_position_embeddings;
     int bos_id;
     int n_eos;
-    int eos_ids[8];
+    int eos_ids[GEMMA3_MAX_EOS];
     int64_t n_params;           /* text-model parameters (tied head counted once) */
     int64_t weight_bytes;       /* bytes of text-model weights as stored */
 } gemma3_model_info;
