@@ -65,7 +65,7 @@ int gemma3_model_load(const char *dir, gemma3_model **out);
  * 60% of the available memory and maps otherwise. */
 enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
 typedef struct gemma3_model_params {
-    int load_mode; /* enum gemma3_load_mode */
+    enum gemma3_load_mode load_mode;
 } gemma3_model_params;
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
@@ -101,7 +101,7 @@ enum gemma3_kv_type { GEMMA3_KV_F32 = 0, GEMMA3_KV_BF16 = 1 };
 typedef struct gemma3_session_params {
     int n_ctx;          /* context length in tokens; 0 = 4096; capped at max_position_embeddings */
     int n_threads;      /* worker threads including the caller; 0 = all online CPUs */
-    int kv_type;        /* enum gemma3_kv_type */
+    enum gemma3_kv_type kv_type;
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode);
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
     const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
@@ -261,7 +261,7 @@ typedef struct gemma3_logit_bias {
 typedef struct gemma3_sampler_params {
     uint32_t seed;               /* GEMMA3_SEED_RANDOM: from /dev/urandom; read the result back
                                     with gemma3_sampler_seed */
-    int mode;                    /* enum gemma3_sampler_mode */
+    enum gemma3_sampler_mode mode;
     float temperature;           /* 1.0; 0 = greedy */
     int top_k;                   /* 64 [<= 0] */
     float top_p;                 /* 0.95 [>= 1] */
@@ -297,7 +297,7 @@ typedef struct gemma3_sampler_params {
     int n_eos;
     int32_t eos_ids[GEMMA3_SAMPLER_MAX_EOS];
     int n_samplers;              /* the chain, enum gemma3_sampler_type values, in order */
-    int samplers[GEMMA3_SAMPLER_MAX_CHAIN];
+    enum gemma3_sampler_type samplers[GEMMA3_SAMPLER_MAX_CHAIN];
 } gemma3_sampler_params;
 
 gemma3_sampler_params gemma3_sampler_default_params(void);

@@ -97,7 +97,8 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
         letters = GEMMA3_SAMPLER_SEQ_LLAMA;
     else if (strcmp(letters, "default") == 0)
         letters = GEMMA3_SAMPLER_SEQ_DEFAULT;
-    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    int n = 0;
+    enum gemma3_sampler_type types[GEMMA3_SAMPLER_MAX_CHAIN];
     for (const char *c = letters; *c; c++) {
         int t = 0;
         while (t < GEMMA3_SAMPLER_N_TYPES && seq_letters[t] != *c) t++;
@@ -152,7 +153,8 @@ int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *pa
     if (strcmp(names, "llama.cpp") == 0 || strcmp(names, "llama") == 0 ||
         strcmp(names, "default") == 0)
         return gemma3_sampler_chain_from_seq(names, params);
-    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    int n = 0;
+    enum gemma3_sampler_type types[GEMMA3_SAMPLER_MAX_CHAIN];
     const char *p = names;
     while (*p) {
         size_t len = strcspn(p, ";");
