@@ -1,5 +1,5 @@
-/* tokenizer.c - SentencePiece BPE tokenizer: a bounds-checked reader for tokenizer.model
- * (a serialized ModelProto), encode (normalizer, user-defined pieces, BPE by piece score, byte
+/* tokenizer.c - SentencePiece BPE tokenizer: loading tokenizer.model (a serialized ModelProto,
+ * read with protobuf.c), encode (normalizer, user-defined pieces, BPE by piece score, byte
  * fallback), decode (whole and streaming) and the Gemma 3 chat format.
  *
  * The reference is SentencePiece's BPE model plus the one thing Hugging Face tokenizers adds: with
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "protobuf.h"
 #include "util.h"
 
 /* ---- the model in memory ------------------------------------------------------------------ */
@@ -210,110 +211,39 @@ const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id) {
     return tok->text + tok->piece[id].off;
 }
 
-/* ---- protobuf reader ---------------------------------------------------------------------- */
+/* ---- the SentencePiece model file ---------------------------------------------------------- */
 
-/* A cursor over one length-delimited message. Every read checks against `end`. */
-typedef struct {
-    const uint8_t *p, *end;
-    const char *label; /* file name for messages */
-    const char *what;  /* message being read ("ModelProto", "pieces[12]"...) */
-} pb_reader;
+/* tokenizer.model is a serialized sentencepiece.ModelProto (sentencepiece_model.proto). The field
+ * numbers below are the ones of that schema this file reads; others are skipped. */
+enum model_proto_field { MODEL_PIECES = 1, MODEL_TRAINER_SPEC = 2, MODEL_NORMALIZER_SPEC = 3 };
 
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+enum piece_field { PIECE_TEXT = 1, PIECE_SCORE = 2, PIECE_TYPE = 3 };
 
-static int pb_varint(pb_reader *r, uint64_t *v) {
-    uint64_t x = 0;
-    for (int i = 0; i < 10; i++) {
-        if (r->p >= r->end)
-            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated varint", r->label, r->what);
-        uint8_t b = *r->p++;
-        x |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = x;
-            return GEMMA3_OK;
-        }
-    }
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: varint longer than 10 bytes", r->label, r->what);
-}
+enum trainer_spec_field {
+    TRAINER_MODEL_TYPE = 3,
+    TRAINER_TREAT_WHITESPACE_AS_SUFFIX = 24,
+    TRAINER_BYTE_FALLBACK = 35,
+    TRAINER_UNK_ID = 40,
+    TRAINER_BOS_ID = 41,
+    TRAINER_EOS_ID = 42,
+    TRAINER_PAD_ID = 43,
+    TRAINER_UNK_SURFACE = 44,
+};
 
-/* Reads a field key; *field = 0 at the end of the message. */
-static int pb_key(pb_reader *r, uint32_t *field, int *wire) {
-    *field = 0;
-    if (r->p == r->end) return GEMMA3_OK;
-    uint64_t key;
-    int rc = pb_varint(r, &key);
-    if (rc) return rc;
-    if ((key >> 3) == 0 || (key >> 3) > 0x1fffffff)
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: invalid field number %llu", r->label, r->what,
-                        (unsigned long long)(key >> 3));
-    *field = (uint32_t)(key >> 3);
-    *wire = (int)(key & 7);
-    return GEMMA3_OK;
-}
+enum normalizer_spec_field {
+    NORMALIZER_NAME = 1,
+    NORMALIZER_PRECOMPILED_CHARSMAP = 2,
+    NORMALIZER_ADD_DUMMY_PREFIX = 3,
+    NORMALIZER_REMOVE_EXTRA_WHITESPACES = 4,
+    NORMALIZER_ESCAPE_WHITESPACES = 5,
+};
 
-/* The payload of a length-delimited field, checked against the end of the enclosing message. */
-static int pb_bytes(pb_reader *r, const uint8_t **data, size_t *n) {
-    uint64_t len;
-    int rc = pb_varint(r, &len);
-    if (rc) return rc;
-    if (len > (uint64_t)(r->end - r->p))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: length %llu runs past the end (%zu bytes left)",
-                        r->label, r->what, (unsigned long long)len, (size_t)(r->end - r->p));
-    *data = r->p;
-    *n = (size_t)len;
-    r->p += len;
-    return GEMMA3_OK;
-}
-
-static int pb_fixed32(pb_reader *r, uint32_t *v) {
-    if (r->end - r->p < 4)
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated fixed32", r->label, r->what);
-    *v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
-         (uint32_t)r->p[3] << 24;
-    r->p += 4;
-    return GEMMA3_OK;
-}
-
-static int pb_skip(pb_reader *r, uint32_t field, int wire) {
-    uint64_t v;
-    const uint8_t *d;
-    size_t n;
-    switch (wire) {
-    case WIRE_VARINT: return pb_varint(r, &v);
-    case WIRE_LEN: return pb_bytes(r, &d, &n);
-    case WIRE_I32:
-        if (r->end - r->p < 4) break;
-        r->p += 4;
-        return GEMMA3_OK;
-    case WIRE_I64:
-        if (r->end - r->p < 8) break;
-        r->p += 8;
-        return GEMMA3_OK;
-    default:
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u has unsupported wire type %d",
-                        r->label, r->what, field, wire);
-    }
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u truncated", r->label, r->what, field);
-}
-
-static int pb_expect(pb_reader *r, uint32_t field, int wire, int want, const char *name) {
-    if (wire == want) return GEMMA3_OK;
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.%s (field %u): wire type %d, expected %d",
-                    r->label, r->what, name, field, wire, want);
-}
-
-/* Reads a varint field into an int64 (negative int32 values arrive as 10-byte varints). */
-static int pb_int_field(pb_reader *r, uint32_t field, int wire, const char *name, int64_t *out) {
-    int rc = pb_expect(r, field, wire, WIRE_VARINT, name);
-    uint64_t v;
-    if (!rc) rc = pb_varint(r, &v);
-    if (!rc) *out = (int64_t)v;
-    return rc;
-}
+/* TrainerSpec.ModelType; only BPE is implemented. */
+enum model_type { MODEL_UNIGRAM = 1, MODEL_BPE = 2, MODEL_WORD = 3, MODEL_CHAR = 4 };
 
 /* What tokenizer.c uses of TrainerSpec and NormalizerSpec, with the proto defaults. */
 typedef struct {
-    int64_t model_type;             /* 1 UNIGRAM (default), 2 BPE, 3 WORD, 4 CHAR */
+    int64_t model_type; /* enum model_type */
     int64_t unk_id, bos_id, eos_id, pad_id;
     int64_t byte_fallback;
     int64_t treat_whitespace_as_suffix;
@@ -326,84 +256,92 @@ typedef struct {
     int64_t add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
 } model_specs;
 
-static int read_trainer_spec(pb_reader *r, model_specs *s) {
+static int read_trainer_spec(g3_pb_reader *r, model_specs *s) {
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) return GEMMA3_OK;
         switch (f) {
-        case 3: rc = pb_int_field(r, f, w, "model_type", &s->model_type); break;
-        case 24:
-            rc = pb_int_field(r, f, w, "treat_whitespace_as_suffix", &s->treat_whitespace_as_suffix);
+        case TRAINER_MODEL_TYPE: rc = g3_pb_int_field(r, f, w, "model_type", &s->model_type); break;
+        case TRAINER_TREAT_WHITESPACE_AS_SUFFIX:
+            rc = g3_pb_int_field(r, f, w, "treat_whitespace_as_suffix",
+                                 &s->treat_whitespace_as_suffix);
             break;
-        case 35: rc = pb_int_field(r, f, w, "byte_fallback", &s->byte_fallback); break;
-        case 40: rc = pb_int_field(r, f, w, "unk_id", &s->unk_id); break;
-        case 41: rc = pb_int_field(r, f, w, "bos_id", &s->bos_id); break;
-        case 42: rc = pb_int_field(r, f, w, "eos_id", &s->eos_id); break;
-        case 43: rc = pb_int_field(r, f, w, "pad_id", &s->pad_id); break;
-        case 44:
-            rc = pb_expect(r, f, w, WIRE_LEN, "unk_surface");
-            if (!rc) rc = pb_bytes(r, &s->unk_surface, &s->unk_surface_len);
+        case TRAINER_BYTE_FALLBACK:
+            rc = g3_pb_int_field(r, f, w, "byte_fallback", &s->byte_fallback);
+            break;
+        case TRAINER_UNK_ID: rc = g3_pb_int_field(r, f, w, "unk_id", &s->unk_id); break;
+        case TRAINER_BOS_ID: rc = g3_pb_int_field(r, f, w, "bos_id", &s->bos_id); break;
+        case TRAINER_EOS_ID: rc = g3_pb_int_field(r, f, w, "eos_id", &s->eos_id); break;
+        case TRAINER_PAD_ID: rc = g3_pb_int_field(r, f, w, "pad_id", &s->pad_id); break;
+        case TRAINER_UNK_SURFACE:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "unk_surface");
+            if (!rc) rc = g3_pb_bytes(r, &s->unk_surface, &s->unk_surface_len);
             s->has_unk_surface = 1;
             break;
-        default: rc = pb_skip(r, f, w); break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
 }
 
-static int read_normalizer_spec(pb_reader *r, model_specs *s) {
+static int read_normalizer_spec(g3_pb_reader *r, model_specs *s) {
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) return GEMMA3_OK;
         const uint8_t *d;
         switch (f) {
-        case 1:
-            rc = pb_expect(r, f, w, WIRE_LEN, "name");
-            if (!rc) rc = pb_bytes(r, &s->norm_name, &s->norm_name_len);
+        case NORMALIZER_NAME:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "name");
+            if (!rc) rc = g3_pb_bytes(r, &s->norm_name, &s->norm_name_len);
             break;
-        case 2:
-            rc = pb_expect(r, f, w, WIRE_LEN, "precompiled_charsmap");
-            if (!rc) rc = pb_bytes(r, &d, &s->charsmap_len);
+        case NORMALIZER_PRECOMPILED_CHARSMAP:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "precompiled_charsmap");
+            if (!rc) rc = g3_pb_bytes(r, &d, &s->charsmap_len);
             break;
-        case 3: rc = pb_int_field(r, f, w, "add_dummy_prefix", &s->add_dummy_prefix); break;
-        case 4:
-            rc = pb_int_field(r, f, w, "remove_extra_whitespaces", &s->remove_extra_whitespaces);
+        case NORMALIZER_ADD_DUMMY_PREFIX:
+            rc = g3_pb_int_field(r, f, w, "add_dummy_prefix", &s->add_dummy_prefix);
             break;
-        case 5: rc = pb_int_field(r, f, w, "escape_whitespaces", &s->escape_whitespaces); break;
-        default: rc = pb_skip(r, f, w); break;
+        case NORMALIZER_REMOVE_EXTRA_WHITESPACES:
+            rc = g3_pb_int_field(r, f, w, "remove_extra_whitespaces",
+                                 &s->remove_extra_whitespaces);
+            break;
+        case NORMALIZER_ESCAPE_WHITESPACES:
+            rc = g3_pb_int_field(r, f, w, "escape_whitespaces", &s->escape_whitespaces);
+            break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
 }
 
 /* Reads one SentencePiece message into slot id of the tables. */
-static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *text_used) {
+static int read_piece(g3_pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *text_used) {
     const uint8_t *piece = NULL;
     size_t piece_len = 0;
     float score = 0.0f;
     int64_t type = G3_PIECE_NORMAL;
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) break;
         uint32_t bits = 0;
         switch (f) {
-        case 1:
-            rc = pb_expect(r, f, w, WIRE_LEN, "piece");
-            if (!rc) rc = pb_bytes(r, &piece, &piece_len);
+        case PIECE_TEXT:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "piece");
+            if (!rc) rc = g3_pb_bytes(r, &piece, &piece_len);
             break;
-        case 2:
-            rc = pb_expect(r, f, w, WIRE_I32, "score");
-            if (!rc) rc = pb_fixed32(r, &bits);
+        case PIECE_SCORE:
+            rc = g3_pb_expect(r, f, w, G3_PB_I32, "score");
+            if (!rc) rc = g3_pb_fixed32(r, &bits);
             if (!rc) memcpy(&score, &bits, sizeof score);
             break;
-        case 3: rc = pb_int_field(r, f, w, "type", &type); break;
-        default: rc = pb_skip(r, f, w); break;
+        case PIECE_TYPE: rc = g3_pb_int_field(r, f, w, "type", &type); break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
@@ -602,6 +540,110 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     return GEMMA3_OK;
 }
 
+/* The first pass over the top-level message: counts the pieces and bounds their text bytes, and
+ * reads the two specs. */
+static int scan_model(const uint8_t *buf, size_t size, const char *label, model_specs *s,
+                      size_t *n_pieces, size_t *text_bytes, int *seen_trainer) {
+    g3_pb_reader top = g3_pb_message(buf, size, label, "ModelProto");
+    for (;;) {
+        uint32_t f;
+        int w, rc = g3_pb_key(&top, &f, &w);
+        if (rc) return rc;
+        if (!f) return GEMMA3_OK;
+        if (f != MODEL_PIECES && f != MODEL_TRAINER_SPEC && f != MODEL_NORMALIZER_SPEC) {
+            rc = g3_pb_skip(&top, f, w);
+            if (rc) return rc;
+            continue;
+        }
+        static const char *names[] = {"", "pieces", "trainer_spec", "normalizer_spec"};
+        const uint8_t *d;
+        size_t n;
+        rc = g3_pb_expect(&top, f, w, G3_PB_LEN, names[f]);
+        if (!rc) rc = g3_pb_bytes(&top, &d, &n);
+        if (rc) return rc;
+        g3_pb_reader sub = g3_pb_message(d, n, label, names[f]);
+        if (f == MODEL_PIECES) {
+            (*n_pieces)++;
+            *text_bytes += n + 1; /* the piece text is shorter than its message */
+        } else if (f == MODEL_TRAINER_SPEC) {
+            *seen_trainer = 1;
+            rc = read_trainer_spec(&sub, s);
+        } else {
+            rc = read_normalizer_spec(&sub, s);
+        }
+        if (rc) return rc;
+    }
+}
+
+/* Refuses, before anything is allocated, what this file does not implement. */
+static int check_supported(const model_specs *s, size_t n_pieces, int seen_trainer,
+                           const char *label) {
+    static const char *model_types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
+    if (s->model_type != MODEL_BPE)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: model_type %s (%lld)%s: only BPE tokenizers are supported", label,
+                        s->model_type >= MODEL_UNIGRAM && s->model_type <= MODEL_CHAR
+                            ? model_types[s->model_type]
+                            : "?",
+                        (long long)s->model_type, seen_trainer ? "" : " (no trainer_spec)");
+    if (s->treat_whitespace_as_suffix)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: treat_whitespace_as_suffix is not supported",
+                        label);
+    if (s->charsmap_len > 0 &&
+        !(s->norm_name_len == 8 && memcmp(s->norm_name, "identity", 8) == 0))
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: normalizer '%.*s' with a precompiled charsmap is not supported", label,
+                        (int)(s->norm_name_len > 40 ? 40 : s->norm_name_len),
+                        s->norm_name ? (const char *)s->norm_name : "");
+    if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
+    if (n_pieces > (1u << 26)) /* ids must fit hash_slot.meta */
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
+                        1u << 26);
+    return GEMMA3_OK;
+}
+
+/* A tokenizer with its arena carved into the piece table, the hash table (load <= 1/2) and the
+ * piece text. On failure *out still gets the partly built tokenizer, for gemma3_tokenizer_free. */
+static int alloc_tables(size_t n_pieces, size_t text_bytes, const char *label,
+                        gemma3_tokenizer **out) {
+    gemma3_tokenizer *t = *out = calloc(1, sizeof *t);
+    if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    t->n_pieces = (int32_t)n_pieces;
+    size_t ht_size = 16;
+    while (ht_size < 2 * n_pieces) ht_size *= 2;
+    t->ht_mask = (uint32_t)(ht_size - 1);
+    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
+    t->arena = arena_alloc(t->arena_size);
+    if (!t->arena)
+        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
+    t->piece = t->arena;
+    t->ht = (hash_slot *)(t->piece + n_pieces);
+    t->text = (char *)(t->ht + ht_size);
+    return GEMMA3_OK;
+}
+
+/* The second pass: copies every piece into the tables, in id order. */
+static int read_pieces(const uint8_t *buf, size_t size, const char *label, gemma3_tokenizer *t) {
+    g3_pb_reader top = g3_pb_message(buf, size, label, "ModelProto");
+    uint32_t text_used = 0;
+    int32_t id = 0;
+    for (;;) {
+        uint32_t f;
+        int w, rc = g3_pb_key(&top, &f, &w);
+        if (rc || !f) return rc;
+        if (f == MODEL_PIECES) {
+            const uint8_t *d;
+            size_t n;
+            rc = g3_pb_bytes(&top, &d, &n);
+            g3_pb_reader sub = g3_pb_message(d, n, label, "pieces");
+            if (!rc) rc = read_piece(&sub, t, id++, &text_used);
+        } else {
+            rc = g3_pb_skip(&top, f, w);
+        }
+        if (rc) return rc;
+    }
+}
+
 /* Loading is two passes over the top-level message: the first counts the pieces and their bytes
  * and reads the two specs (refusing what we do not implement before allocating anything), the
  * second copies the pieces into flat arrays. */
@@ -614,94 +656,17 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     if (size > UINT32_MAX - 1)
         return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: model larger than 4 GiB", label);
 
-    model_specs s = {.model_type = 1, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1,
-                     .add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+    model_specs s = {.model_type = MODEL_UNIGRAM, .unk_id = 0, .bos_id = 1, .eos_id = 2,
+                     .pad_id = -1, .add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
                      .escape_whitespaces = 1};
-    pb_reader top = {buf, buf + size, label, "ModelProto"};
     size_t n_pieces = 0, text_bytes = 0;
     int seen_trainer = 0;
-    for (;;) {
-        uint32_t f;
-        int w, rc = pb_key(&top, &f, &w);
-        if (rc) return rc;
-        if (!f) break;
-        const uint8_t *d;
-        size_t n;
-        if (f == 1 || f == 2 || f == 3) {
-            static const char *names[] = {"", "pieces", "trainer_spec", "normalizer_spec"};
-            rc = pb_expect(&top, f, w, WIRE_LEN, names[f]);
-            if (!rc) rc = pb_bytes(&top, &d, &n);
-            if (rc) return rc;
-            pb_reader sub = {d, d + n, label, names[f]};
-            if (f == 1) {
-                n_pieces++;
-                text_bytes += n + 1; /* the piece text is shorter than its message */
-            } else if (f == 2) {
-                seen_trainer = 1;
-                rc = read_trainer_spec(&sub, &s);
-            } else {
-                rc = read_normalizer_spec(&sub, &s);
-            }
-        } else {
-            rc = pb_skip(&top, f, w);
-        }
-        if (rc) return rc;
-    }
-    static const char *model_types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
-    if (s.model_type != 2)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "%s: model_type %s (%lld)%s: only BPE tokenizers are supported", label,
-                        s.model_type >= 1 && s.model_type <= 4 ? model_types[s.model_type] : "?",
-                        (long long)s.model_type, seen_trainer ? "" : " (no trainer_spec)");
-    if (s.treat_whitespace_as_suffix)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: treat_whitespace_as_suffix is not supported",
-                        label);
-    if (s.charsmap_len > 0 &&
-        !(s.norm_name_len == 8 && memcmp(s.norm_name, "identity", 8) == 0))
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "%s: normalizer '%.*s' with a precompiled charsmap is not supported", label,
-                        (int)(s.norm_name_len > 40 ? 40 : s.norm_name_len),
-                        s.norm_name ? (const char *)s.norm_name : "");
-    if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
-    if (n_pieces > (1u << 26)) /* ids must fit hash_slot.meta */
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
-                        1u << 26);
-
-    gemma3_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
-    t->n_pieces = (int32_t)n_pieces;
-    size_t ht_size = 16;
-    while (ht_size < 2 * n_pieces) ht_size *= 2;
-    t->ht_mask = (uint32_t)(ht_size - 1);
-    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
-    t->arena = arena_alloc(t->arena_size);
-    int rc = GEMMA3_OK;
-    if (!t->arena) {
-        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
-    } else {
-        t->piece = t->arena;
-        t->ht = (hash_slot *)(t->piece + n_pieces);
-        t->text = (char *)(t->ht + ht_size);
-    }
-
-    top.p = buf;
-    uint32_t text_used = 0;
-    int32_t id = 0;
-    while (!rc) {
-        uint32_t f;
-        int w;
-        rc = pb_key(&top, &f, &w);
-        if (rc || !f) break;
-        const uint8_t *d;
-        size_t n;
-        if (f == 1) {
-            rc = pb_bytes(&top, &d, &n);
-            pb_reader sub = {d, d + n, label, "pieces"};
-            if (!rc) rc = read_piece(&sub, t, id++, &text_used);
-        } else {
-            rc = pb_skip(&top, f, w);
-        }
-    }
+    int rc = scan_model(buf, size, label, &s, &n_pieces, &text_bytes, &seen_trainer);
+    if (!rc) rc = check_supported(&s, n_pieces, seen_trainer, label);
+    if (rc) return rc;
+    gemma3_tokenizer *t = NULL;
+    rc = alloc_tables(n_pieces, text_bytes, label, &t);
+    if (!rc) rc = read_pieces(buf, size, label, t);
     if (!rc) rc = finish_model(t, &s, label);
     if (rc) {
         gemma3_tokenizer_free(t);
