@@ -1,6 +1,6 @@
 /* tokenizer.c - SentencePiece BPE tokenizer: loading tokenizer.model (a serialized ModelProto,
  * read with protobuf.c), encode (normalizer, user-defined pieces, BPE by piece score, byte
- * fallback), decode (whole and streaming) and the Gemma 3 chat format.
+ * fallback) and decode (whole and streaming). The chat format is in chat.c, UTF-8 in utf8.c.
  *
  * The reference is SentencePiece's BPE model plus the one thing Hugging Face tokenizers adds: with
  * GEMMA3_TOK_PARSE_SPECIAL the text of CONTROL and UNKNOWN pieces (<bos>, <eos>, <pad>, <unk>)
@@ -19,9 +19,10 @@
 #include <unistd.h>
 
 #include "protobuf.h"
+#include "utf8.h"
 #include "util.h"
 
-/* ---- the model in memory ------------------------------------------------------------------ */
+/* ---- the model in memory --------------------------------------------------------------------- */
 
 /* A hash-table slot carries what BPE needs to test a pair without touching the piece itself:
  * the piece's first 8 bytes (zero-padded), its length class, whether merges may produce it and
@@ -211,7 +212,7 @@ const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id) {
     return tok->text + tok->piece[id].off;
 }
 
-/* ---- the SentencePiece model file ---------------------------------------------------------- */
+/* ---- the SentencePiece model file ------------------------------------------------------------ */
 
 /* tokenizer.model is a serialized sentencepiece.ModelProto (sentencepiece_model.proto). The field
  * numbers below are the ones of that schema this file reads; others are skipped. */
@@ -362,7 +363,7 @@ static int read_piece(g3_pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t
     return GEMMA3_OK;
 }
 
-/* ---- building the lookup structures -------------------------------------------------------- */
+/* ---- building the lookup structures ---------------------------------------------------------- */
 
 /* Hashes are computed in a first sequential pass so that the insertion pass can prefetch the
  * slot of a piece a few pieces ahead: the table (8 MB for Gemma) is otherwise a cache miss per
@@ -705,31 +706,7 @@ int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
     return rc;
 }
 
-/* ---- encode -------------------------------------------------------------------------------- */
-
-/* Length of the UTF-8 sequence at s (n > 0 bytes available): 1..4 for a well-formed sequence,
- * 1 for a stray byte (which then becomes a symbol of its own and falls back to its byte piece). */
-static inline size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 1;
-    if (n < len || s[1] < lo || s[1] > hi) return 1;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 1;
-    return len;
-}
+/* ---- encode ---------------------------------------------------------------------------------- */
 
 typedef struct {
     int32_t prev, next; /* neighbours in the list, -1 at the ends */
@@ -901,7 +878,7 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     symbol *sym = e->sym;
     int32_t m = 0;
     for (size_t i = 0; i < n;) {
-        size_t cl = utf8_len((const unsigned char *)w + i, n - i);
+        size_t cl = g3_utf8_len((const unsigned char *)w + i, n - i);
         sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, -1, m};
         if (cl > 1) prefetch_slot(t, w + i, cl);
         m++;
@@ -1111,7 +1088,7 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
         int32_t id;
         size_t m = may_match(tok, u + i, n - i) ? match_piece(tok, u + i, n - i, special, &id) : 0;
         if (m == 0) {
-            i += utf8_len(u + i, n - i);
+            i += g3_utf8_len(u + i, n - i);
             continue;
         }
         rc = encode_segment(tok, &e, norm + seg, i - seg);
@@ -1130,87 +1107,17 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     return rc ? rc : e.count;
 }
 
-/* ---- decode -------------------------------------------------------------------------------- */
-
-/* Output with snprintf semantics: writes what fits (keeping room for the NUL), counts it all. */
-typedef struct {
-    char *buf;
-    size_t cap, n;
-} sink;
-
-static void put(sink *o, const char *s, size_t n) {
-    if (o->n < o->cap) {
-        size_t room = o->cap - 1 - o->n;
-        memcpy(o->buf + o->n, s, n < room ? n : room);
-    }
-    o->n += n;
-}
-
-static const char REPLACEMENT[3] = {'\xEF', '\xBF', '\xBD'}; /* U+FFFD */
-
-/* Expected length of a sequence starting with lead byte c (0 if c cannot start one), and the
- * allowed range of the second byte. */
-static int utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
-    *lo = 0x80;
-    *hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return 2;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (c == 0xE0) *lo = 0xA0;
-        if (c == 0xED) *hi = 0x9F;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (c == 0xF0) *lo = 0x90;
-        if (c == 0xF4) *hi = 0x8F;
-        return 4;
-    }
-    return 0;
-}
-
-/* Feeds one byte through the decoder: complete sequences go out, an incomplete one waits in
- * pending, and a sequence broken by an unexpected byte becomes one U+FFFD (then the byte is
- * looked at again as a possible start). */
-static void dec_byte(gemma3_decoder *d, unsigned char c, sink *o) {
-    for (;;) {
-        if (d->n_pending == 0) {
-            unsigned lo, hi;
-            int need = utf8_lead(c, &lo, &hi);
-            if (need == 1) {
-                put(o, (const char *)&c, 1);
-            } else if (need == 0) {
-                put(o, REPLACEMENT, 3);
-            } else {
-                d->pending[0] = c;
-                d->n_pending = 1;
-            }
-            return;
-        }
-        unsigned lo, hi;
-        int need = utf8_lead(d->pending[0], &lo, &hi);
-        int ok = d->n_pending == 1 ? (c >= lo && c <= hi) : ((c & 0xC0) == 0x80);
-        if (ok) {
-            d->pending[d->n_pending++] = c;
-            if (d->n_pending == need) {
-                put(o, (const char *)d->pending, (size_t)need);
-                d->n_pending = 0;
-            }
-            return;
-        }
-        put(o, REPLACEMENT, 3);
-        d->n_pending = 0;
-    }
-}
+/* ---- decode ---------------------------------------------------------------------------------- */
 
 /* The text of one id through the decoder. Pieces are stored with U+2581 for spaces; the dummy
  * prefix space that encode added (add_dummy_prefix) is dropped at the start of the text. */
-static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, sink *o) {
+static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, g3_sink *o) {
     int ty = t->piece[id].type;
     if (ty == G3_PIECE_CONTROL) return;
     if (ty == G3_PIECE_BYTE) {
         int b = byte_piece_value(t->text + t->piece[id].off, t->piece[id].len);
         unsigned char c = (unsigned char)b;
-        dec_byte(d, c, o);
+        g3_utf8_push_byte(d, c, o);
         d->started = 1;
         return;
     }
@@ -1223,22 +1130,13 @@ static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, 
     if (n > 0) d->started = 1;
     while (i < n) {
         if (s[i] == SPACE_SYMBOL[0] && n - i >= 3 && memcmp(s + i, SPACE_SYMBOL, 3) == 0) {
-            dec_byte(d, ' ', o);
+            g3_utf8_push_byte(d, ' ', o);
             i += 3;
         } else {
-            dec_byte(d, (unsigned char)s[i], o);
+            g3_utf8_push_byte(d, (unsigned char)s[i], o);
             i++;
         }
     }
-}
-
-static void dec_flush(gemma3_decoder *d, sink *o) {
-    if (d->n_pending) put(o, REPLACEMENT, 3);
-    memset(d, 0, sizeof *d);
-}
-
-static void terminate(sink *o) {
-    if (o->cap) o->buf[o->n < o->cap ? o->n : o->cap - 1] = '\0';
 }
 
 int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int n_ids, char *buf,
@@ -1250,10 +1148,10 @@ int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int
             return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: id %d at %d out of range [0, %d)",
                             (int)ids[i], i, (int)tok->n_pieces);
     gemma3_decoder d = {0};
-    sink o = {buf, cap, 0};
+    g3_sink o = {buf, cap, 0};
     for (int i = 0; i < n_ids; i++) dec_piece(tok, &d, ids[i], &o);
-    dec_flush(&d, &o);
-    terminate(&o);
+    g3_utf8_flush(&d, &o);
+    g3_sink_terminate(&o);
     if (o.n > INT_MAX) return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: text longer than 2 GiB");
     return (int)o.n;
 }
@@ -1270,26 +1168,26 @@ int gemma3_decoder_push(const gemma3_tokenizer *tok, gemma3_decoder *dec, int32_
     if (dec->n_pending < 0 || dec->n_pending > 3)
         return g3_error(GEMMA3_ERR_ARG, "decoder push: decoder state is corrupt");
     gemma3_decoder trial = *dec;
-    sink count = {NULL, 0, 0};
+    g3_sink count = {NULL, 0, 0};
     dec_piece(tok, &trial, id, &count);
     if (count.n + 1 > cap)
         return g3_error(GEMMA3_ERR_ARG, "decoder push: output needs %zu bytes, buffer has %zu",
                         count.n + 1, cap);
-    sink o = {out, cap, 0};
+    g3_sink o = {out, cap, 0};
     dec_piece(tok, dec, id, &o);
-    terminate(&o);
+    g3_sink_terminate(&o);
     return (int)o.n;
 }
 
 int gemma3_decoder_flush(gemma3_decoder *dec, char *out, size_t cap) {
     if (!dec || !out || cap < 4) return g3_error(GEMMA3_ERR_ARG, "decoder flush: bad arguments");
-    sink o = {out, cap, 0};
-    dec_flush(dec, &o);
-    terminate(&o);
+    g3_sink o = {out, cap, 0};
+    g3_utf8_flush(dec, &o);
+    g3_sink_terminate(&o);
     return (int)o.n;
 }
 
-/* ---- special ids and the chat format ------------------------------------------------------- */
+/* ---- special ids ----------------------------------------------------------------------------- */
 
 int32_t gemma3_tokenizer_special(const gemma3_tokenizer *tok, enum gemma3_special which) {
     if (!tok) return -1;
@@ -1302,148 +1200,4 @@ int32_t gemma3_tokenizer_special(const gemma3_tokenizer *tok, enum gemma3_specia
     case GEMMA3_SPECIAL_END_OF_TURN: return lookup(tok, "<end_of_turn>", 13);
     }
     return -1;
-}
-
-/* Python's str.isspace() set, which Jinja's `trim` filter strips. */
-static int py_space(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-/* Code point of the well-formed sequence at s of length n (as utf8_len measured it). */
-static uint32_t code_point(const unsigned char *s, size_t n) {
-    if (n == 1) return s[0] < 0x80 ? s[0] : 0xFFFFFFFFu;
-    uint32_t cp = s[0] & (0xFF >> (n + 1));
-    for (size_t i = 1; i < n; i++) cp = cp << 6 | (s[i] & 0x3F);
-    return cp;
-}
-
-static void trim(const char *s, size_t *start, size_t *end) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t a = 0, b = strlen(s);
-    while (a < b) {
-        size_t n = utf8_len(u + a, b - a);
-        if (!py_space(code_point(u + a, n))) break;
-        a += n;
-    }
-    /* from the end: step back over continuation bytes to the start of the last sequence */
-    while (b > a) {
-        size_t k = b - 1;
-        while (k > a && (u[k] & 0xC0) == 0x80 && b - k < 4) k--;
-        size_t n = utf8_len(u + k, b - k);
-        if (k + n != b) n = 1, k = b - 1;
-        if (!py_space(code_point(u + k, n))) break;
-        b = k;
-    }
-    *start = a;
-    *end = b;
-}
-
-typedef struct {
-    const gemma3_tokenizer *tok;
-    int32_t *ids;
-    int max_ids, count;
-} chat_out;
-
-static int chat_ids(chat_out *c, const int32_t *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        if (c->count < c->max_ids) c->ids[c->count] = ids[i];
-        if (c->count == INT_MAX) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
-        c->count++;
-    }
-    return GEMMA3_OK;
-}
-
-/* Encodes text without control-token parsing, appending to c. */
-static int chat_text(chat_out *c, const char *s, size_t n) {
-    if (n == 0) return GEMMA3_OK;
-    int room = c->count < c->max_ids ? c->max_ids - c->count : 0;
-    int got = gemma3_tokenizer_encode(c->tok, s, n, 0, room ? c->ids + c->count : NULL, room);
-    if (got < 0) return got;
-    if (got > INT_MAX - c->count) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
-    c->count += got;
-    return GEMMA3_OK;
-}
-
-/* Follows chat_template.jinja: roles after an optional leading system message alternate
- * user/model starting with user ("assistant" is rendered "model"), every message content is
- * trimmed (Jinja's `trim`: Python whitespace), and the system text plus "\n\n" opens the first
- * user turn. The template does not trim the system text, so neither do we (a system message
- * alone renders nothing). The turn markers are the vocabulary's own
- * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
- * parsing, so a message cannot smuggle in a <bos> or <eos>. */
-int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
-                       int add_bos, int add_generation_prompt, int32_t *ids, int max_ids) {
-    if (!tok || n_msgs < 0 || (!msgs && n_msgs) || max_ids < 0 || (!ids && max_ids))
-        return g3_error(GEMMA3_ERR_ARG, "chat encode: bad arguments");
-    int32_t bos = tok->bos_id;
-    int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
-    int32_t eot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN);
-    if (sot < 0 || eot < 0)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "chat encode: the vocabulary has no <start_of_turn>/<end_of_turn> pieces");
-    if (add_bos && bos < 0)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "chat encode: the model has no BOS piece");
-    for (int i = 0; i < n_msgs; i++)
-        if (!msgs[i].role || !msgs[i].content)
-            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has no role or content", i);
-
-    int first = 0;
-    const char *system = NULL;
-    if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
-        system = msgs[0].content;
-        first = 1;
-    }
-    for (int i = first; i < n_msgs; i++) {
-        const char *r = msgs[i].role;
-        int is_user = strcmp(r, "user") == 0;
-        int is_model = strcmp(r, "model") == 0 || strcmp(r, "assistant") == 0;
-        if (!is_user && !is_model)
-            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has role '%.32s' (expected "
-                            "user, model or assistant; system only first)", i, r);
-        if (is_user != ((i - first) % 2 == 0))
-            return g3_error(GEMMA3_ERR_ARG,
-                            "chat encode: message %d is '%.32s': roles must alternate user/model "
-                            "starting with user", i, r);
-    }
-
-    /* the text of one turn: role, newline, [system + blank line], trimmed content */
-    size_t cap = 16 + (system ? strlen(system) + 2 : 0);
-    size_t a, b;
-    size_t longest = 0;
-    for (int i = first; i < n_msgs; i++) {
-        size_t n = strlen(msgs[i].content);
-        if (n > longest) longest = n;
-    }
-    char *turn = malloc(cap + longest);
-    if (!turn) return g3_error(GEMMA3_ERR_NOMEM, "chat encode: out of memory");
-    chat_out c = {tok, ids, max_ids, 0};
-    int rc = add_bos ? chat_ids(&c, &bos, 1) : GEMMA3_OK;
-    for (int i = first; i < n_msgs && !rc; i++) {
-        int is_user = strcmp(msgs[i].role, "user") == 0;
-        size_t n = 0;
-        const char *role = is_user ? "user\n" : "model\n";
-        memcpy(turn, role, strlen(role));
-        n += strlen(role);
-        if (system && i == first) {
-            memcpy(turn + n, system, strlen(system));
-            n += strlen(system);
-            memcpy(turn + n, "\n\n", 2);
-            n += 2;
-        }
-        trim(msgs[i].content, &a, &b);
-        memcpy(turn + n, msgs[i].content + a, b - a);
-        n += b - a;
-        rc = chat_ids(&c, &sot, 1);
-        if (!rc) rc = chat_text(&c, turn, n);
-        if (!rc) rc = chat_ids(&c, &eot, 1);
-        if (!rc) rc = chat_text(&c, "\n", 1);
-    }
-    if (!rc && add_generation_prompt) {
-        rc = chat_ids(&c, &sot, 1);
-        if (!rc) rc = chat_text(&c, "model\n", 6);
-    }
-    free(turn);
-    return rc ? rc : c.count;
 }
