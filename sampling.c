@@ -7,13 +7,14 @@
  * ids). Every sum that feeds a decision (entropy, mean, softmax normaliser) is taken in ascending
  * id order, and every sort uses a total order, so a sampler gives the same answer whatever order
  * the list is in: this is what lets the CDF path (sorting, heap selection) and the Gumbel path
- * (radix selection) keep bit-identical sets (sampling-reference.md §3).
+ * (radix selection) keep bit-identical sets (docs/sampling.md §3).
  *
  * Top-p decisions use fixed-point masses q_i = round(exp(l_i - lmax) * 2^40): integer sums are
  * associative, so the heap walk and the radix walk agree on the boundary token exactly. The
  * draw itself uses the true double weights (the two differ by < 2^-40 relative).
  *
- * Choices where sampling-reference.md leaves room or where we differ, and why:
+ * Choices where llama.cpp and HF transformers differ or leave room, and why we chose as we did
+ * (docs/sampling.md §2):
  * - Every token stays in the candidate list, bans (-inf) included, as in llama.cpp; NaN becomes
  *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
  * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.

@@ -14,7 +14,7 @@
  *     produced by the usual writers) is copied into the arena, since reading it in place would
  *     be a misaligned access.
  *   - Norm weights become FP32 with Gemma's "+1" baked in: 1.0f + w computed in fp32, exactly
- *     HF's (1 + w.float()); never in bf16 (architecture doc §8.1). */
+ *     HF's (1 + w.float()); never in bf16 (docs/forward-pass.md §3). */
 #include "weights.h"
 
 #include <stdio.h>
