@@ -4,7 +4,7 @@
  *   - text-only (model_type "gemma3_text", Gemma3ForCausalLM): every key at the top level;
  *   - multimodal (model_type "gemma3", Gemma3ForConditionalGeneration): the text settings live
  *     in "text_config", the top level may carry eos_token_id / bos_token_id / pad_token_id.
- * Absent keys take transformers' Gemma3TextConfig defaults (architecture doc §1.2), except the
+ * Absent keys take transformers' Gemma3TextConfig defaults (docs/forward-pass.md §6), except the
  * three that fix the model's size, which are REQUIRED: hidden_size, intermediate_size and
  * num_hidden_layers (the class defaults for them describe no released checkpoint, so a config
  * without them is far more likely truncated than intended). A JSON null counts as absent, except
@@ -188,7 +188,7 @@ static int parse_rope_entry(const scope *tc, const cJSON *e, const char *what, f
     return rc;
 }
 
-/* RoPE for both layer types, old or new format (architecture doc §1.3). */
+/* RoPE for both layer types, old or new format (docs/forward-pass.md §4 and §6). */
 static int parse_rope(const scope *s, g3_config *c) {
     c->rope_theta_full = 1e6f;
     c->rope_theta_sliding = 1e4f;
@@ -344,7 +344,7 @@ static int parse_root(const cJSON *root, const char *path, g3_config *c) {
     scope s = {text, path, c->multimodal ? "text_config." : ""};
     scope top = {root, path, ""};
 
-    /* Gemma3TextConfig defaults (architecture doc §1.2). */
+    /* Gemma3TextConfig defaults (docs/forward-pass.md §6). */
     c->vocab_size = 262208;
     c->n_heads = 8;
     c->n_kv_heads = 4;

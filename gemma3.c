@@ -2,9 +2,9 @@
  * pool), and the Gemma 3 forward pass.
  *
  * The forward pass follows Hugging Face transformers' Gemma3ForCausalLM (modeling_gemma3.py) step
- * by step; /work/shared/docs/gemma3-architecture.md §3 lists the steps and their pitfalls. All
- * numeric work goes through the session's kernel table (kernels.h) and its thread pool
- * (threads.h): no SIMD and no #ifdef here.
+ * by step; docs/forward-pass.md §2 numbers the steps as the comments below do, §6 lists the
+ * pitfalls. All numeric work goes through the session's kernel table (kernels.h) and its thread
+ * pool (threads.h): no SIMD and no #ifdef here.
  *
  * Determinism. Every output element is computed by exactly one thread, by a kernel whose result
  * does not depend on how the work was split, and attention visits keys in ascending position
@@ -134,7 +134,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->sliding_window = c->sliding_window;
     info->max_position_embeddings = c->max_position_embeddings;
     info->bos_id = c->bos_id;
-    info->n_eos = c->n_eos < 8 ? c->n_eos : 8;
+    _Static_assert(GEMMA3_MAX_EOS >= G3_MAX_EOS, "the model info holds every eos id of the config");
+    info->n_eos = c->n_eos < GEMMA3_MAX_EOS ? c->n_eos : GEMMA3_MAX_EOS;
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
     info->n_params = model->w.n_params;
     info->weight_bytes = model->w.n_bytes_used;
@@ -585,7 +586,7 @@ static void task_qkv(void *ctx, int ith, int nth) {
     int lo, hi;
     g3_split(qd + 2 * kvd, ith, nth, hd, &lo, &hi);
 
-    /* step 2: q = x Wq^T, k = x Wk^T, v = x Wv^T (this thread's heads of each) */
+    /* step 2.2: q = x Wq^T, k = x Wk^T, v = x Wv^T (this thread's heads of each) */
     int q1 = hi < qd ? hi : qd;
     matmul_rows(ck, s->q, (size_t)qd, lw->wq, lo, q1);
     int k0 = lo > qd ? lo - qd : 0, k1 = hi - qd < kvd ? hi - qd : kvd;
@@ -595,7 +596,7 @@ static void task_qkv(void *ctx, int ith, int nth) {
 
     for (int t = 0; t < ck->T; t++) {
         const float *ct = cos_t + (size_t)t * half, *st = sin_t + (size_t)t * half;
-        /* steps 3-4: per-head RMSNorm (1 + q_norm), then split-half RoPE at position p0 + t */
+        /* steps 2.3-2.4: per-head RMSNorm (1 + q_norm), then split-half RoPE at position p0 + t */
         for (int r = lo; r < q1; r += hd) {
             float *qh = s->q + (size_t)t * qd + r;
             s->kern->rmsnorm(qh, qh, lw->q_norm, hd, c->rms_norm_eps);
@@ -631,7 +632,7 @@ static const void *kv_row(const chunk *ck, int is_v, int u, int j) {
     return base + off * elt;
 }
 
-/* Step 6: attention. Work unit = one (token, query head) pair, computed wholly by one thread,
+/* Step 2.6: attention. Work unit = one (token, query head) pair, computed wholly by one thread,
  * keys in ascending position: scores, optional softcap, softmax, weighted sum of values. In the
  * default mode the output is rounded to bf16 here, as the input of o_proj. */
 static void task_attention(void *ctx, int ith, int nth) {
@@ -677,7 +678,7 @@ static void task_attention(void *ctx, int ith, int nth) {
     }
 }
 
-/* Step 10: gate and up projections for this thread's rows of I, then gelu_tanh(gate) * up on
+/* Step 2.10: gate and up projections for this thread's rows of I, then gelu_tanh(gate) * up on
  * the same rows (elementwise, so it needs nobody else's rows); the product is the input of
  * down_proj, rounded to bf16 here in the default mode, or quantized to Q8 activation blocks
  * with quantized weights (then rows are split in whole blocks of 32: I is a multiple of 32). */
@@ -715,7 +716,7 @@ static void fill_rope_tables(gemma3_session *s, int p0, int T) {
             }
 }
 
-/* Step 5: the chunk's keys and values go into the cache after every query of the chunk has
+/* Step 2.5: the chunk's keys and values go into the cache after every query of the chunk has
  * attended (a chunk longer than the free ring slots would otherwise overwrite keys that its
  * own earlier queries still need). Only the last n_slots tokens can survive in a ring. */
 static void store_kv(gemma3_session *s, int layer, int p0, int T) {
@@ -810,7 +811,7 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     norm_rows(s, s->x, s->h, w->final_norm, T);
 }
 
-/* 3. logits = x E^T over all vocab_size rows (tied head, or lm_head when stored), for the
+/* Step 4: logits = x E^T over all vocab_size rows (tied head, or lm_head when stored), for the
  * tokens [t0, t0 + n) of the chunk in s->x; optional final softcap. */
 static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     const g3_config *c = s->cfg;

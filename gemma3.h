@@ -83,7 +83,7 @@ const char *gemma3_weight_type_name(enum gemma3_weight_type type);
 int gemma3_weight_type_parse(const char *name);
 
 typedef struct gemma3_model_params {
-    int load_mode; /* enum gemma3_load_mode */
+    enum gemma3_load_mode load_mode;
     /* Q8_0 / Q4_0 on a BF16 (or F16/F32) checkpoint quantizes every matrix at load, on n_threads
      * threads, from the mapped files tensor by tensor (load_mode is then ignored for the source:
      * the peak is the quantized weights plus about one source tensor). On a directory written by
@@ -99,6 +99,8 @@ void gemma3_model_free(gemma3_model *model);
 /* The checkpoint's tokenizer, or NULL when the directory has no tokenizer.model. Owned by the model. */
 const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model);
 
+#define GEMMA3_MAX_EOS 8 /* most end-of-sequence ids a model reports */
+
 typedef struct gemma3_model_info {
     const char *architecture;   /* "Gemma3ForCausalLM" or "Gemma3ForConditionalGeneration" */
     int vocab_size;             /* rows of the embedding = length of a logits vector */
@@ -108,7 +110,7 @@ typedef struct gemma3_model_info {
     int max_position_embeddings;
     int bos_id;
     int n_eos;
-    int eos_ids[8];
+    int eos_ids[GEMMA3_MAX_EOS];
     int64_t n_params;           /* text-model parameters (tied head counted once) */
     int64_t weight_bytes;       /* bytes of the text-model weights as used: bf16 or quantized
                                    blocks, plus the norms as stored */
@@ -145,7 +147,7 @@ enum gemma3_kv_type { GEMMA3_KV_F32 = 0, GEMMA3_KV_BF16 = 1 };
 typedef struct gemma3_session_params {
     int n_ctx;          /* context length in tokens; 0 = 4096; capped at max_position_embeddings */
     int n_threads;      /* worker threads including the caller; 0 = all online CPUs */
-    int kv_type;        /* enum gemma3_kv_type */
+    enum gemma3_kv_type kv_type;
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode);
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
     const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
@@ -305,7 +307,7 @@ typedef struct gemma3_logit_bias {
 typedef struct gemma3_sampler_params {
     uint32_t seed;               /* GEMMA3_SEED_RANDOM: from /dev/urandom; read the result back
                                     with gemma3_sampler_seed */
-    int mode;                    /* enum gemma3_sampler_mode */
+    enum gemma3_sampler_mode mode;
     float temperature;           /* 1.0; 0 = greedy */
     int top_k;                   /* 64 [0] */
     float top_p;                 /* 0.95 [>= 1] */
@@ -341,7 +343,7 @@ typedef struct gemma3_sampler_params {
     int n_eos;
     int32_t eos_ids[GEMMA3_SAMPLER_MAX_EOS];
     int n_samplers;              /* the chain, enum gemma3_sampler_type values, in order */
-    int samplers[GEMMA3_SAMPLER_MAX_CHAIN];
+    enum gemma3_sampler_type samplers[GEMMA3_SAMPLER_MAX_CHAIN];
 } gemma3_sampler_params;
 
 gemma3_sampler_params gemma3_sampler_default_params(void);

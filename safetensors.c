@@ -214,17 +214,6 @@ static int json_uint(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
-/* "[4096, 64]" into buf, for messages. */
-static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
-    size_t w = 0;
-    buf[0] = '\0';
-    w += (size_t)snprintf(buf + w, n - w, "[");
-    for (int d = 0; d < n_dims && w < n; d++)
-        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (w < n) snprintf(buf + w, n - w, "]");
-    return buf;
-}
-
 typedef struct span {
     uint64_t begin, end;
     const char *name;
@@ -308,14 +297,15 @@ static int parse_entry(const cJSON *e, const char *label, uint64_t data_size, g3
             return g3_error(GEMMA3_ERR_FORMAT,
                             "%s: tensor '%s': shape %s x %s overflows (data_offsets span %llu "
                             "bytes)",
-                            label, name, shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
+                            label, name, g3_shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
                             dtype_info[t->dtype].name, (unsigned long long)span_bytes);
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but shape %s "
                         "x %s needs %llu",
                         label, name, (unsigned long long)*begin, (unsigned long long)*end,
                         (unsigned long long)span_bytes,
-                        shape_str(sbuf, sizeof sbuf, t->shape, n_dims), dtype_info[t->dtype].name,
+                        g3_shape_str(sbuf, sizeof sbuf, t->shape, n_dims),
+                        dtype_info[t->dtype].name,
                         (unsigned long long)(n_el * esize));
     }
     t->n_elements = (int64_t)n_el;
@@ -334,10 +324,13 @@ static int check_metadata(const cJSON *m, const char *label) {
     return GEMMA3_OK;
 }
 
-/* Validates the image buf[0..size) and appends its tensors to st (views pointing into buf,
- * `file` = label, which must outlive st). On error st may hold some of this image's tensors;
- * the caller then closes st. */
-static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *label) {
+/* Reads the 8-byte little-endian header length and parses the JSON header behind it into *root
+ * (the caller deletes it). Refuses a length past the file or over MAX_HEADER_BYTES, text that is
+ * not one JSON object, and anything but whitespace padding after it. *header_len gets the
+ * length, so the data region starts at buf + 8 + *header_len. */
+static int parse_header(const uint8_t *buf, size_t size, const char *label, cJSON **root,
+                        uint64_t *header_len) {
+    *root = NULL;
     if (size < 8)
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: file is %zu bytes, too short for the 8-byte header length", label,
@@ -356,88 +349,114 @@ static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *l
                         (unsigned long long)n);
     const char *hdr = (const char *)buf + 8;
     const char *parse_end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &parse_end, 0);
-    if (!root) {
+    cJSON *json = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &parse_end, 0);
+    if (!json) {
         size_t at = (parse_end && parse_end >= hdr) ? (size_t)(parse_end - hdr) : 0;
         return g3_error(GEMMA3_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu)", label,
                         at);
     }
     int rc = GEMMA3_OK;
     /* Whatever follows the JSON value must be padding (spaces, as writers pad to 8 bytes). */
-    for (const char *p = parse_end; p < hdr + n; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+    for (const char *p = parse_end; p < hdr + n && rc == GEMMA3_OK; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
             rc = g3_error(GEMMA3_ERR_FORMAT, "%s: header has trailing bytes after the JSON", label);
-            goto done;
-        }
-    if (!cJSON_IsObject(root)) {
+    if (rc == GEMMA3_OK && !cJSON_IsObject(json))
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: header is %s, not a JSON object", label,
-                      g3_json_type_name(root));
-        goto done;
+                      g3_json_type_name(json));
+    if (rc != GEMMA3_OK) {
+        cJSON_Delete(json);
+        return rc;
     }
-    uint64_t data_size = size - 8 - n;
-    const uint8_t *data = buf + 8 + n;
-    int first = st->n_tensors, seen_metadata = 0;
+    *root = json;
+    *header_len = n;
+    return GEMMA3_OK;
+}
+
+/* Validates one tensor entry of the header and appends it to st as a view into data. */
+static int add_tensor(g3_st *st, const cJSON *e, const char *label, const uint8_t *data,
+                      uint64_t data_size) {
+    g3_tensor t;
+    memset(&t, 0, sizeof t);
+    uint64_t begin = 0, end = 0;
+    int rc = parse_entry(e, label, data_size, &t, &begin, &end);
+    if (rc != GEMMA3_OK) return rc;
+    g3_tensor *slot = push_tensor(st);
+    char *name = slot ? strdup(e->string) : NULL;
+    if (!name) {
+        if (slot) st->n_tensors--;
+        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    }
+    *slot = t;
+    slot->name = name;
+    slot->file = label;
+    slot->data = data + begin;
+    return GEMMA3_OK;
+}
+
+/* Every entry of the header object: at most one __metadata__, the rest tensors. */
+static int add_entries(g3_st *st, const cJSON *root, const char *label, const uint8_t *data,
+                       uint64_t data_size) {
+    int seen_metadata = 0;
     for (const cJSON *e = root->child; e; e = e->next) {
-        if (!e->string || !*e->string) {
-            rc = g3_error(GEMMA3_ERR_FORMAT, "%s: tensor with an empty name", label);
-            goto done;
-        }
+        int rc = GEMMA3_OK;
+        if (!e->string || !*e->string)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor with an empty name", label);
         if (strcmp(e->string, "__metadata__") == 0) {
-            if (seen_metadata++) {
-                rc = g3_error(GEMMA3_ERR_FORMAT, "%s: duplicate __metadata__", label);
-                goto done;
-            }
-            if ((rc = check_metadata(e, label)) != GEMMA3_OK) goto done;
-            if ((rc = keep_metadata(st, e, label)) != GEMMA3_OK) goto done;
-            continue;
+            if (seen_metadata++)
+                return g3_error(GEMMA3_ERR_FORMAT, "%s: duplicate __metadata__", label);
+            rc = check_metadata(e, label);
+            if (rc == GEMMA3_OK) rc = keep_metadata(st, e, label);
+        } else {
+            rc = add_tensor(st, e, label, data, data_size);
         }
-        g3_tensor t;
-        memset(&t, 0, sizeof t);
-        uint64_t begin = 0, end = 0;
-        if ((rc = parse_entry(e, label, data_size, &t, &begin, &end)) != GEMMA3_OK) goto done;
-        g3_tensor *slot = push_tensor(st);
-        char *name = slot ? strdup(e->string) : NULL;
-        if (!name) {
-            if (slot) st->n_tensors--;
-            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
-            goto done;
-        }
-        *slot = t;
-        slot->name = name;
-        slot->file = label;
-        slot->data = data + begin;
+        if (rc != GEMMA3_OK) return rc;
     }
-    /* Ordered and non-overlapping: sort this image's spans by begin and compare neighbours. */
+    return GEMMA3_OK;
+}
+
+/* The data of tensors st->tensors[first..] (one image, data region at `data`) must not overlap:
+ * sorts their spans by begin and compares neighbours. */
+static int check_offsets(const g3_st *st, int first, const uint8_t *data, const char *label) {
     int count = st->n_tensors - first;
-    if (count > 1) {
-        span *spans = malloc((size_t)count * sizeof *spans);
-        if (!spans) {
-            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
-            goto done;
-        }
-        for (int i = 0; i < count; i++) {
-            const g3_tensor *t = &st->tensors[first + i];
-            spans[i].begin = (uint64_t)((const uint8_t *)t->data - data);
-            spans[i].end = spans[i].begin + t->n_bytes;
-            spans[i].name = t->name;
-        }
-        qsort(spans, (size_t)count, sizeof *spans, cmp_span);
-        for (int i = 1; i < count; i++)
-            if (spans[i].begin < spans[i - 1].end) {
-                rc = g3_error(GEMMA3_ERR_FORMAT,
-                              "%s: tensor '%s' data_offsets [%llu, %llu] overlap tensor '%s' "
-                              "[%llu, %llu]",
-                              label, spans[i].name, (unsigned long long)spans[i].begin,
-                              (unsigned long long)spans[i].end, spans[i - 1].name,
-                              (unsigned long long)spans[i - 1].begin,
-                              (unsigned long long)spans[i - 1].end);
-                break;
-            }
-        free(spans);
-        if (rc != GEMMA3_OK) goto done;
+    if (count <= 1) return GEMMA3_OK;
+    span *spans = malloc((size_t)count * sizeof *spans);
+    if (!spans) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    for (int i = 0; i < count; i++) {
+        const g3_tensor *t = &st->tensors[first + i];
+        spans[i].begin = (uint64_t)((const uint8_t *)t->data - data);
+        spans[i].end = spans[i].begin + t->n_bytes;
+        spans[i].name = t->name;
     }
-    rc = build_index(st);
-done:
+    qsort(spans, (size_t)count, sizeof *spans, cmp_span);
+    int rc = GEMMA3_OK;
+    for (int i = 1; i < count; i++)
+        if (spans[i].begin < spans[i - 1].end) {
+            rc = g3_error(GEMMA3_ERR_FORMAT,
+                          "%s: tensor '%s' data_offsets [%llu, %llu] overlap tensor '%s' "
+                          "[%llu, %llu]",
+                          label, spans[i].name, (unsigned long long)spans[i].begin,
+                          (unsigned long long)spans[i].end, spans[i - 1].name,
+                          (unsigned long long)spans[i - 1].begin,
+                          (unsigned long long)spans[i - 1].end);
+            break;
+        }
+    free(spans);
+    return rc;
+}
+
+/* Validates the image buf[0..size) and appends its tensors to st (views pointing into buf,
+ * `file` = label, which must outlive st). On error st may hold some of this image's tensors;
+ * the caller then closes st. */
+static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *label) {
+    cJSON *root;
+    uint64_t n;
+    int rc = parse_header(buf, size, label, &root, &n);
+    if (rc != GEMMA3_OK) return rc;
+    const uint8_t *data = buf + 8 + n;
+    int first = st->n_tensors;
+    rc = add_entries(st, root, label, data, size - 8 - n);
+    if (rc == GEMMA3_OK) rc = check_offsets(st, first, data, label);
+    if (rc == GEMMA3_OK) rc = build_index(st);
     cJSON_Delete(root);
     return rc;
 }

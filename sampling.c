@@ -7,13 +7,14 @@
  * ids). Every sum that feeds a decision (entropy, mean, softmax normaliser) is taken in ascending
  * id order, and every sort uses a total order, so a sampler gives the same answer whatever order
  * the list is in: this is what lets the CDF path (sorting, heap selection) and the Gumbel path
- * (radix selection) keep bit-identical sets (sampling-reference.md §3).
+ * (radix selection) keep bit-identical sets (docs/sampling.md §3).
  *
  * Top-p decisions use fixed-point masses q_i = round(exp(l_i - lmax) * 2^40): integer sums are
  * associative, so the heap walk and the radix walk agree on the boundary token exactly. The
  * draw itself uses the true double weights (the two differ by < 2^-40 relative).
  *
- * Choices where sampling-reference.md leaves room or where we differ, and why:
+ * Choices where llama.cpp and HF transformers differ or leave room, and why we chose as we did
+ * (docs/sampling.md §2):
  * - Every token stays in the candidate list, bans (-inf) included, as in llama.cpp; NaN becomes
  *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
  * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.
@@ -41,68 +42,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "sampling-impl.h"
+#include "sampling-select.h"
 #include "util.h"
-
-#define RADIX_BUCKETS 2048
-
-struct scored {
-    double score;
-    int32_t id;
-};
-
-struct gemma3_sampler {
-    gemma3_sampler_params p;
-    int n_vocab;
-    uint32_t seed;
-    float mu; /* mirostat state, starts at 2 tau */
-
-    /* history ring for penalties and DRY */
-    int32_t *hist;                     /* [hist_cap] */
-    int hist_cap, hist_len, hist_head; /* head = next write slot */
-
-    /* working state of one call; every buffer [n_vocab] */
-    float *logits; /* by token id */
-    int32_t *cand; /* candidate ids, n_cand of them */
-    int n_cand;
-    int sorted, id_order;
-    int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
-    int32_t *ids_tmp2; /* ids in ascending order for sums */
-    uint32_t *keys, *keys_tmp;
-    uint64_t *mass, *mass_tmp;
-    double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
-    int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
-    int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
-    int32_t *dry_ctx; /* [hist_cap] */
-    int32_t *dry_z;   /* [hist_cap] */
-    int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
-    uint32_t *sel_keys, *sel_keys2;
-    uint64_t *sel_mass;
-    struct scored *scored; /* typical-p: (score, id) pairs */
-    uint32_t hist_bins[RADIX_BUCKETS];
-    uint64_t hist_mass[RADIX_BUCKETS];
-};
-
-/* ================================ randomness ================================================ */
-
-double g3_gumbel(uint64_t bits) { return -log(-log(g3_uniform32(bits))); }
-
-double g3_gumbel_max(void) { return g3_gumbel(0xffffffffull << 32); }
-
-static uint32_t random_seed(void) {
-    uint32_t seed = 0;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(&seed, sizeof seed, 1, f) != 1) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (uint32_t)g3_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
-                                  (uint64_t)getpid());
-    }
-    if (f) fclose(f);
-    return seed == GEMMA3_SEED_RANDOM ? 0 : seed;
-}
 
 /* ================================ parameters ================================================ */
 
@@ -121,7 +64,8 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
         letters = GEMMA3_SAMPLER_SEQ_LLAMA;
     else if (strcmp(letters, "default") == 0)
         letters = GEMMA3_SAMPLER_SEQ_DEFAULT;
-    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    int n = 0;
+    enum gemma3_sampler_type types[GEMMA3_SAMPLER_MAX_CHAIN];
     for (const char *c = letters; *c; c++) {
         int t = 0;
         while (t < GEMMA3_SAMPLER_N_TYPES && seq_letters[t] != *c) t++;
@@ -176,7 +120,8 @@ int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *pa
     if (strcmp(names, "llama.cpp") == 0 || strcmp(names, "llama") == 0 ||
         strcmp(names, "default") == 0)
         return gemma3_sampler_chain_from_seq(names, params);
-    int n = 0, types[GEMMA3_SAMPLER_MAX_CHAIN];
+    int n = 0;
+    enum gemma3_sampler_type types[GEMMA3_SAMPLER_MAX_CHAIN];
     const char *p = names;
     while (*p) {
         size_t len = strcspn(p, ";");
@@ -343,7 +288,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     if (!s) return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory");
     s->p = *params;
     s->n_vocab = n_vocab;
-    s->seed = params->seed == GEMMA3_SEED_RANDOM ? random_seed() : params->seed;
+    s->seed = params->seed == GEMMA3_SEED_RANDOM ? g3_random_seed() : params->seed;
     s->mu = 2.0f * params->mirostat_tau;
     int rep = resolve_last_n(params, params->repeat_last_n);
     int dry = resolve_last_n(params, params->dry_penalty_last_n);
@@ -439,418 +384,6 @@ static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
     return n;
 }
 
-/* ================================ helpers on the candidate list ============================= */
-
-/* Total order of the sort path: a before b iff logit greater, or equal and id smaller. */
-static inline int before(const float *l, int32_t a, int32_t b) {
-    return l[a] > l[b] || (l[a] == l[b] && a < b);
-}
-
-static float cand_max(const gemma3_sampler *s) {
-    if (s->sorted) return s->logits[s->cand[0]];
-    const float *l = s->logits;
-    float m = -INFINITY;
-    int n = s->n_cand, j = 0;
-    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: 16 lanes, vectorised */
-        float lane[16];
-        for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
-        for (; j + 16 <= n; j += 16)
-            for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
-        for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
-    }
-    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
-    return m;
-}
-
-/* LSD radix sort of non-negative ids, 11-bit digits, as many passes as the largest id needs. */
-static void radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
-    uint32_t cnt[2048], top = 0;
-    for (int j = 0; j < n; j++) top |= (uint32_t)ids[j];
-    for (int sh = 0; sh < 32 && (top >> sh) != 0; sh += 11) {
-        memset(cnt, 0, sizeof cnt);
-        for (int j = 0; j < n; j++) cnt[((uint32_t)ids[j] >> sh) & 2047]++;
-        uint32_t sum = 0;
-        for (int b = 0; b < 2048; b++) {
-            uint32_t c = cnt[b];
-            cnt[b] = sum;
-            sum += c;
-        }
-        for (int j = 0; j < n; j++) tmp[cnt[((uint32_t)ids[j] >> sh) & 2047]++] = ids[j];
-        memcpy(ids, tmp, (size_t)n * sizeof *ids);
-    }
-}
-
-/* The candidate ids in ascending order, for order-independent sums: the list itself when it is
- * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
-static const int32_t *ids_ascending(gemma3_sampler *s) {
-    if (s->id_order) return s->cand;
-    memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
-    if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
-        int32_t *a = s->ids_tmp2;
-        for (int i = 1; i < s->n_cand; i++) {
-            int32_t v = a[i];
-            int j = i;
-            for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
-            a[j] = v;
-        }
-    } else {
-        radix_sort_ids(s->ids_tmp2, s->ids_tmp, s->n_cand);
-    }
-    return s->ids_tmp2;
-}
-
-/* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */
-static double cand_z(gemma3_sampler *s, float lmax) {
-    const int32_t *ids = ids_ascending(s);
-    double z = 0;
-    for (int j = 0; j < s->n_cand; j++) z += exp((double)s->logits[ids[j]] - lmax);
-    return z;
-}
-
-/* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
- * sorted, leaving the list untouched. O(n log m); a heap whose root is the worst kept id. */
-static void sift_down(const float *l, int32_t *h, int n, int i) {
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= n) return;
-        if (c + 1 < n && before(l, h[c], h[c + 1])) c++; /* the worse child */
-        if (!before(l, h[i], h[c])) return;
-        int32_t t = h[i];
-        h[i] = h[c];
-        h[c] = t;
-        i = c;
-    }
-}
-
-static void select_top(gemma3_sampler *s, int m) {
-    const float *l = s->logits;
-    int32_t *h = s->ids_tmp;
-    const int32_t *c = s->cand;
-    int n = s->n_cand;
-    for (int j = 0; j < m; j++) h[j] = c[j];
-    for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
-    float worst = l[h[0]];
-    int j = m;
-    if (s->id_order &&
-        n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
-        for (; j + 16 <= n; j += 16) {
-            int hits = 0;
-            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
-            if (hits == 0) continue;
-            for (int k = j; k < j + 16; k++) {
-                if (l[k] < worst || !before(l, k, h[0])) continue;
-                h[0] = k;
-                sift_down(l, h, m, 0);
-                worst = l[h[0]];
-            }
-        }
-    }
-    for (; j < n; j++) {
-        if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
-        if (!before(l, c[j], h[0])) continue;
-        h[0] = c[j];
-        sift_down(l, h, m, 0);
-        worst = l[h[0]];
-    }
-    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
-        int32_t t = h[0];
-        h[0] = h[end];
-        h[end] = t;
-        sift_down(l, h, end, 0);
-    }
-}
-
-static void keep_prefix_of_tmp(gemma3_sampler *s, int m) {
-    memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
-    s->n_cand = m;
-    s->sorted = 1;
-    s->id_order = (m <= 1);
-}
-
-/* Sorts the whole list into the total order: a stable LSD radix sort (3 passes of 11 bits) on
- * the inverted float keys of a list in ascending id order, so equal logits stay in id order. */
-static void sort_all(gemma3_sampler *s) {
-    int n = s->n_cand;
-    if (!s->id_order) radix_sort_ids(s->cand, s->ids_tmp, n);
-    uint32_t *k = s->keys, *kt = s->keys_tmp;
-    int32_t *c = s->cand, *ct = s->ids_tmp;
-    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(s->logits[c[j]]);
-    uint32_t cnt[2048];
-    for (int sh = 0; sh < 32; sh += 11) {
-        memset(cnt, 0, sizeof cnt);
-        for (int j = 0; j < n; j++) cnt[(k[j] >> sh) & 2047]++;
-        uint32_t sum = 0;
-        for (int b = 0; b < 2048; b++) {
-            uint32_t t = cnt[b];
-            cnt[b] = sum;
-            sum += t;
-        }
-        for (int j = 0; j < n; j++) {
-            uint32_t d = cnt[(k[j] >> sh) & 2047]++;
-            kt[d] = k[j];
-            ct[d] = c[j];
-        }
-        uint32_t *tk = k;
-        k = kt;
-        kt = tk;
-        int32_t *tc = c;
-        c = ct;
-        ct = tc;
-    }
-    if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
-    s->sorted = 1;
-    s->id_order = n <= 1;
-}
-
-static void ensure_sorted(gemma3_sampler *s) {
-    if (s->sorted || s->n_cand == 0) return;
-    if (s->n_cand > 512) {
-        sort_all(s);
-        return;
-    }
-    select_top(s, s->n_cand);
-    keep_prefix_of_tmp(s, s->n_cand);
-}
-
-/* ================================ radix selection (Gumbel path) ============================= */
-
-/* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
- * ones (where clearing and walking 2048 buckets would cost more than the keys). */
-struct digits {
-    int passes;
-    int shift[4];
-    uint32_t mask[4];
-};
-static const struct digits digits_large = {3, {21, 10, 0, 0}, {2047, 2047, 1023, 0}};
-static const struct digits digits_small = {4, {24, 16, 8, 0}, {255, 255, 255, 255}};
-static const struct digits *digits_for(int n) { return n > 4096 ? &digits_large : &digits_small; }
-
-/* Among keys[0..n), finds the r-th largest key t (1 <= r <= n) by three histogram passes over
- * 11/11/10-bit digits, each on the survivors of the last; *n_above = how many keys exceed t.
- * tmp [n] is scratch. */
-static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int r, uint32_t *tmp,
-                             int *n_above) {
-    const struct digits *dg = digits_for(n);
-    uint32_t *hist = s->hist_bins;
-    uint32_t prefix = 0;
-    int above = 0;
-    const uint32_t *src = keys;
-    for (int pass = 0; pass < dg->passes; pass++) {
-        int sh = dg->shift[pass];
-        uint32_t mk = dg->mask[pass];
-        memset(hist, 0, (mk + 1) * sizeof *hist);
-        for (int i = 0; i < n; i++) hist[(src[i] >> sh) & mk]++;
-        uint32_t b = mk;
-        int cum = 0;
-        for (;; b--) {
-            if (cum + (int)hist[b] >= r) break;
-            cum += (int)hist[b];
-        }
-        above += cum;
-        r -= cum;
-        prefix |= b << sh;
-        if (pass < dg->passes - 1) {
-            int m = 0;
-            for (int i = 0; i < n; i++)
-                if (((src[i] >> sh) & mk) == b) tmp[m++] = src[i];
-            src = tmp;
-            n = m;
-        }
-    }
-    *n_above = above;
-    return prefix;
-}
-
-/* The same walk weighted by fixed-point mass: finds the key t of the token where the inclusive
- * mass, walking the total order, first reaches target (1 <= target <= total mass). Returns t and
- * the count and mass of keys above t. */
-static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
-                                  int n, uint64_t target, uint32_t *tmp, uint64_t *tmp_mass,
-                                  int *n_above, uint64_t *mass_above) {
-    const struct digits *dg = digits_for(n);
-    uint32_t *hist = s->hist_bins;
-    uint64_t *hm = s->hist_mass;
-    uint32_t prefix = 0;
-    int above = 0;
-    uint64_t above_m = 0;
-    const uint32_t *src = keys;
-    const uint64_t *srcm = mass;
-    for (int pass = 0; pass < dg->passes; pass++) {
-        int sh = dg->shift[pass];
-        uint32_t mk = dg->mask[pass];
-        memset(hist, 0, (mk + 1) * sizeof *hist);
-        memset(hm, 0, (mk + 1) * sizeof *hm);
-        for (int i = 0; i < n; i++) {
-            uint32_t d = (src[i] >> sh) & mk;
-            hist[d]++;
-            hm[d] += srcm[i];
-        }
-        uint32_t b = mk;
-        int cum = 0;
-        uint64_t cum_m = 0;
-        for (;; b--) {
-            if (cum_m + hm[b] >= target) break;
-            cum += (int)hist[b];
-            cum_m += hm[b];
-        }
-        above += cum;
-        above_m += cum_m;
-        target -= cum_m;
-        prefix |= b << sh;
-        if (pass < dg->passes - 1) {
-            int m = 0;
-            for (int i = 0; i < n; i++)
-                if (((src[i] >> sh) & mk) == b) {
-                    tmp[m] = src[i];
-                    tmp_mass[m] = srcm[i];
-                    m++;
-                }
-            src = tmp;
-            srcm = tmp_mass;
-            n = m;
-        }
-    }
-    *n_above = above;
-    *mass_above = above_m;
-    return prefix;
-}
-
-/* Keeps the first `count` candidates of the total order (by_mass = 0), or the shortest prefix of
- * the total order whose fixed-point mass (s->mass, parallel to the list) reaches `target`, but
- * at least min_count (by_mass = 1), without sorting: one pass computes the keys and a histogram
- * of their top digit; a second pass lists the positions above the boundary bucket and in it;
- * radix selection on the (few) boundary-bucket keys finds the boundary key t; ties at t are
- * resolved by id with one more selection on ~id. The list keeps its order. O(n), deterministic. */
-static void select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
-                         int min_count) {
-    int n = s->n_cand;
-    int32_t *c = s->cand;
-    const float *l = s->logits;
-    uint32_t *keys = s->keys, *hist = s->hist_bins;
-    uint64_t *hm = s->hist_mass;
-    /* positions that can matter. For a small count over the whole vocabulary, split it into 16
-     * interleaved blocks per column (block b = {b, b + B, ..., b + 15B}): the count-th largest
-     * block maximum theta is a lower bound of the count-th largest value (count distinct values
-     * reach it), so only blocks whose maximum reaches theta can hold survivors. The column
-     * maxima are one vectorisable pass; theta is one radix selection over B = n/16 keys. */
-    int32_t *sub = s->pos_sub;
-    int nsub = 0;
-    int B = n / 16;
-    if (!by_mass && s->id_order && n == s->n_vocab && count <= B / 4) {
-        float *bm = (float *)s->sel_keys2; /* [B] */
-        memcpy(bm, l, (size_t)B * sizeof *bm);
-        for (int r = 1; r < 16; r++) {
-            const float *row = l + (size_t)r * B;
-            int b = 0;
-            for (; b + 16 <= B; b += 16) /* fixed-size inner loop: vectorised at -O2 */
-                for (int k = 0; k < 16; k++)
-                    bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
-            for (; b < B; b++) bm[b] = row[b] > bm[b] ? row[b] : bm[b];
-        }
-        uint32_t *bk = s->sel_keys;
-        for (int b = 0; b < B; b++) bk[b] = g3_float_key(bm[b]);
-        int dummy;
-        uint32_t theta_key = radix_select(s, bk, B, count, s->keys_tmp, &dummy);
-        for (int b = 0; b < B; b++) {
-            if (bk[b] < theta_key) continue;
-            for (int r = 0; r < 16; r++) {
-                int j = r * B + b;
-                if (g3_float_key(l[j]) >= theta_key) sub[nsub++] = j;
-            }
-        }
-        for (int j = 16 * B; j < n; j++) sub[nsub++] = j; /* the ragged tail, unfiltered */
-        radix_sort_ids(sub, s->tie_ids, nsub);            /* positions in list order */
-    } else {
-        for (int j = 0; j < n; j++) sub[j] = j;
-        nsub = n;
-    }
-    const struct digits *dg = digits_for(nsub);
-    int sh = dg->shift[0];
-    uint32_t top_bucket = dg->mask[0];
-    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
-    if (by_mass) {
-        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-            hm[k >> sh] += s->mass[j];
-        }
-    } else {
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-        }
-    }
-    /* the boundary bucket b: buckets above it hold fewer than `count` (or less than target mass) */
-    uint32_t b = top_bucket;
-    int above = 0;
-    uint64_t above_m = 0;
-    for (;; b--) {
-        if (by_mass ? above_m + hm[b] >= target : above + (int)hist[b] >= count) break;
-        above += (int)hist[b];
-        if (by_mass) above_m += hm[b];
-    }
-    int na = 0, ne = 0;
-    for (int r = 0; r < nsub; r++) {
-        int j = sub[r];
-        uint32_t d = keys[j] >> sh;
-        if (d > b)
-            s->pos_above[na++] = j;
-        else if (d == b)
-            s->pos_edge[ne++] = j;
-    }
-    uint32_t *ek = s->sel_keys;
-    for (int r = 0; r < ne; r++) ek[r] = keys[s->pos_edge[r]];
-    uint32_t t;
-    int ties;
-    if (by_mass) {
-        uint64_t *em = s->sel_mass;
-        for (int r = 0; r < ne; r++) em[r] = s->mass[s->pos_edge[r]];
-        int above2;
-        uint64_t above2_m;
-        t = radix_select_mass(s, ek, em, ne, target - above_m, s->keys_tmp, s->mass_tmp, &above2,
-                              &above2_m);
-        uint64_t rem = target - above_m - above2_m, qt = 0;
-        for (int r = 0; r < ne && qt == 0; r++)
-            if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
-        ties = (int)((rem + qt - 1) / qt);
-        above += above2;
-        if (above + ties < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
-            if (min_count < n) select_first(s, 0, min_count, 0, 0);
-            return;
-        }
-    } else {
-        int above2;
-        t = radix_select(s, ek, ne, count - above, s->keys_tmp, &above2);
-        above += above2;
-        ties = count - above;
-    }
-    /* ties at t: the `ties` smallest ids win */
-    int nt = 0;
-    for (int r = 0; r < ne; r++)
-        if (ek[r] == t) s->tie_ids[nt++] = c[s->pos_edge[r]];
-    int32_t id_limit = INT32_MAX;
-    if (ties < nt) {
-        for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
-        int dummy;
-        id_limit = (int32_t)~radix_select(s, s->sel_keys2, nt, ties, s->keys_tmp, &dummy);
-    }
-    /* merge the two position lists, both increasing; in place since positions >= outputs */
-    int m = 0, ia = 0, ie = 0;
-    while (ia < na || ie < ne) {
-        if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
-            c[m++] = c[s->pos_above[ia++]];
-        } else {
-            int j = s->pos_edge[ie++];
-            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
-        }
-    }
-    s->n_cand = m;
-    s->sorted = s->sorted || m <= 1;
-}
-
 /* ================================ the samplers ============================================== */
 
 static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
@@ -863,14 +396,14 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        select_first(s, 0, k, 0, 0);
+        g3_cand_select_first(s, 0, k, 0, 0);
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
-        sort_all(s);
+        g3_cand_sort(s);
         s->n_cand = k;
     } else {
-        select_top(s, k);
-        keep_prefix_of_tmp(s, k);
+        g3_cand_select_top(s, k);
+        g3_cand_keep_selected(s, k);
     }
 }
 
@@ -896,7 +429,7 @@ static uint64_t scale_floor(float p, uint64_t q) {
 static void top_p(gemma3_sampler *s, float p) {
     int n = s->n_cand;
     if (p >= 1.0f || n <= 1) return;
-    float lmax = cand_max(s);
+    float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     uint64_t total = 0;
@@ -908,7 +441,7 @@ static void top_p(gemma3_sampler *s, float p) {
             top_k(s, floor_keep);
             return;
         }
-        select_first(s, 1, 0, target, floor_keep);
+        g3_cand_select_first(s, 1, 0, target, floor_keep);
         return;
     }
     /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
@@ -924,18 +457,18 @@ static void top_p(gemma3_sampler *s, float p) {
         return;
     }
     if (!s->sorted && n > 256) {
-        select_top(s, 256);
+        g3_cand_select_top(s, 256);
         uint64_t cum = 0;
         for (int j = 0; j < 256; j++) {
             cum += q[s->ids_tmp[j]];
             if (cum >= target) {
                 if (j + 1 < floor_keep) break;
-                keep_prefix_of_tmp(s, j + 1);
+                g3_cand_keep_selected(s, j + 1);
                 return;
             }
         }
     }
-    ensure_sorted(s);
+    g3_cand_ensure_sorted(s);
     uint64_t cum = 0;
     int keep = n;
     for (int j = 0; j < n; j++) {
@@ -954,7 +487,7 @@ static void top_p(gemma3_sampler *s, float p) {
 static void min_p(gemma3_sampler *s, float mp) {
     int n = s->n_cand;
     if (mp <= 0.0f || n <= 1) return;
-    float lmax = cand_max(s);
+    float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     double thr = (double)lmax + log((double)mp);
     int kept = 0;
@@ -974,7 +507,7 @@ static void min_p(gemma3_sampler *s, float mp) {
  * logits, in double, summed in id order. */
 static void top_n_sigma(gemma3_sampler *s, float nsig) {
     if (nsig <= 0.0f || s->n_cand <= 1) return;
-    const int32_t *ids = ids_ascending(s);
+    const int32_t *ids = g3_cand_ids_ascending(s);
     double sum = 0, lmax = -INFINITY;
     int nf = 0;
     for (int j = 0; j < s->n_cand; j++) {
@@ -999,14 +532,14 @@ static void top_n_sigma(gemma3_sampler *s, float nsig) {
 
 /* Probabilities of the candidates into w[] (parallel to the list); returns lmax. */
 static float cand_probs(gemma3_sampler *s) {
-    float lmax = cand_max(s);
-    double z = cand_z(s, lmax);
+    float lmax = g3_cand_max(s);
+    double z = g3_cand_z(s, lmax);
     for (int j = 0; j < s->n_cand; j++) s->w[j] = exp((double)s->logits[s->cand[j]] - lmax) / z;
     return lmax;
 }
 
 static double entropy_id_order(gemma3_sampler *s, float lmax, double z) {
-    const int32_t *ids = ids_ascending(s);
+    const int32_t *ids = g3_cand_ids_ascending(s);
     double h = 0;
     for (int j = 0; j < s->n_cand; j++) {
         double pj = exp((double)s->logits[ids[j]] - lmax) / z;
@@ -1026,9 +559,9 @@ static int cmp_scored(const void *a, const void *b) {
 static void typical(gemma3_sampler *s, float tp) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
-    float lmax = cand_max(s);
+    float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
-    double z = cand_z(s, lmax);
+    double z = g3_cand_z(s, lmax);
     double h = entropy_id_order(s, lmax, z);
     for (int j = 0; j < n; j++) {
         int32_t id = s->cand[j];
@@ -1059,7 +592,7 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
     if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
     double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
     if (coin > prob) return;
-    ensure_sorted(s);
+    g3_cand_ensure_sorted(s);
     cand_probs(s);
     int last = -1;
     for (int j = 0; j < s->n_cand; j++)
@@ -1113,7 +646,7 @@ static void keep_argmax(gemma3_sampler *s) {
     }
     int32_t best = s->cand[0];
     for (int j = 1; j < s->n_cand; j++)
-        if (before(l, s->cand[j], best)) best = s->cand[j];
+        if (g3_cand_before(l, s->cand[j], best)) best = s->cand[j];
     s->cand[0] = best;
     s->n_cand = 1;
     s->sorted = s->id_order = 1;
@@ -1124,9 +657,9 @@ static void keep_argmax(gemma3_sampler *s) {
 static void temperature(gemma3_sampler *s, float t) {
     if (s->p.dynatemp_range > 0.0f && s->n_cand > 1) {
         float lo = fmaxf(0.0f, t - s->p.dynatemp_range), hi = t + s->p.dynatemp_range;
-        float lmax = cand_max(s);
+        float lmax = g3_cand_max(s);
         if (lmax != -INFINITY) {
-            double z = cand_z(s, lmax);
+            double z = g3_cand_z(s, lmax);
             double h = entropy_id_order(s, lmax, z) / log((double)s->n_cand);
             t = lo + (hi - lo) * (float)pow(h, (double)s->p.dynatemp_exponent);
         }
@@ -1234,7 +767,7 @@ static void dry(gemma3_sampler *s) {
  * walk short. Returns -1 when no candidate has weight. */
 static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     int n = s->n_cand;
-    float lmax = cand_max(s);
+    float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
     double z = 0;
     for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
@@ -1258,7 +791,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     if (n == 0) return -1;
     int32_t top = s->cand[0];
     for (int j = 1; j < n; j++)
-        if (before(l, s->cand[j], top)) top = s->cand[j];
+        if (g3_cand_before(l, s->cand[j], top)) top = s->cand[j];
     if (l[top] == -INFINITY) return -1;
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
@@ -1382,12 +915,12 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     float t = p->temperature;
     if (t != 1.0f) divide_logits(s, t);
     s->sorted = 0;
-    float lmax = cand_max(s);
+    float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
-    double z = cand_z(s, lmax);
+    double z = g3_cand_z(s, lmax);
     if (p->mirostat == 1) {
         int m = s->n_cand < 100 ? s->n_cand : 100;
-        select_top(s, m);
+        g3_cand_select_top(s, m);
         double sum_tb = 0, sum_tt = 0;
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
@@ -1415,8 +948,8 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
-    lmax = cand_max(s);
-    double pk = exp((double)s->logits[tok] - lmax) / cand_z(s, lmax);
+    lmax = g3_cand_max(s);
+    double pk = exp((double)s->logits[tok] - lmax) / g3_cand_z(s, lmax);
     s->mu -= p->mirostat_eta * (float)(-log2(pk) - p->mirostat_tau);
     return tok;
 }
@@ -1467,6 +1000,6 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)
         if (s->logits[s->cand[j]] != -INFINITY) ids[n++] = s->cand[j];
-    radix_sort_ids(ids, s->ids_tmp, n);
+    g3_radix_sort_ids(ids, s->ids_tmp, n);
     return n;
 }

@@ -1,6 +1,6 @@
-/* tokenizer.c - SentencePiece BPE tokenizer: a bounds-checked reader for tokenizer.model
- * (a serialized ModelProto), encode (normalizer, user-defined pieces, BPE by piece score, byte
- * fallback), decode (whole and streaming) and the Gemma 3 chat format.
+/* tokenizer.c - SentencePiece BPE tokenizer: loading tokenizer.model (a serialized ModelProto,
+ * read with protobuf.c), encode (normalizer, user-defined pieces, BPE by piece score, byte
+ * fallback) and decode (whole and streaming). The chat format is in chat.c, UTF-8 in utf8.c.
  *
  * The reference is SentencePiece's BPE model plus the one thing Hugging Face tokenizers adds: with
  * GEMMA3_TOK_PARSE_SPECIAL the text of CONTROL and UNKNOWN pieces (<bos>, <eos>, <pad>, <unk>)
@@ -18,9 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "protobuf.h"
+#include "utf8.h"
 #include "util.h"
 
-/* ---- the model in memory ------------------------------------------------------------------ */
+/* ---- the model in memory --------------------------------------------------------------------- */
 
 /* A hash-table slot carries what BPE needs to test a pair without touching the piece itself:
  * the piece's first 8 bytes (zero-padded), its length class, whether merges may produce it and
@@ -210,110 +212,39 @@ const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id) {
     return tok->text + tok->piece[id].off;
 }
 
-/* ---- protobuf reader ---------------------------------------------------------------------- */
+/* ---- the SentencePiece model file ------------------------------------------------------------ */
 
-/* A cursor over one length-delimited message. Every read checks against `end`. */
-typedef struct {
-    const uint8_t *p, *end;
-    const char *label; /* file name for messages */
-    const char *what;  /* message being read ("ModelProto", "pieces[12]"...) */
-} pb_reader;
+/* tokenizer.model is a serialized sentencepiece.ModelProto (sentencepiece_model.proto). The field
+ * numbers below are the ones of that schema this file reads; others are skipped. */
+enum model_proto_field { MODEL_PIECES = 1, MODEL_TRAINER_SPEC = 2, MODEL_NORMALIZER_SPEC = 3 };
 
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+enum piece_field { PIECE_TEXT = 1, PIECE_SCORE = 2, PIECE_TYPE = 3 };
 
-static int pb_varint(pb_reader *r, uint64_t *v) {
-    uint64_t x = 0;
-    for (int i = 0; i < 10; i++) {
-        if (r->p >= r->end)
-            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated varint", r->label, r->what);
-        uint8_t b = *r->p++;
-        x |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = x;
-            return GEMMA3_OK;
-        }
-    }
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: varint longer than 10 bytes", r->label, r->what);
-}
+enum trainer_spec_field {
+    TRAINER_MODEL_TYPE = 3,
+    TRAINER_TREAT_WHITESPACE_AS_SUFFIX = 24,
+    TRAINER_BYTE_FALLBACK = 35,
+    TRAINER_UNK_ID = 40,
+    TRAINER_BOS_ID = 41,
+    TRAINER_EOS_ID = 42,
+    TRAINER_PAD_ID = 43,
+    TRAINER_UNK_SURFACE = 44,
+};
 
-/* Reads a field key; *field = 0 at the end of the message. */
-static int pb_key(pb_reader *r, uint32_t *field, int *wire) {
-    *field = 0;
-    if (r->p == r->end) return GEMMA3_OK;
-    uint64_t key;
-    int rc = pb_varint(r, &key);
-    if (rc) return rc;
-    if ((key >> 3) == 0 || (key >> 3) > 0x1fffffff)
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: invalid field number %llu", r->label, r->what,
-                        (unsigned long long)(key >> 3));
-    *field = (uint32_t)(key >> 3);
-    *wire = (int)(key & 7);
-    return GEMMA3_OK;
-}
+enum normalizer_spec_field {
+    NORMALIZER_NAME = 1,
+    NORMALIZER_PRECOMPILED_CHARSMAP = 2,
+    NORMALIZER_ADD_DUMMY_PREFIX = 3,
+    NORMALIZER_REMOVE_EXTRA_WHITESPACES = 4,
+    NORMALIZER_ESCAPE_WHITESPACES = 5,
+};
 
-/* The payload of a length-delimited field, checked against the end of the enclosing message. */
-static int pb_bytes(pb_reader *r, const uint8_t **data, size_t *n) {
-    uint64_t len;
-    int rc = pb_varint(r, &len);
-    if (rc) return rc;
-    if (len > (uint64_t)(r->end - r->p))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: length %llu runs past the end (%zu bytes left)",
-                        r->label, r->what, (unsigned long long)len, (size_t)(r->end - r->p));
-    *data = r->p;
-    *n = (size_t)len;
-    r->p += len;
-    return GEMMA3_OK;
-}
-
-static int pb_fixed32(pb_reader *r, uint32_t *v) {
-    if (r->end - r->p < 4)
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: truncated fixed32", r->label, r->what);
-    *v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
-         (uint32_t)r->p[3] << 24;
-    r->p += 4;
-    return GEMMA3_OK;
-}
-
-static int pb_skip(pb_reader *r, uint32_t field, int wire) {
-    uint64_t v;
-    const uint8_t *d;
-    size_t n;
-    switch (wire) {
-    case WIRE_VARINT: return pb_varint(r, &v);
-    case WIRE_LEN: return pb_bytes(r, &d, &n);
-    case WIRE_I32:
-        if (r->end - r->p < 4) break;
-        r->p += 4;
-        return GEMMA3_OK;
-    case WIRE_I64:
-        if (r->end - r->p < 8) break;
-        r->p += 8;
-        return GEMMA3_OK;
-    default:
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u has unsupported wire type %d",
-                        r->label, r->what, field, wire);
-    }
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: field %u truncated", r->label, r->what, field);
-}
-
-static int pb_expect(pb_reader *r, uint32_t field, int wire, int want, const char *name) {
-    if (wire == want) return GEMMA3_OK;
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: %s.%s (field %u): wire type %d, expected %d",
-                    r->label, r->what, name, field, wire, want);
-}
-
-/* Reads a varint field into an int64 (negative int32 values arrive as 10-byte varints). */
-static int pb_int_field(pb_reader *r, uint32_t field, int wire, const char *name, int64_t *out) {
-    int rc = pb_expect(r, field, wire, WIRE_VARINT, name);
-    uint64_t v;
-    if (!rc) rc = pb_varint(r, &v);
-    if (!rc) *out = (int64_t)v;
-    return rc;
-}
+/* TrainerSpec.ModelType; only BPE is implemented. */
+enum model_type { MODEL_UNIGRAM = 1, MODEL_BPE = 2, MODEL_WORD = 3, MODEL_CHAR = 4 };
 
 /* What tokenizer.c uses of TrainerSpec and NormalizerSpec, with the proto defaults. */
 typedef struct {
-    int64_t model_type;             /* 1 UNIGRAM (default), 2 BPE, 3 WORD, 4 CHAR */
+    int64_t model_type; /* enum model_type */
     int64_t unk_id, bos_id, eos_id, pad_id;
     int64_t byte_fallback;
     int64_t treat_whitespace_as_suffix;
@@ -326,84 +257,92 @@ typedef struct {
     int64_t add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
 } model_specs;
 
-static int read_trainer_spec(pb_reader *r, model_specs *s) {
+static int read_trainer_spec(g3_pb_reader *r, model_specs *s) {
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) return GEMMA3_OK;
         switch (f) {
-        case 3: rc = pb_int_field(r, f, w, "model_type", &s->model_type); break;
-        case 24:
-            rc = pb_int_field(r, f, w, "treat_whitespace_as_suffix", &s->treat_whitespace_as_suffix);
+        case TRAINER_MODEL_TYPE: rc = g3_pb_int_field(r, f, w, "model_type", &s->model_type); break;
+        case TRAINER_TREAT_WHITESPACE_AS_SUFFIX:
+            rc = g3_pb_int_field(r, f, w, "treat_whitespace_as_suffix",
+                                 &s->treat_whitespace_as_suffix);
             break;
-        case 35: rc = pb_int_field(r, f, w, "byte_fallback", &s->byte_fallback); break;
-        case 40: rc = pb_int_field(r, f, w, "unk_id", &s->unk_id); break;
-        case 41: rc = pb_int_field(r, f, w, "bos_id", &s->bos_id); break;
-        case 42: rc = pb_int_field(r, f, w, "eos_id", &s->eos_id); break;
-        case 43: rc = pb_int_field(r, f, w, "pad_id", &s->pad_id); break;
-        case 44:
-            rc = pb_expect(r, f, w, WIRE_LEN, "unk_surface");
-            if (!rc) rc = pb_bytes(r, &s->unk_surface, &s->unk_surface_len);
+        case TRAINER_BYTE_FALLBACK:
+            rc = g3_pb_int_field(r, f, w, "byte_fallback", &s->byte_fallback);
+            break;
+        case TRAINER_UNK_ID: rc = g3_pb_int_field(r, f, w, "unk_id", &s->unk_id); break;
+        case TRAINER_BOS_ID: rc = g3_pb_int_field(r, f, w, "bos_id", &s->bos_id); break;
+        case TRAINER_EOS_ID: rc = g3_pb_int_field(r, f, w, "eos_id", &s->eos_id); break;
+        case TRAINER_PAD_ID: rc = g3_pb_int_field(r, f, w, "pad_id", &s->pad_id); break;
+        case TRAINER_UNK_SURFACE:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "unk_surface");
+            if (!rc) rc = g3_pb_bytes(r, &s->unk_surface, &s->unk_surface_len);
             s->has_unk_surface = 1;
             break;
-        default: rc = pb_skip(r, f, w); break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
 }
 
-static int read_normalizer_spec(pb_reader *r, model_specs *s) {
+static int read_normalizer_spec(g3_pb_reader *r, model_specs *s) {
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) return GEMMA3_OK;
         const uint8_t *d;
         switch (f) {
-        case 1:
-            rc = pb_expect(r, f, w, WIRE_LEN, "name");
-            if (!rc) rc = pb_bytes(r, &s->norm_name, &s->norm_name_len);
+        case NORMALIZER_NAME:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "name");
+            if (!rc) rc = g3_pb_bytes(r, &s->norm_name, &s->norm_name_len);
             break;
-        case 2:
-            rc = pb_expect(r, f, w, WIRE_LEN, "precompiled_charsmap");
-            if (!rc) rc = pb_bytes(r, &d, &s->charsmap_len);
+        case NORMALIZER_PRECOMPILED_CHARSMAP:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "precompiled_charsmap");
+            if (!rc) rc = g3_pb_bytes(r, &d, &s->charsmap_len);
             break;
-        case 3: rc = pb_int_field(r, f, w, "add_dummy_prefix", &s->add_dummy_prefix); break;
-        case 4:
-            rc = pb_int_field(r, f, w, "remove_extra_whitespaces", &s->remove_extra_whitespaces);
+        case NORMALIZER_ADD_DUMMY_PREFIX:
+            rc = g3_pb_int_field(r, f, w, "add_dummy_prefix", &s->add_dummy_prefix);
             break;
-        case 5: rc = pb_int_field(r, f, w, "escape_whitespaces", &s->escape_whitespaces); break;
-        default: rc = pb_skip(r, f, w); break;
+        case NORMALIZER_REMOVE_EXTRA_WHITESPACES:
+            rc = g3_pb_int_field(r, f, w, "remove_extra_whitespaces",
+                                 &s->remove_extra_whitespaces);
+            break;
+        case NORMALIZER_ESCAPE_WHITESPACES:
+            rc = g3_pb_int_field(r, f, w, "escape_whitespaces", &s->escape_whitespaces);
+            break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
 }
 
 /* Reads one SentencePiece message into slot id of the tables. */
-static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *text_used) {
+static int read_piece(g3_pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *text_used) {
     const uint8_t *piece = NULL;
     size_t piece_len = 0;
     float score = 0.0f;
     int64_t type = G3_PIECE_NORMAL;
     for (;;) {
         uint32_t f;
-        int w, rc = pb_key(r, &f, &w);
+        int w, rc = g3_pb_key(r, &f, &w);
         if (rc) return rc;
         if (!f) break;
         uint32_t bits = 0;
         switch (f) {
-        case 1:
-            rc = pb_expect(r, f, w, WIRE_LEN, "piece");
-            if (!rc) rc = pb_bytes(r, &piece, &piece_len);
+        case PIECE_TEXT:
+            rc = g3_pb_expect(r, f, w, G3_PB_LEN, "piece");
+            if (!rc) rc = g3_pb_bytes(r, &piece, &piece_len);
             break;
-        case 2:
-            rc = pb_expect(r, f, w, WIRE_I32, "score");
-            if (!rc) rc = pb_fixed32(r, &bits);
+        case PIECE_SCORE:
+            rc = g3_pb_expect(r, f, w, G3_PB_I32, "score");
+            if (!rc) rc = g3_pb_fixed32(r, &bits);
             if (!rc) memcpy(&score, &bits, sizeof score);
             break;
-        case 3: rc = pb_int_field(r, f, w, "type", &type); break;
-        default: rc = pb_skip(r, f, w); break;
+        case PIECE_TYPE: rc = g3_pb_int_field(r, f, w, "type", &type); break;
+        default: rc = g3_pb_skip(r, f, w); break;
         }
         if (rc) return rc;
     }
@@ -424,7 +363,7 @@ static int read_piece(pb_reader *r, gemma3_tokenizer *t, int32_t id, uint32_t *t
     return GEMMA3_OK;
 }
 
-/* ---- building the lookup structures -------------------------------------------------------- */
+/* ---- building the lookup structures ---------------------------------------------------------- */
 
 /* Hashes are computed in a first sequential pass so that the insertion pass can prefetch the
  * slot of a piece a few pieces ahead: the table (8 MB for Gemma) is otherwise a cache miss per
@@ -602,6 +541,110 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     return GEMMA3_OK;
 }
 
+/* The first pass over the top-level message: counts the pieces and bounds their text bytes, and
+ * reads the two specs. */
+static int scan_model(const uint8_t *buf, size_t size, const char *label, model_specs *s,
+                      size_t *n_pieces, size_t *text_bytes, int *seen_trainer) {
+    g3_pb_reader top = g3_pb_message(buf, size, label, "ModelProto");
+    for (;;) {
+        uint32_t f;
+        int w, rc = g3_pb_key(&top, &f, &w);
+        if (rc) return rc;
+        if (!f) return GEMMA3_OK;
+        if (f != MODEL_PIECES && f != MODEL_TRAINER_SPEC && f != MODEL_NORMALIZER_SPEC) {
+            rc = g3_pb_skip(&top, f, w);
+            if (rc) return rc;
+            continue;
+        }
+        static const char *names[] = {"", "pieces", "trainer_spec", "normalizer_spec"};
+        const uint8_t *d;
+        size_t n;
+        rc = g3_pb_expect(&top, f, w, G3_PB_LEN, names[f]);
+        if (!rc) rc = g3_pb_bytes(&top, &d, &n);
+        if (rc) return rc;
+        g3_pb_reader sub = g3_pb_message(d, n, label, names[f]);
+        if (f == MODEL_PIECES) {
+            (*n_pieces)++;
+            *text_bytes += n + 1; /* the piece text is shorter than its message */
+        } else if (f == MODEL_TRAINER_SPEC) {
+            *seen_trainer = 1;
+            rc = read_trainer_spec(&sub, s);
+        } else {
+            rc = read_normalizer_spec(&sub, s);
+        }
+        if (rc) return rc;
+    }
+}
+
+/* Refuses, before anything is allocated, what this file does not implement. */
+static int check_supported(const model_specs *s, size_t n_pieces, int seen_trainer,
+                           const char *label) {
+    static const char *model_types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
+    if (s->model_type != MODEL_BPE)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: model_type %s (%lld)%s: only BPE tokenizers are supported", label,
+                        s->model_type >= MODEL_UNIGRAM && s->model_type <= MODEL_CHAR
+                            ? model_types[s->model_type]
+                            : "?",
+                        (long long)s->model_type, seen_trainer ? "" : " (no trainer_spec)");
+    if (s->treat_whitespace_as_suffix)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: treat_whitespace_as_suffix is not supported",
+                        label);
+    if (s->charsmap_len > 0 &&
+        !(s->norm_name_len == 8 && memcmp(s->norm_name, "identity", 8) == 0))
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "%s: normalizer '%.*s' with a precompiled charsmap is not supported", label,
+                        (int)(s->norm_name_len > 40 ? 40 : s->norm_name_len),
+                        s->norm_name ? (const char *)s->norm_name : "");
+    if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
+    if (n_pieces > (1u << 26)) /* ids must fit hash_slot.meta */
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
+                        1u << 26);
+    return GEMMA3_OK;
+}
+
+/* A tokenizer with its arena carved into the piece table, the hash table (load <= 1/2) and the
+ * piece text. On failure *out still gets the partly built tokenizer, for gemma3_tokenizer_free. */
+static int alloc_tables(size_t n_pieces, size_t text_bytes, const char *label,
+                        gemma3_tokenizer **out) {
+    gemma3_tokenizer *t = *out = calloc(1, sizeof *t);
+    if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    t->n_pieces = (int32_t)n_pieces;
+    size_t ht_size = 16;
+    while (ht_size < 2 * n_pieces) ht_size *= 2;
+    t->ht_mask = (uint32_t)(ht_size - 1);
+    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
+    t->arena = arena_alloc(t->arena_size);
+    if (!t->arena)
+        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
+    t->piece = t->arena;
+    t->ht = (hash_slot *)(t->piece + n_pieces);
+    t->text = (char *)(t->ht + ht_size);
+    return GEMMA3_OK;
+}
+
+/* The second pass: copies every piece into the tables, in id order. */
+static int read_pieces(const uint8_t *buf, size_t size, const char *label, gemma3_tokenizer *t) {
+    g3_pb_reader top = g3_pb_message(buf, size, label, "ModelProto");
+    uint32_t text_used = 0;
+    int32_t id = 0;
+    for (;;) {
+        uint32_t f;
+        int w, rc = g3_pb_key(&top, &f, &w);
+        if (rc || !f) return rc;
+        if (f == MODEL_PIECES) {
+            const uint8_t *d;
+            size_t n;
+            rc = g3_pb_bytes(&top, &d, &n);
+            g3_pb_reader sub = g3_pb_message(d, n, label, "pieces");
+            if (!rc) rc = read_piece(&sub, t, id++, &text_used);
+        } else {
+            rc = g3_pb_skip(&top, f, w);
+        }
+        if (rc) return rc;
+    }
+}
+
 /* Loading is two passes over the top-level message: the first counts the pieces and their bytes
  * and reads the two specs (refusing what we do not implement before allocating anything), the
  * second copies the pieces into flat arrays. */
@@ -614,94 +657,17 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     if (size > UINT32_MAX - 1)
         return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: model larger than 4 GiB", label);
 
-    model_specs s = {.model_type = 1, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1,
-                     .add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+    model_specs s = {.model_type = MODEL_UNIGRAM, .unk_id = 0, .bos_id = 1, .eos_id = 2,
+                     .pad_id = -1, .add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
                      .escape_whitespaces = 1};
-    pb_reader top = {buf, buf + size, label, "ModelProto"};
     size_t n_pieces = 0, text_bytes = 0;
     int seen_trainer = 0;
-    for (;;) {
-        uint32_t f;
-        int w, rc = pb_key(&top, &f, &w);
-        if (rc) return rc;
-        if (!f) break;
-        const uint8_t *d;
-        size_t n;
-        if (f == 1 || f == 2 || f == 3) {
-            static const char *names[] = {"", "pieces", "trainer_spec", "normalizer_spec"};
-            rc = pb_expect(&top, f, w, WIRE_LEN, names[f]);
-            if (!rc) rc = pb_bytes(&top, &d, &n);
-            if (rc) return rc;
-            pb_reader sub = {d, d + n, label, names[f]};
-            if (f == 1) {
-                n_pieces++;
-                text_bytes += n + 1; /* the piece text is shorter than its message */
-            } else if (f == 2) {
-                seen_trainer = 1;
-                rc = read_trainer_spec(&sub, &s);
-            } else {
-                rc = read_normalizer_spec(&sub, &s);
-            }
-        } else {
-            rc = pb_skip(&top, f, w);
-        }
-        if (rc) return rc;
-    }
-    static const char *model_types[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
-    if (s.model_type != 2)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "%s: model_type %s (%lld)%s: only BPE tokenizers are supported", label,
-                        s.model_type >= 1 && s.model_type <= 4 ? model_types[s.model_type] : "?",
-                        (long long)s.model_type, seen_trainer ? "" : " (no trainer_spec)");
-    if (s.treat_whitespace_as_suffix)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: treat_whitespace_as_suffix is not supported",
-                        label);
-    if (s.charsmap_len > 0 &&
-        !(s.norm_name_len == 8 && memcmp(s.norm_name, "identity", 8) == 0))
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "%s: normalizer '%.*s' with a precompiled charsmap is not supported", label,
-                        (int)(s.norm_name_len > 40 ? 40 : s.norm_name_len),
-                        s.norm_name ? (const char *)s.norm_name : "");
-    if (n_pieces == 0) return g3_error(GEMMA3_ERR_FORMAT, "%s: no pieces", label);
-    if (n_pieces > (1u << 26)) /* ids must fit hash_slot.meta */
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %zu pieces (at most %u)", label, n_pieces,
-                        1u << 26);
-
-    gemma3_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
-    t->n_pieces = (int32_t)n_pieces;
-    size_t ht_size = 16;
-    while (ht_size < 2 * n_pieces) ht_size *= 2;
-    t->ht_mask = (uint32_t)(ht_size - 1);
-    t->arena_size = n_pieces * sizeof *t->piece + ht_size * sizeof *t->ht + text_bytes + PAD;
-    t->arena = arena_alloc(t->arena_size);
-    int rc = GEMMA3_OK;
-    if (!t->arena) {
-        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for %zu pieces", label, n_pieces);
-    } else {
-        t->piece = t->arena;
-        t->ht = (hash_slot *)(t->piece + n_pieces);
-        t->text = (char *)(t->ht + ht_size);
-    }
-
-    top.p = buf;
-    uint32_t text_used = 0;
-    int32_t id = 0;
-    while (!rc) {
-        uint32_t f;
-        int w;
-        rc = pb_key(&top, &f, &w);
-        if (rc || !f) break;
-        const uint8_t *d;
-        size_t n;
-        if (f == 1) {
-            rc = pb_bytes(&top, &d, &n);
-            pb_reader sub = {d, d + n, label, "pieces"};
-            if (!rc) rc = read_piece(&sub, t, id++, &text_used);
-        } else {
-            rc = pb_skip(&top, f, w);
-        }
-    }
+    int rc = scan_model(buf, size, label, &s, &n_pieces, &text_bytes, &seen_trainer);
+    if (!rc) rc = check_supported(&s, n_pieces, seen_trainer, label);
+    if (rc) return rc;
+    gemma3_tokenizer *t = NULL;
+    rc = alloc_tables(n_pieces, text_bytes, label, &t);
+    if (!rc) rc = read_pieces(buf, size, label, t);
     if (!rc) rc = finish_model(t, &s, label);
     if (rc) {
         gemma3_tokenizer_free(t);
@@ -740,31 +706,7 @@ int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
     return rc;
 }
 
-/* ---- encode -------------------------------------------------------------------------------- */
-
-/* Length of the UTF-8 sequence at s (n > 0 bytes available): 1..4 for a well-formed sequence,
- * 1 for a stray byte (which then becomes a symbol of its own and falls back to its byte piece). */
-static inline size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 1;
-    if (n < len || s[1] < lo || s[1] > hi) return 1;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 1;
-    return len;
-}
+/* ---- encode ---------------------------------------------------------------------------------- */
 
 typedef struct {
     int32_t prev, next; /* neighbours in the list, -1 at the ends */
@@ -936,7 +878,7 @@ static int bpe_word(const gemma3_tokenizer *t, encoder *e, const char *w, size_t
     symbol *sym = e->sym;
     int32_t m = 0;
     for (size_t i = 0; i < n;) {
-        size_t cl = utf8_len((const unsigned char *)w + i, n - i);
+        size_t cl = g3_utf8_len((const unsigned char *)w + i, n - i);
         sym[m] = (symbol){m - 1, m + 1, (uint32_t)i, (uint32_t)cl, -1, m};
         if (cl > 1) prefetch_slot(t, w + i, cl);
         m++;
@@ -1146,7 +1088,7 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
         int32_t id;
         size_t m = may_match(tok, u + i, n - i) ? match_piece(tok, u + i, n - i, special, &id) : 0;
         if (m == 0) {
-            i += utf8_len(u + i, n - i);
+            i += g3_utf8_len(u + i, n - i);
             continue;
         }
         rc = encode_segment(tok, &e, norm + seg, i - seg);
@@ -1165,87 +1107,17 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     return rc ? rc : e.count;
 }
 
-/* ---- decode -------------------------------------------------------------------------------- */
-
-/* Output with snprintf semantics: writes what fits (keeping room for the NUL), counts it all. */
-typedef struct {
-    char *buf;
-    size_t cap, n;
-} sink;
-
-static void put(sink *o, const char *s, size_t n) {
-    if (o->n < o->cap) {
-        size_t room = o->cap - 1 - o->n;
-        memcpy(o->buf + o->n, s, n < room ? n : room);
-    }
-    o->n += n;
-}
-
-static const char REPLACEMENT[3] = {'\xEF', '\xBF', '\xBD'}; /* U+FFFD */
-
-/* Expected length of a sequence starting with lead byte c (0 if c cannot start one), and the
- * allowed range of the second byte. */
-static int utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
-    *lo = 0x80;
-    *hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return 2;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (c == 0xE0) *lo = 0xA0;
-        if (c == 0xED) *hi = 0x9F;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (c == 0xF0) *lo = 0x90;
-        if (c == 0xF4) *hi = 0x8F;
-        return 4;
-    }
-    return 0;
-}
-
-/* Feeds one byte through the decoder: complete sequences go out, an incomplete one waits in
- * pending, and a sequence broken by an unexpected byte becomes one U+FFFD (then the byte is
- * looked at again as a possible start). */
-static void dec_byte(gemma3_decoder *d, unsigned char c, sink *o) {
-    for (;;) {
-        if (d->n_pending == 0) {
-            unsigned lo, hi;
-            int need = utf8_lead(c, &lo, &hi);
-            if (need == 1) {
-                put(o, (const char *)&c, 1);
-            } else if (need == 0) {
-                put(o, REPLACEMENT, 3);
-            } else {
-                d->pending[0] = c;
-                d->n_pending = 1;
-            }
-            return;
-        }
-        unsigned lo, hi;
-        int need = utf8_lead(d->pending[0], &lo, &hi);
-        int ok = d->n_pending == 1 ? (c >= lo && c <= hi) : ((c & 0xC0) == 0x80);
-        if (ok) {
-            d->pending[d->n_pending++] = c;
-            if (d->n_pending == need) {
-                put(o, (const char *)d->pending, (size_t)need);
-                d->n_pending = 0;
-            }
-            return;
-        }
-        put(o, REPLACEMENT, 3);
-        d->n_pending = 0;
-    }
-}
+/* ---- decode ---------------------------------------------------------------------------------- */
 
 /* The text of one id through the decoder. Pieces are stored with U+2581 for spaces; the dummy
  * prefix space that encode added (add_dummy_prefix) is dropped at the start of the text. */
-static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, sink *o) {
+static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, g3_sink *o) {
     int ty = t->piece[id].type;
     if (ty == G3_PIECE_CONTROL) return;
     if (ty == G3_PIECE_BYTE) {
         int b = byte_piece_value(t->text + t->piece[id].off, t->piece[id].len);
         unsigned char c = (unsigned char)b;
-        dec_byte(d, c, o);
+        g3_utf8_push_byte(d, c, o);
         d->started = 1;
         return;
     }
@@ -1258,22 +1130,13 @@ static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, 
     if (n > 0) d->started = 1;
     while (i < n) {
         if (s[i] == SPACE_SYMBOL[0] && n - i >= 3 && memcmp(s + i, SPACE_SYMBOL, 3) == 0) {
-            dec_byte(d, ' ', o);
+            g3_utf8_push_byte(d, ' ', o);
             i += 3;
         } else {
-            dec_byte(d, (unsigned char)s[i], o);
+            g3_utf8_push_byte(d, (unsigned char)s[i], o);
             i++;
         }
     }
-}
-
-static void dec_flush(gemma3_decoder *d, sink *o) {
-    if (d->n_pending) put(o, REPLACEMENT, 3);
-    memset(d, 0, sizeof *d);
-}
-
-static void terminate(sink *o) {
-    if (o->cap) o->buf[o->n < o->cap ? o->n : o->cap - 1] = '\0';
 }
 
 int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int n_ids, char *buf,
@@ -1285,10 +1148,10 @@ int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int
             return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: id %d at %d out of range [0, %d)",
                             (int)ids[i], i, (int)tok->n_pieces);
     gemma3_decoder d = {0};
-    sink o = {buf, cap, 0};
+    g3_sink o = {buf, cap, 0};
     for (int i = 0; i < n_ids; i++) dec_piece(tok, &d, ids[i], &o);
-    dec_flush(&d, &o);
-    terminate(&o);
+    g3_utf8_flush(&d, &o);
+    g3_sink_terminate(&o);
     if (o.n > INT_MAX) return g3_error(GEMMA3_ERR_ARG, "tokenizer decode: text longer than 2 GiB");
     return (int)o.n;
 }
@@ -1305,26 +1168,26 @@ int gemma3_decoder_push(const gemma3_tokenizer *tok, gemma3_decoder *dec, int32_
     if (dec->n_pending < 0 || dec->n_pending > 3)
         return g3_error(GEMMA3_ERR_ARG, "decoder push: decoder state is corrupt");
     gemma3_decoder trial = *dec;
-    sink count = {NULL, 0, 0};
+    g3_sink count = {NULL, 0, 0};
     dec_piece(tok, &trial, id, &count);
     if (count.n + 1 > cap)
         return g3_error(GEMMA3_ERR_ARG, "decoder push: output needs %zu bytes, buffer has %zu",
                         count.n + 1, cap);
-    sink o = {out, cap, 0};
+    g3_sink o = {out, cap, 0};
     dec_piece(tok, dec, id, &o);
-    terminate(&o);
+    g3_sink_terminate(&o);
     return (int)o.n;
 }
 
 int gemma3_decoder_flush(gemma3_decoder *dec, char *out, size_t cap) {
     if (!dec || !out || cap < 4) return g3_error(GEMMA3_ERR_ARG, "decoder flush: bad arguments");
-    sink o = {out, cap, 0};
-    dec_flush(dec, &o);
-    terminate(&o);
+    g3_sink o = {out, cap, 0};
+    g3_utf8_flush(dec, &o);
+    g3_sink_terminate(&o);
     return (int)o.n;
 }
 
-/* ---- special ids and the chat format ------------------------------------------------------- */
+/* ---- special ids ----------------------------------------------------------------------------- */
 
 int32_t gemma3_tokenizer_special(const gemma3_tokenizer *tok, enum gemma3_special which) {
     if (!tok) return -1;
@@ -1337,148 +1200,4 @@ int32_t gemma3_tokenizer_special(const gemma3_tokenizer *tok, enum gemma3_specia
     case GEMMA3_SPECIAL_END_OF_TURN: return lookup(tok, "<end_of_turn>", 13);
     }
     return -1;
-}
-
-/* Python's str.isspace() set, which Jinja's `trim` filter strips. */
-static int py_space(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-/* Code point of the well-formed sequence at s of length n (as utf8_len measured it). */
-static uint32_t code_point(const unsigned char *s, size_t n) {
-    if (n == 1) return s[0] < 0x80 ? s[0] : 0xFFFFFFFFu;
-    uint32_t cp = s[0] & (0xFF >> (n + 1));
-    for (size_t i = 1; i < n; i++) cp = cp << 6 | (s[i] & 0x3F);
-    return cp;
-}
-
-static void trim(const char *s, size_t *start, size_t *end) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t a = 0, b = strlen(s);
-    while (a < b) {
-        size_t n = utf8_len(u + a, b - a);
-        if (!py_space(code_point(u + a, n))) break;
-        a += n;
-    }
-    /* from the end: step back over continuation bytes to the start of the last sequence */
-    while (b > a) {
-        size_t k = b - 1;
-        while (k > a && (u[k] & 0xC0) == 0x80 && b - k < 4) k--;
-        size_t n = utf8_len(u + k, b - k);
-        if (k + n != b) n = 1, k = b - 1;
-        if (!py_space(code_point(u + k, n))) break;
-        b = k;
-    }
-    *start = a;
-    *end = b;
-}
-
-typedef struct {
-    const gemma3_tokenizer *tok;
-    int32_t *ids;
-    int max_ids, count;
-} chat_out;
-
-static int chat_ids(chat_out *c, const int32_t *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        if (c->count < c->max_ids) c->ids[c->count] = ids[i];
-        if (c->count == INT_MAX) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
-        c->count++;
-    }
-    return GEMMA3_OK;
-}
-
-/* Encodes text without control-token parsing, appending to c. */
-static int chat_text(chat_out *c, const char *s, size_t n) {
-    if (n == 0) return GEMMA3_OK;
-    int room = c->count < c->max_ids ? c->max_ids - c->count : 0;
-    int got = gemma3_tokenizer_encode(c->tok, s, n, 0, room ? c->ids + c->count : NULL, room);
-    if (got < 0) return got;
-    if (got > INT_MAX - c->count) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
-    c->count += got;
-    return GEMMA3_OK;
-}
-
-/* Follows chat_template.jinja: roles after an optional leading system message alternate
- * user/model starting with user ("assistant" is rendered "model"), every message content is
- * trimmed (Jinja's `trim`: Python whitespace), and the system text plus "\n\n" opens the first
- * user turn. The template does not trim the system text, so neither do we (a system message
- * alone renders nothing). The turn markers are the vocabulary's own
- * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
- * parsing, so a message cannot smuggle in a <bos> or <eos>. */
-int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
-                       int add_bos, int add_generation_prompt, int32_t *ids, int max_ids) {
-    if (!tok || n_msgs < 0 || (!msgs && n_msgs) || max_ids < 0 || (!ids && max_ids))
-        return g3_error(GEMMA3_ERR_ARG, "chat encode: bad arguments");
-    int32_t bos = tok->bos_id;
-    int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
-    int32_t eot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN);
-    if (sot < 0 || eot < 0)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "chat encode: the vocabulary has no <start_of_turn>/<end_of_turn> pieces");
-    if (add_bos && bos < 0)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "chat encode: the model has no BOS piece");
-    for (int i = 0; i < n_msgs; i++)
-        if (!msgs[i].role || !msgs[i].content)
-            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has no role or content", i);
-
-    int first = 0;
-    const char *system = NULL;
-    if (n_msgs > 0 && strcmp(msgs[0].role, "system") == 0) {
-        system = msgs[0].content;
-        first = 1;
-    }
-    for (int i = first; i < n_msgs; i++) {
-        const char *r = msgs[i].role;
-        int is_user = strcmp(r, "user") == 0;
-        int is_model = strcmp(r, "model") == 0 || strcmp(r, "assistant") == 0;
-        if (!is_user && !is_model)
-            return g3_error(GEMMA3_ERR_ARG, "chat encode: message %d has role '%.32s' (expected "
-                            "user, model or assistant; system only first)", i, r);
-        if (is_user != ((i - first) % 2 == 0))
-            return g3_error(GEMMA3_ERR_ARG,
-                            "chat encode: message %d is '%.32s': roles must alternate user/model "
-                            "starting with user", i, r);
-    }
-
-    /* the text of one turn: role, newline, [system + blank line], trimmed content */
-    size_t cap = 16 + (system ? strlen(system) + 2 : 0);
-    size_t a, b;
-    size_t longest = 0;
-    for (int i = first; i < n_msgs; i++) {
-        size_t n = strlen(msgs[i].content);
-        if (n > longest) longest = n;
-    }
-    char *turn = malloc(cap + longest);
-    if (!turn) return g3_error(GEMMA3_ERR_NOMEM, "chat encode: out of memory");
-    chat_out c = {tok, ids, max_ids, 0};
-    int rc = add_bos ? chat_ids(&c, &bos, 1) : GEMMA3_OK;
-    for (int i = first; i < n_msgs && !rc; i++) {
-        int is_user = strcmp(msgs[i].role, "user") == 0;
-        size_t n = 0;
-        const char *role = is_user ? "user\n" : "model\n";
-        memcpy(turn, role, strlen(role));
-        n += strlen(role);
-        if (system && i == first) {
-            memcpy(turn + n, system, strlen(system));
-            n += strlen(system);
-            memcpy(turn + n, "\n\n", 2);
-            n += 2;
-        }
-        trim(msgs[i].content, &a, &b);
-        memcpy(turn + n, msgs[i].content + a, b - a);
-        n += b - a;
-        rc = chat_ids(&c, &sot, 1);
-        if (!rc) rc = chat_text(&c, turn, n);
-        if (!rc) rc = chat_ids(&c, &eot, 1);
-        if (!rc) rc = chat_text(&c, "\n", 1);
-    }
-    if (!rc && add_generation_prompt) {
-        rc = chat_ids(&c, &sot, 1);
-        if (!rc) rc = chat_text(&c, "model\n", 6);
-    }
-    free(turn);
-    return rc ? rc : c.count;
 }

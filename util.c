@@ -21,11 +21,6 @@ int g3_error(int code, const char *fmt, ...) {
 
 const char *gemma3_last_error(void) { return last_error; }
 
-void g3_assert_fail(const char *file, int line, const char *expr) {
-    fprintf(stderr, "gemma3: internal error: %s:%d: assertion failed: %s\n", file, line, expr);
-    abort();
-}
-
 float g3_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -127,4 +122,14 @@ int g3_json_load(const char *path, cJSON **out) {
     free(text);
     if (!*out) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
     return GEMMA3_OK;
+}
+
+const char *g3_shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
+    size_t w = 0;
+    buf[0] = '\0';
+    w += (size_t)snprintf(buf + w, n - w, "[");
+    for (int d = 0; d < n_dims && w < n; d++)
+        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (w < n) snprintf(buf + w, n - w, "]");
+    return buf;
 }

@@ -14,14 +14,6 @@
  * The message is what gemma3_last_error() returns until the next error on this thread. */
 int g3_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Always-on invariant check: prints file:line and aborts. For broken internal invariants only,
- * never for bad input (bad input gets g3_error). */
-#define G3_ASSERT(cond)                                                                 \
-    do {                                                                                \
-        if (!(cond)) g3_assert_fail(__FILE__, __LINE__, #cond);                         \
-    } while (0)
-void g3_assert_fail(const char *file, int line, const char *expr) __attribute__((noreturn));
-
 /* BF16 is the top half of an IEEE float: widening is exact. */
 static inline float g3_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -61,6 +53,10 @@ const char *g3_json_type_name(const struct cJSON *j);
 /* Reads and parses a JSON file; on failure the error names the path. Caller frees with
  * cJSON_Delete. */
 int g3_json_load(const char *path, struct cJSON **out);
+
+/* Writes a tensor shape as "[4096, 64]" into buf of size n (truncated if it does not fit) and
+ * returns buf, so it can be a printf argument. */
+const char *g3_shape_str(char *buf, size_t n, const int64_t *shape, int n_dims);
 
 /* Joins dir and name with one '/', into buf of size n. Returns GEMMA3_ERR_ARG if it does not fit. */
 int g3_path_join(char *buf, size_t n, const char *dir, const char *name);

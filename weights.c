@@ -14,7 +14,7 @@
  *     produced by the usual writers) is copied into the arena, since reading it in place would
  *     be a misaligned access.
  *   - Norm weights become FP32 with Gemma's "+1" baked in: 1.0f + w computed in fp32, exactly
- *     HF's (1 + w.float()); never in bf16 (architecture doc §8.1). */
+ *     HF's (1 + w.float()); never in bf16 (docs/forward-pass.md §3). */
 #include "weights.h"
 
 #include <stdio.h>
@@ -45,14 +45,6 @@ typedef struct binding {
 
 static const char *const prefixes[] = {"model.", "language_model.model.", "model.language_model."};
 static const char *const lm_head_names[] = {"lm_head.weight", "language_model.lm_head.weight"};
-
-static const char *shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {
-    size_t w = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < n_dims && w < n; d++)
-        w += (size_t)snprintf(buf + w, n - w, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (w < n) snprintf(buf + w, n - w, "]");
-    return buf;
-}
 
 static binding *add(binding *b, int *n, const char *prefix, const char *name, int64_t d0, int64_t d1) {
     binding *x = &b[(*n)++];
@@ -85,7 +77,7 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
     const g3_tensor *t = g3_st_find(st, b->name);
     if (!t)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: missing (expected shape %s)", dir,
-                        b->name, shape_str(want, sizeof want, b->shape, b->n_dims));
+                        b->name, g3_shape_str(want, sizeof want, b->shape, b->n_dims));
     if (t->dtype == G3_DTYPE_U8 && src != SRC_QFILE)
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: tensor %s: dtype U8 but the file has no __metadata__ gemma3.quant "
@@ -103,13 +95,13 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
     if (!same && b->kind == BIND_MATRIX && src == SRC_QFILE)
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: tensor %s: expected %s blocks of shape %s as U8 %s, got %s %s", dir,
-                        b->name, g3_wtype_name(qtype), shape_str(want, sizeof want, b->shape, 2),
-                        shape_str(want + 32, sizeof want - 32, expect, 2), g3_dtype_name(t->dtype),
-                        shape_str(got, sizeof got, t->shape, t->n_dims));
+                        b->name, g3_wtype_name(qtype), g3_shape_str(want, sizeof want, b->shape, 2),
+                        g3_shape_str(want + 32, sizeof want - 32, expect, 2), g3_dtype_name(t->dtype),
+                        g3_shape_str(got, sizeof got, t->shape, t->n_dims));
     if (!same)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: expected shape %s, got %s", dir,
-                        b->name, shape_str(want, sizeof want, b->shape, b->n_dims),
-                        shape_str(got, sizeof got, t->shape, t->n_dims));
+                        b->name, g3_shape_str(want, sizeof want, b->shape, b->n_dims),
+                        g3_shape_str(got, sizeof got, t->shape, t->n_dims));
     if (b->kind == BIND_MATRIX && src == SRC_QFILE) {
         if (t->dtype != G3_DTYPE_U8)
             return g3_error(GEMMA3_ERR_FORMAT,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "rng.h"
 #include "util.h"
 
 #define MAX_LIST 16
@@ -86,13 +87,6 @@ static const cli_command bench_command = {
     {&bench_group, &cli_model_group, NULL},
 };
 
-static uint64_t next_random(uint64_t *state) { /* splitmix64 */
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* One timed run from an empty cache: a prompt of n_prompt tokens in one forward call, or n_gen
  * single-token steps (as llama-bench, the tokens are seeded pseudo-random ids: speed does not
  * depend on them). Returns nanoseconds, or -1 with the error in gemma3_last_error(). */
@@ -100,7 +94,7 @@ static double run_once(gemma3_session *s, int vocab, int32_t *tokens, int n_prom
     gemma3_session_reset(s);
     uint64_t rng = 42;
     int n = n_prompt > n_gen ? n_prompt : n_gen;
-    for (int i = 0; i < n; i++) tokens[i] = (int32_t)(next_random(&rng) % (uint64_t)vocab);
+    for (int i = 0; i < n; i++) tokens[i] = (int32_t)(g3_splitmix64_next(&rng) % (uint64_t)vocab);
     double t0 = g3_now();
     if (n_prompt > 0 && gemma3_session_forward(s, tokens, n_prompt, NULL) != GEMMA3_OK) return -1;
     for (int i = 0; i < n_gen; i++)

@@ -197,7 +197,7 @@ static void independence(int mode) {
 }
 
 int main(void) {
-    /* sanity of the critical values against the table in sampling-reference.md §5 */
+    /* the critical values against tabulated chi-square quantiles (docs/sampling.md §6) */
     CHECK_NEAR(chi2_critical(7), 30.4, 0.6);
     CHECK_NEAR(chi2_critical(63), 113.7, 0.6);
     CHECK_NEAR(chi2_critical(999), 1174, 2);

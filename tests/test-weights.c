@@ -152,7 +152,7 @@ static void test_misaligned(void) {
     g3_weights_free(&w2);
 }
 
-/* ---- a one-token forward pass (position 0), straight from the architecture doc -------------- */
+/* ---- a one-token forward pass (position 0), straight from docs/forward-pass.md §2 ----------- */
 
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;

@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rng.h"
 #include "util.h"
 
 typedef struct spec {
@@ -89,16 +90,9 @@ static int fail(const char *fmt, ...) {
 
 /* ---- random numbers ------------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Uniform in [-sqrt(3), sqrt(3)): unit variance. Element e of the stream `key`. */
 static double unit_uniform(uint64_t key, uint64_t e) {
-    uint64_t r = splitmix64(key ^ splitmix64(e));
+    uint64_t r = g3_splitmix64(key ^ g3_splitmix64(e));
     double u = (double)(r >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
     return (2.0 * u - 1.0) * 1.7320508075688772;
 }
@@ -199,7 +193,8 @@ static void shard_name(char *buf, size_t n, int k, int shards) {
 static int write_data(FILE *f, const options *o, const tensor *t, int index) {
     enum { CHUNK = 1 << 16 };
     static uint8_t buf[CHUNK * 4];
-    uint64_t key = splitmix64(o->seed * 0x9e3779b97f4a7c15ull ^ splitmix64((uint64_t)index + 1));
+    uint64_t key =
+        g3_splitmix64(o->seed * G3_SPLITMIX64_GAMMA ^ g3_splitmix64((uint64_t)index + 1));
     size_t esize = o->f32 ? 4 : 2;
     for (uint64_t e0 = 0; e0 < t->n_el; e0 += CHUNK) {
         size_t m = (size_t)(t->n_el - e0 < CHUNK ? t->n_el - e0 : CHUNK);

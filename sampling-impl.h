@@ -1,0 +1,49 @@
+/* sampling-impl.h - the sampler's state, shared by sampling.c (the samplers and the draw) and
+ * sampling-select.c (the candidate-list machinery). Not part of any API. */
+#ifndef G3_SAMPLING_IMPL_H
+#define G3_SAMPLING_IMPL_H
+
+#include <stdint.h>
+
+#include "gemma3.h"
+
+#define RADIX_BUCKETS 2048
+
+struct scored {
+    double score;
+    int32_t id;
+};
+
+struct gemma3_sampler {
+    gemma3_sampler_params p;
+    int n_vocab;
+    uint32_t seed;
+    float mu; /* mirostat state, starts at 2 tau */
+
+    /* history ring for penalties and DRY */
+    int32_t *hist;                     /* [hist_cap] */
+    int hist_cap, hist_len, hist_head; /* head = next write slot */
+
+    /* working state of one call; every buffer [n_vocab] */
+    float *logits; /* by token id */
+    int32_t *cand; /* candidate ids, n_cand of them */
+    int n_cand;
+    int sorted, id_order;
+    int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
+    int32_t *ids_tmp2; /* ids in ascending order for sums */
+    uint32_t *keys, *keys_tmp;
+    uint64_t *mass, *mass_tmp;
+    double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
+    int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
+    int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
+    int32_t *dry_ctx; /* [hist_cap] */
+    int32_t *dry_z;   /* [hist_cap] */
+    int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
+    uint32_t *sel_keys, *sel_keys2;
+    uint64_t *sel_mass;
+    struct scored *scored; /* typical-p: (score, id) pairs */
+    uint32_t hist_bins[RADIX_BUCKETS];
+    uint64_t hist_mass[RADIX_BUCKETS];
+};
+
+#endif

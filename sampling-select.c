@@ -1,0 +1,460 @@
+/* sampling-select.c - the candidate-list machinery under the samplers (see sampling-select.h):
+ * maxima and normalisers in id order, heap selection and radix sort for the sort path, and
+ * sorting-free radix selection for the Gumbel path. */
+#include "sampling-select.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================ the sort path ============================================= */
+
+float g3_cand_max(const gemma3_sampler *s) {
+    if (s->sorted) return s->logits[s->cand[0]];
+    const float *l = s->logits;
+    float m = -INFINITY;
+    int n = s->n_cand, j = 0;
+    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: 16 lanes, vectorised */
+        float lane[16];
+        for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+        for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    }
+    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
+    return m;
+}
+
+/* LSD radix sort of non-negative ids, 11-bit digits, as many passes as the largest id needs. */
+void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
+    uint32_t cnt[2048], top = 0;
+    for (int j = 0; j < n; j++) top |= (uint32_t)ids[j];
+    for (int sh = 0; sh < 32 && (top >> sh) != 0; sh += 11) {
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < n; j++) cnt[((uint32_t)ids[j] >> sh) & 2047]++;
+        uint32_t sum = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t c = cnt[b];
+            cnt[b] = sum;
+            sum += c;
+        }
+        for (int j = 0; j < n; j++) tmp[cnt[((uint32_t)ids[j] >> sh) & 2047]++] = ids[j];
+        memcpy(ids, tmp, (size_t)n * sizeof *ids);
+    }
+}
+
+/* The candidate ids in ascending order, for order-independent sums: the list itself when it is
+ * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
+const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
+    if (s->id_order) return s->cand;
+    memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
+    if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
+        int32_t *a = s->ids_tmp2;
+        for (int i = 1; i < s->n_cand; i++) {
+            int32_t v = a[i];
+            int j = i;
+            for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+            a[j] = v;
+        }
+    } else {
+        g3_radix_sort_ids(s->ids_tmp2, s->ids_tmp, s->n_cand);
+    }
+    return s->ids_tmp2;
+}
+
+/* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */
+double g3_cand_z(gemma3_sampler *s, float lmax) {
+    const int32_t *ids = g3_cand_ids_ascending(s);
+    double z = 0;
+    for (int j = 0; j < s->n_cand; j++) z += exp((double)s->logits[ids[j]] - lmax);
+    return z;
+}
+
+/* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
+ * sorted, leaving the list untouched. O(n log m); a heap whose root is the worst kept id. */
+static void sift_down(const float *l, int32_t *h, int n, int i) {
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && g3_cand_before(l, h[c], h[c + 1])) c++; /* the worse child */
+        if (!g3_cand_before(l, h[i], h[c])) return;
+        int32_t t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
+void g3_cand_select_top(gemma3_sampler *s, int m) {
+    const float *l = s->logits;
+    int32_t *h = s->ids_tmp;
+    const int32_t *c = s->cand;
+    int n = s->n_cand;
+    for (int j = 0; j < m; j++) h[j] = c[j];
+    for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
+    float worst = l[h[0]];
+    int j = m;
+    if (s->id_order &&
+        n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
+        for (; j + 16 <= n; j += 16) {
+            int hits = 0;
+            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
+            if (hits == 0) continue;
+            for (int k = j; k < j + 16; k++) {
+                if (l[k] < worst || !g3_cand_before(l, k, h[0])) continue;
+                h[0] = k;
+                sift_down(l, h, m, 0);
+                worst = l[h[0]];
+            }
+        }
+    }
+    for (; j < n; j++) {
+        if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
+        if (!g3_cand_before(l, c[j], h[0])) continue;
+        h[0] = c[j];
+        sift_down(l, h, m, 0);
+        worst = l[h[0]];
+    }
+    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
+        int32_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        sift_down(l, h, end, 0);
+    }
+}
+
+void g3_cand_keep_selected(gemma3_sampler *s, int m) {
+    memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
+    s->n_cand = m;
+    s->sorted = 1;
+    s->id_order = (m <= 1);
+}
+
+/* Sorts the whole list into the total order: a stable LSD radix sort (3 passes of 11 bits) on
+ * the inverted float keys of a list in ascending id order, so equal logits stay in id order. */
+void g3_cand_sort(gemma3_sampler *s) {
+    int n = s->n_cand;
+    if (!s->id_order) g3_radix_sort_ids(s->cand, s->ids_tmp, n);
+    uint32_t *k = s->keys, *kt = s->keys_tmp;
+    int32_t *c = s->cand, *ct = s->ids_tmp;
+    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(s->logits[c[j]]);
+    uint32_t cnt[2048];
+    for (int sh = 0; sh < 32; sh += 11) {
+        memset(cnt, 0, sizeof cnt);
+        for (int j = 0; j < n; j++) cnt[(k[j] >> sh) & 2047]++;
+        uint32_t sum = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t t = cnt[b];
+            cnt[b] = sum;
+            sum += t;
+        }
+        for (int j = 0; j < n; j++) {
+            uint32_t d = cnt[(k[j] >> sh) & 2047]++;
+            kt[d] = k[j];
+            ct[d] = c[j];
+        }
+        uint32_t *tk = k;
+        k = kt;
+        kt = tk;
+        int32_t *tc = c;
+        c = ct;
+        ct = tc;
+    }
+    if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
+    s->sorted = 1;
+    s->id_order = n <= 1;
+}
+
+void g3_cand_ensure_sorted(gemma3_sampler *s) {
+    if (s->sorted || s->n_cand == 0) return;
+    if (s->n_cand > 512) {
+        g3_cand_sort(s);
+        return;
+    }
+    g3_cand_select_top(s, s->n_cand);
+    g3_cand_keep_selected(s, s->n_cand);
+}
+
+/* ================================ radix selection (Gumbel path) ============================= */
+
+/* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
+ * ones (where clearing and walking 2048 buckets would cost more than the keys). */
+struct digits {
+    int passes;
+    int shift[4];
+    uint32_t mask[4];
+};
+static const struct digits digits_large = {3, {21, 10, 0, 0}, {2047, 2047, 1023, 0}};
+static const struct digits digits_small = {4, {24, 16, 8, 0}, {255, 255, 255, 255}};
+static const struct digits *digits_for(int n) { return n > 4096 ? &digits_large : &digits_small; }
+
+/* Among keys[0..n), finds the r-th largest key t (1 <= r <= n) by three histogram passes over
+ * 11/11/10-bit digits, each on the survivors of the last; *n_above = how many keys exceed t.
+ * tmp [n] is scratch. */
+static uint32_t radix_select(gemma3_sampler *s, const uint32_t *keys, int n, int r, uint32_t *tmp,
+                             int *n_above) {
+    const struct digits *dg = digits_for(n);
+    uint32_t *hist = s->hist_bins;
+    uint32_t prefix = 0;
+    int above = 0;
+    const uint32_t *src = keys;
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
+        memset(hist, 0, (mk + 1) * sizeof *hist);
+        for (int i = 0; i < n; i++) hist[(src[i] >> sh) & mk]++;
+        uint32_t b = mk;
+        int cum = 0;
+        for (;; b--) {
+            if (cum + (int)hist[b] >= r) break;
+            cum += (int)hist[b];
+        }
+        above += cum;
+        r -= cum;
+        prefix |= b << sh;
+        if (pass < dg->passes - 1) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (((src[i] >> sh) & mk) == b) tmp[m++] = src[i];
+            src = tmp;
+            n = m;
+        }
+    }
+    *n_above = above;
+    return prefix;
+}
+
+/* The same walk weighted by fixed-point mass: finds the key t of the token where the inclusive
+ * mass, walking the total order, first reaches target (1 <= target <= total mass). Returns t and
+ * the count and mass of keys above t. */
+static uint32_t radix_select_mass(gemma3_sampler *s, const uint32_t *keys, const uint64_t *mass,
+                                  int n, uint64_t target, uint32_t *tmp, uint64_t *tmp_mass,
+                                  int *n_above, uint64_t *mass_above) {
+    const struct digits *dg = digits_for(n);
+    uint32_t *hist = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    uint32_t prefix = 0;
+    int above = 0;
+    uint64_t above_m = 0;
+    const uint32_t *src = keys;
+    const uint64_t *srcm = mass;
+    for (int pass = 0; pass < dg->passes; pass++) {
+        int sh = dg->shift[pass];
+        uint32_t mk = dg->mask[pass];
+        memset(hist, 0, (mk + 1) * sizeof *hist);
+        memset(hm, 0, (mk + 1) * sizeof *hm);
+        for (int i = 0; i < n; i++) {
+            uint32_t d = (src[i] >> sh) & mk;
+            hist[d]++;
+            hm[d] += srcm[i];
+        }
+        uint32_t b = mk;
+        int cum = 0;
+        uint64_t cum_m = 0;
+        for (;; b--) {
+            if (cum_m + hm[b] >= target) break;
+            cum += (int)hist[b];
+            cum_m += hm[b];
+        }
+        above += cum;
+        above_m += cum_m;
+        target -= cum_m;
+        prefix |= b << sh;
+        if (pass < dg->passes - 1) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (((src[i] >> sh) & mk) == b) {
+                    tmp[m] = src[i];
+                    tmp_mass[m] = srcm[i];
+                    m++;
+                }
+            src = tmp;
+            srcm = tmp_mass;
+            n = m;
+        }
+    }
+    *n_above = above;
+    *mass_above = above_m;
+    return prefix;
+}
+
+/* Positions of the list that can hold one of the first `count` tokens of the total order, into
+ * sub in list order; returns how many. For a small count over the whole vocabulary, the list is
+ * split into B = n/16 interleaved blocks of 16 (block b = {b, b + B, ..., b + 15B}): the count-th
+ * largest block maximum theta is a lower bound of the count-th largest value (count distinct
+ * values reach it), so only blocks whose maximum reaches theta can hold survivors. The block
+ * maxima are one vectorisable pass; theta is one radix selection over B keys. Otherwise every
+ * position can matter. */
+static int candidate_positions(gemma3_sampler *s, int by_mass, int count, int32_t *sub) {
+    int n = s->n_cand;
+    int B = n / 16;
+    if (by_mass || !s->id_order || n != s->n_vocab || count > B / 4) {
+        for (int j = 0; j < n; j++) sub[j] = j;
+        return n;
+    }
+    const float *l = s->logits;
+    float *bm = (float *)s->sel_keys2; /* [B] */
+    memcpy(bm, l, (size_t)B * sizeof *bm);
+    for (int r = 1; r < 16; r++) {
+        const float *row = l + (size_t)r * B;
+        int b = 0;
+        for (; b + 16 <= B; b += 16) /* fixed-size inner loop: vectorised at -O2 */
+            for (int k = 0; k < 16; k++)
+                bm[b + k] = row[b + k] > bm[b + k] ? row[b + k] : bm[b + k];
+        for (; b < B; b++) bm[b] = row[b] > bm[b] ? row[b] : bm[b];
+    }
+    uint32_t *bk = s->sel_keys;
+    for (int b = 0; b < B; b++) bk[b] = g3_float_key(bm[b]);
+    int dummy;
+    uint32_t theta_key = radix_select(s, bk, B, count, s->keys_tmp, &dummy);
+    int nsub = 0;
+    for (int b = 0; b < B; b++) {
+        if (bk[b] < theta_key) continue;
+        for (int r = 0; r < 16; r++) {
+            int j = r * B + b;
+            if (g3_float_key(l[j]) >= theta_key) sub[nsub++] = j;
+        }
+    }
+    for (int j = 16 * B; j < n; j++) sub[nsub++] = j; /* the ragged tail, unfiltered */
+    g3_radix_sort_ids(sub, s->tie_ids, nsub);         /* positions in list order */
+    return nsub;
+}
+
+/* Computes the float key of every position in sub (into s->keys, by position) and a histogram
+ * of their top digit (by count, and by mass when by_mass), then walks the buckets from the top
+ * to the boundary bucket: the one where the count reaches `count` (or the mass reaches
+ * `target`). Returns it; *above and *above_m get the count and mass of the buckets above it,
+ * *shift the top digit's shift. */
+static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int by_mass,
+                                int count, uint64_t target, int *shift, int *above,
+                                uint64_t *above_m) {
+    const struct digits *dg = digits_for(nsub);
+    int sh = dg->shift[0];
+    uint32_t top_bucket = dg->mask[0];
+    uint32_t *keys = s->keys, *hist = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    const float *l = s->logits;
+    const int32_t *c = s->cand;
+    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
+    if (by_mass) {
+        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> sh]++;
+            hm[k >> sh] += s->mass[j];
+        }
+    } else {
+        for (int r = 0; r < nsub; r++) {
+            int j = sub[r];
+            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
+            hist[k >> sh]++;
+        }
+    }
+    uint32_t b = top_bucket;
+    *above = 0;
+    *above_m = 0;
+    for (;; b--) {
+        if (by_mass ? *above_m + hm[b] >= target : *above + (int)hist[b] >= count) break;
+        *above += (int)hist[b];
+        if (by_mass) *above_m += hm[b];
+    }
+    *shift = sh;
+    return b;
+}
+
+/* Splits the positions of sub by their top digit: above the boundary bucket b into
+ * s->pos_above, in it into s->pos_edge (both in list order; the rest cannot survive). The edge
+ * keys go to s->sel_keys. */
+static void split_at_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int sh, uint32_t b,
+                            int *n_above, int *n_edge) {
+    int na = 0, ne = 0;
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        uint32_t d = s->keys[j] >> sh;
+        if (d > b)
+            s->pos_above[na++] = j;
+        else if (d == b)
+            s->pos_edge[ne++] = j;
+    }
+    for (int r = 0; r < ne; r++) s->sel_keys[r] = s->keys[s->pos_edge[r]];
+    *n_above = na;
+    *n_edge = ne;
+}
+
+/* Top-p's boundary inside the edge bucket: the key t of the token where the mass, walking the
+ * total order, reaches `target` (what is left of it after the buckets above). *above grows by
+ * the edge keys above t; *ties gets how many tokens of key t the prefix takes (equal keys have
+ * equal masses, so it is a division). */
+static uint32_t mass_boundary(gemma3_sampler *s, int ne, uint64_t target, int *above, int *ties) {
+    const uint32_t *ek = s->sel_keys;
+    uint64_t *em = s->sel_mass;
+    for (int r = 0; r < ne; r++) em[r] = s->mass[s->pos_edge[r]];
+    int above2;
+    uint64_t above2_m;
+    uint32_t t = radix_select_mass(s, ek, em, ne, target, s->keys_tmp, s->mass_tmp, &above2,
+                                   &above2_m);
+    uint64_t rem = target - above2_m, qt = 0;
+    for (int r = 0; r < ne && qt == 0; r++)
+        if (ek[r] == t) qt = em[r]; /* equal keys, equal masses; > 0 at the crossing */
+    *ties = (int)((rem + qt - 1) / qt);
+    *above += above2;
+    return t;
+}
+
+/* Of the edge tokens whose key is t, the `ties` smallest ids win: returns the largest id that
+ * does (INT32_MAX when all of them do), by one more selection on ~id. */
+static int32_t tie_id_limit(gemma3_sampler *s, int ne, uint32_t t, int ties) {
+    int nt = 0;
+    for (int r = 0; r < ne; r++)
+        if (s->sel_keys[r] == t) s->tie_ids[nt++] = s->cand[s->pos_edge[r]];
+    if (ties >= nt) return INT32_MAX;
+    for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
+    int dummy;
+    return (int32_t)~radix_select(s, s->sel_keys2, nt, ties, s->keys_tmp, &dummy);
+}
+
+/* Keeps every position above the boundary bucket and the edge positions whose key beats t (or
+ * equals it with an id <= id_limit): a merge of the two increasing position lists, in place
+ * since positions >= outputs. The list keeps its order. */
+static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t id_limit) {
+    int32_t *c = s->cand;
+    const uint32_t *keys = s->keys;
+    int m = 0, ia = 0, ie = 0;
+    while (ia < na || ie < ne) {
+        if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
+            c[m++] = c[s->pos_above[ia++]];
+        } else {
+            int j = s->pos_edge[ie++];
+            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
+        }
+    }
+    s->n_cand = m;
+    s->sorted = s->sorted || m <= 1;
+}
+
+void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
+                          int min_count) {
+    int32_t *sub = s->pos_sub;
+    int nsub = candidate_positions(s, by_mass, count, sub);
+    int sh, above, na, ne;
+    uint64_t above_m;
+    uint32_t b = boundary_bucket(s, sub, nsub, by_mass, count, target, &sh, &above, &above_m);
+    split_at_bucket(s, sub, nsub, sh, b, &na, &ne);
+    uint32_t t;
+    int ties;
+    if (by_mass) {
+        t = mass_boundary(s, ne, target - above_m, &above, &ties);
+        if (above + ties < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
+            if (min_count < s->n_cand) g3_cand_select_first(s, 0, min_count, 0, 0);
+            return;
+        }
+    } else {
+        int above2;
+        t = radix_select(s, s->sel_keys, ne, count - above, s->keys_tmp, &above2);
+        above += above2;
+        ties = count - above;
+    }
+    keep_selected(s, na, ne, t, tie_id_limit(s, ne, t, ties));
+}
+
