@@ -266,7 +266,24 @@ static void fill_bf16(uint16_t *w, size_t n, unsigned seed) {
     }
 }
 
+/* --bandwidth N: only the memory-read reference at N threads, printed as one number (GB/s), for
+ * tools/bench-model.sh to set its decode limits from this machine, now. */
+static int print_bandwidth(int n_threads) {
+    g3_pool *pool = NULL;
+    size_t n_ref = (size_t)1 << 28; /* 1 GiB of floats */
+    float *ref = g3_alloc_aligned(n_ref * sizeof(float));
+    if (!ref || g3_pool_create(n_threads, &pool) != GEMMA3_OK) return 1;
+    for (size_t i = 0; i < n_ref; i++) ref[i] = 1.0f;
+    double wall, cpu;
+    read_bandwidth(pool, ref, n_ref, &wall, &cpu);
+    printf("%.1f\n", wall);
+    g3_pool_free(pool);
+    g3_free_aligned(ref);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--bandwidth") == 0) return print_bandwidth(atoi(argv[2]));
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     g3_pool *pool1 = NULL, *pool2 = NULL;
     if (g3_pool_create(1, &pool1) != GEMMA3_OK || g3_pool_create(2, &pool2) != GEMMA3_OK) return 1;

@@ -1,38 +1,69 @@
 #!/bin/sh
-# tools/bench-model.sh - end-to-end speed on a synthetic 1B-shaped checkpoint (real Gemma 3 1B
-# shapes, seeded random BF16 weights), against the project's targets on these machines:
-# decode at 85% of the memory-bandwidth limit, prefill of 512 tokens at 1.2x llama.cpp.
-# BW_GBS is the machine's read bandwidth (GB/s; default 67, this machine kind's figure);
-# the reference llama.cpp figures are those measured on the same machine kind.
+# tools/bench-model.sh - end-to-end speed (pp512, tg128) on synthetic checkpoints of the real
+# Gemma 3 shapes (seeded random BF16 weights), for each weight type, against the memory-bandwidth
+# limit measured in the same run and, when a llama.cpp build is given, against llama-bench on the
+# same checkpoints in the same run.
+#
+#   SHAPES="270m 1b"         checkpoint shapes (written once to $BUILD/bench-models/SHAPE)
+#   TYPES="bf16 q8_0 q4_0"   weight types (-q: Q8_0/Q4_0 quantized at load)
+#   THREADS=2 REPS=3         threads and timed repetitions
+#   LLAMA_BENCH=path         llama.cpp's llama-bench; it reads $BUILD/bench-models/SHAPE-TYPE.gguf,
+#                            made by ../shared/tools/anchor-llamacpp.sh gguf $BUILD/bench-models/SHAPE
+#
+# Decode reads every weight once per token, so bandwidth / weight bytes is the decode limit.
 BUILD=${BUILD:-build}
-BW_GBS=${BW_GBS:-67}
-LLAMA_TG=22
-LLAMA_PP=279
-THREADS=${THREADS:-$(nproc)}
+SHAPES=${SHAPES:-"270m 1b"}
+TYPES=${TYPES:-"bf16 q8_0 q4_0"}
+THREADS=${THREADS:-2}
 REPS=${REPS:-3}
-dir=$BUILD/bench-models/1b
-if [ ! -f "$dir/config.json" ]; then
-    echo "writing a synthetic 1b checkpoint to $dir (2 GB, once)"
-    "$BUILD/tools/gen-checkpoint" 1b "$dir" --seed 1 --tokenizer models/tokenizer.model >/dev/null || exit 1
-fi
-out=$(mktemp)
-"$BUILD/gemma3" bench -m "$dir" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json >"$out" || { rm -f "$out"; exit 1; }
-python3 - "$out" "$BW_GBS" "$LLAMA_TG" "$LLAMA_PP" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-bw, llama_tg, llama_pp = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-size = rows[0]["model_size"]
-limit = bw * 1e9 / size
-print("| test | threads | t/s | target | ratio |")
-print("| --- | ---: | ---: | --- | ---: |")
-for r in rows:
-    ts, sd = r["avg_ts"], r["stddev_ts"]
-    if r["n_gen"]:
-        print("| %s | %d | %.2f ± %.2f | 85%% of %.1f t/s bandwidth limit (%.1f t/s); llama.cpp %g | %.0f%% of limit, %.2fx llama.cpp |"
-              % (r["test"], r["n_threads"], ts, sd, limit, 0.85 * limit, llama_tg, 100 * ts / limit, ts / llama_tg))
-    else:
-        print("| %s | %d | %.2f ± %.2f | 1.2x llama.cpp %g = %.0f t/s | %.2fx llama.cpp |"
-              % (r["test"], r["n_threads"], ts, sd, llama_pp, 1.2 * llama_pp, ts / llama_pp))
-print("(synthetic 1B-shaped checkpoint, %.2f GB of weights read per decoded token; bandwidth %g GB/s)" % (size / 1e9, bw))
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+bw=$("$BUILD/tools/bench-kernels" --bandwidth "$THREADS") || { echo "bench-kernels --bandwidth failed"; exit 1; }
+echo "memory read bandwidth, $THREADS threads, measured now: $bw GB/s"
+for shape in $SHAPES; do
+    dir=$BUILD/bench-models/$shape
+    if [ ! -f "$dir/config.json" ]; then
+        echo "writing a synthetic $shape checkpoint to $dir (once)"
+        "$BUILD/tools/gen-checkpoint" "$shape" "$dir" --seed 1 --tokenizer models/tokenizer.model >/dev/null || exit 1
+    fi
+    for type in $TYPES; do
+        "$BUILD/gemma3" bench -m "$dir" -q "$type" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json \
+            >"$out/$shape-$type.json" || exit 1
+        gguf=$BUILD/bench-models/$shape-$type.gguf
+        if [ -n "$LLAMA_BENCH" ] && [ -f "$gguf" ]; then
+            "$LLAMA_BENCH" -m "$gguf" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json \
+                >"$out/$shape-$type.llama.json" 2>/dev/null || echo "llama-bench failed on $gguf"
+        fi
+    done
+done
+python3 - "$out" "$bw" "$SHAPES" "$TYPES" <<'PY'
+import json, os, sys
+out, bw, shapes, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+def load(path):
+    return {r["test"]: r for r in json.load(open(path))} if os.path.exists(path) else {}
+def llama_rows(path):
+    if not os.path.exists(path): return {}
+    rows = {}
+    for r in json.load(open(path)):
+        rows["pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]] = r
+    return rows
+print("| model | test | gemma3 t/s | llama.cpp t/s | vs llama.cpp | GB/s read | of the bandwidth limit |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+for shape in shapes:
+    for t in types:
+        ours = load(os.path.join(out, "%s-%s.json" % (shape, t)))
+        llama = llama_rows(os.path.join(out, "%s-%s.llama.json" % (shape, t)))
+        for test in ("pp512", "tg128"):
+            r = ours.get(test)
+            if not r: continue
+            l = llama.get(test)
+            lt = "%.2f" % l["avg_ts"] if l else "-"
+            ratio = "%.2fx" % (r["avg_ts"] / l["avg_ts"]) if l else "-"
+            gbs = limit = ""
+            if r["n_gen"]:
+                gbs = "%.1f" % (r["avg_ts"] * r["model_size"] / 1e9)
+                limit = "%.0f%% (%.1f t/s)" % (100 * r["avg_ts"] * r["model_size"] / (bw * 1e9), bw * 1e9 / r["model_size"])
+            print("| %s | %s | %.2f ± %.2f | %s | %s | %s | %s |" % (r["model_type"], test, r["avg_ts"], r["stddev_ts"], lt, ratio, gbs, limit))
+print("(synthetic checkpoints of the real shapes; Q8_0/Q4_0 quantized at load; bandwidth %.1f GB/s measured in this run)" % bw)
 PY
-rm -f "$out"
