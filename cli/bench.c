@@ -77,8 +77,7 @@ static const cli_option bench_options[] = {
      .help = "output format"},
 };
 
-static const cli_group bench_group = {"bench", bench_options,
-                                      sizeof bench_options / sizeof bench_options[0], CLI_NOWHERE};
+static const cli_group bench_group = CLI_GROUP("bench", bench_options);
 
 static const cli_command bench_command = {
     "usage: gemma3 bench -m DIR [options]\n"

@@ -342,8 +342,7 @@ static const cli_option chat_options[] = {
      .help = "chat (what gemma3 chat does anyway; for gemma3 -i -m DIR)"},
 };
 
-static const cli_group chat_group = {"chat", chat_options,
-                                     sizeof chat_options / sizeof chat_options[0], CLI_NOWHERE};
+static const cli_group chat_group = CLI_GROUP("chat", chat_options);
 
 static const cli_command chat_command = {
     "usage: gemma3 chat -m DIR [options]       (also: gemma3 -i / -cnv -m DIR)\n"

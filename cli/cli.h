@@ -81,6 +81,9 @@ typedef struct cli_group {
     size_t given_offset;    /* an unsigned in the group's struct, or CLI_NOWHERE */
 } cli_group;
 
+/* A group of the options in the array `options`. */
+#define CLI_GROUP(title, options) {title, options, sizeof options / sizeof options[0], CLI_NOWHERE}
+
 #define CLI_MAX_GROUPS 6
 typedef struct cli_command {
     const char *usage;        /* the usage line(s) and what the command does */

@@ -35,8 +35,7 @@ static const cli_option eval_options[] = {
 };
 #undef A
 
-static const cli_group eval_group = {"eval", eval_options,
-                                     sizeof eval_options / sizeof eval_options[0], CLI_NOWHERE};
+static const cli_group eval_group = CLI_GROUP("eval", eval_options);
 
 static const cli_command eval_command = {
     "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"

@@ -29,9 +29,7 @@ static const cli_option generate_options[] = {
 };
 #undef A
 
-static const cli_group generate_group = {"prompt", generate_options,
-                                         sizeof generate_options / sizeof generate_options[0],
-                                         CLI_NOWHERE};
+static const cli_group generate_group = CLI_GROUP("prompt", generate_options);
 
 static const cli_command generate_command = {
     "usage: gemma3 [generate] -m DIR (-p PROMPT | -f FILE | --prompt-ids IDS) [options]\n"

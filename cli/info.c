@@ -41,8 +41,7 @@ static const cli_option info_options[] = {
 };
 #undef A
 
-static const cli_group info_group = {"info", info_options,
-                                     sizeof info_options / sizeof info_options[0], CLI_NOWHERE};
+static const cli_group info_group = CLI_GROUP("info", info_options);
 
 static const cli_command info_command = {
     "usage: gemma3 info -m DIR [-c CTX] [--kv-type f32|bf16] [--json] [--speed]\n"

@@ -70,8 +70,7 @@ static const cli_option model_options[] = {
      .help = "print the kernels, threads and timings to stderr"},
 };
 
-const cli_group cli_model_group = {"model", model_options,
-                                   sizeof model_options / sizeof model_options[0], CLI_NOWHERE};
+const cli_group cli_model_group = CLI_GROUP("model", model_options);
 
 void cli_model_opts_init(cli_model_opts *o) {
     memset(o, 0, sizeof *o);

@@ -32,9 +32,7 @@ static const cli_option quantize_options[] = {
 };
 #undef A
 
-static const cli_group quantize_group = {"quantize", quantize_options,
-                                         sizeof quantize_options / sizeof quantize_options[0],
-                                         CLI_NOWHERE};
+static const cli_group quantize_group = CLI_GROUP("quantize", quantize_options);
 
 static const cli_command quantize_command = {
     "usage: gemma3 quantize -m DIR -o OUTDIR --type q8_0|q4_0 [-t N]\n"

@@ -17,8 +17,7 @@ static const cli_option reply_options[] = {
 };
 #undef G
 
-const cli_group gen_group = {"generation", reply_options,
-                             sizeof reply_options / sizeof reply_options[0], CLI_NOWHERE};
+const cli_group gen_group = CLI_GROUP("generation", reply_options);
 
 void gen_opts_init(gen_opts *opts) {
     memset(opts, 0, sizeof *opts);

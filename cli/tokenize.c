@@ -35,9 +35,7 @@ static const cli_option tokenize_options[] = {
 };
 #undef A
 
-static const cli_group tokenize_group = {"tokenize", tokenize_options,
-                                         sizeof tokenize_options / sizeof tokenize_options[0],
-                                         CLI_NOWHERE};
+static const cli_group tokenize_group = CLI_GROUP("tokenize", tokenize_options);
 
 static const cli_command tokenize_command = {
     "usage: gemma3 tokenize -m MODEL_DIR_OR_FILE [-p TEXT | -f FILE] [options]\n"

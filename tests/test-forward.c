@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "logits-util.h"
 #include "gemma3.h"
 #include "kernels.h"
 #include "util.h"
@@ -69,25 +70,6 @@ static int load_golden(const char *name, golden *g) {
     return 0;
 }
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-static float top2_gap(const float *x, int n) {
-    float a = -INFINITY, b = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (x[i] > a) {
-            b = a;
-            a = x[i];
-        } else if (x[i] > b) {
-            b = x[i];
-        }
-    }
-    return a - b;
-}
 
 typedef struct mode {
     const char *name;

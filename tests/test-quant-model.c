@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "logits-util.h"
 #include "config.h"
 #include "gemma3.h"
 #include "kernels.h"
@@ -120,25 +121,6 @@ static void all_logits(const gemma3_model *m, int exact, const char *isa, const 
     gemma3_session_free(s);
 }
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-static float top2_gap(const float *x, int n) {
-    float a = -INFINITY, b = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (x[i] > a) {
-            b = a;
-            a = x[i];
-        } else if (x[i] > b) {
-            b = x[i];
-        }
-    }
-    return a - b;
-}
 
 static int one_line(const char *msg) { return *msg && !strchr(msg, '\n'); }
 
