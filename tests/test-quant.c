@@ -1,0 +1,199 @@
+/* test-quant - Q8_0 / Q4_0 quantizers against an independent model of llama.cpp's rules, the
+ * fp16 conversion against the hardware's, and every quantized-matmul table against the scalar
+ * reference, with the determinism contract checked bitwise.
+ *
+ * Reference data: tests/data/quant/ is written by tools/quant-ref.py (pure Python, its own
+ * implementation of ggml's quantize_row_q8_0_ref / q4_0_ref rounding); the blocks must match
+ * byte for byte.
+ *
+ * Error bound of a SIMD table against the scalar one (same quantized inputs, so the integer
+ * block sums are identical and exact): only the float combination of the per-block terms
+ * d_w * d_x * isum differs in order and in where products are rounded. Each order's error is
+ * below (n_blocks + 3) * eps * sum_b |d_w d_x isum_b| <= (n_blocks + 3) * eps * sum_k |w_k x_k|
+ * (x here the dequantized activation), so the two differ by at most twice that; we allow
+ * 2 * (n_blocks + 8) * 2^-24 * S with S = sum_k |w_k| |x_k| computed in double, +1e-30.
+ * For matmul_q_f32 the per-block sums are float too: the bound uses n_in instead of n_blocks. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "check.h"
+#include "quant.h"
+#include "util.h"
+
+#define DATA_DIR "tests/data/quant/"
+#define REF_ROWS 200
+#define REF_COLS 128
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+/* Reads exactly n bytes of a data file; 0 if missing or short. */
+static int read_file(const char *path, void *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(buf, 1, n, f);
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    return got == n && !extra;
+}
+
+/* ---- quantizers against tools/quant-ref.py ------------------------------------------------- */
+
+static void test_reference_blocks(void) {
+    const size_t n = (size_t)REF_ROWS * REF_COLS, nb = n / G3_QK;
+    float *x = xmalloc(n * sizeof *x);
+    g3_block_q8_0 *want8 = xmalloc(nb * sizeof *want8), *got8 = xmalloc(nb * sizeof *got8);
+    g3_block_q4_0 *want4 = xmalloc(nb * sizeof *want4), *got4 = xmalloc(nb * sizeof *got4);
+    CHECK_EQ_INT(sizeof(g3_block_q8_0), 34);
+    CHECK_EQ_INT(sizeof(g3_block_q4_0), 18);
+    int ok = read_file(DATA_DIR "input.f32", x, n * sizeof *x) &&
+             read_file(DATA_DIR "q8_0.bin", want8, nb * sizeof *want8) &&
+             read_file(DATA_DIR "q4_0.bin", want4, nb * sizeof *want4);
+    CHECK_MSG(ok, "cannot read " DATA_DIR " (run from the repository root)");
+    if (ok) {
+        int bad8 = 0, bad4 = 0;
+        for (int r = 0; r < REF_ROWS; r++) {
+            const size_t o = (size_t)r * REF_COLS, ob = o / G3_QK;
+            g3_quantize_row_q8_0(x + o, got8 + ob, REF_COLS);
+            g3_quantize_row(G3_WTYPE_Q4_0, x + o, got4 + ob, REF_COLS);
+        }
+        for (size_t b = 0; b < nb; b++) {
+            if (memcmp(&got8[b], &want8[b], sizeof got8[b]) && bad8++ < 5)
+                fprintf(stderr, "q8_0 block %zu: d %04x vs %04x\n", b, got8[b].d, want8[b].d);
+            if (memcmp(&got4[b], &want4[b], sizeof got4[b]) && bad4++ < 5)
+                fprintf(stderr, "q4_0 block %zu: d %04x vs %04x\n", b, got4[b].d, want4[b].d);
+        }
+        CHECK_MSG(bad8 == 0, "%d of %zu Q8_0 blocks differ from llama.cpp's rounding", bad8, nb);
+        CHECK_MSG(bad4 == 0, "%d of %zu Q4_0 blocks differ from llama.cpp's rounding", bad4, nb);
+    }
+    free(x), free(want8), free(got8), free(want4), free(got4);
+}
+
+/* Dequantizing and quantizing again reproduces the blocks (each q maps back to itself: the
+ * values d*q are exact grid points), and the dequantized values are within d/2 of the input
+ * (Q4_0: within d, as q = 16, the opposite extreme, is clamped to 15). */
+static void test_roundtrip(void) {
+    enum { N = 4096 };
+    static float x[N], y[N], z[N];
+    static g3_block_q8_0 b8[N / G3_QK], c8[N / G3_QK];
+    static g3_block_q4_0 b4[N / G3_QK], c4[N / G3_QK];
+    for (int i = 0; i < N; i++) x[i] = rng_f() * (float)(1 + i % 7) * 0.1f;
+    int bad_err = 0;
+    g3_quantize_row(G3_WTYPE_Q8_0, x, b8, N);
+    g3_dequantize_row(G3_WTYPE_Q8_0, b8, y, N);
+    g3_quantize_row(G3_WTYPE_Q8_0, y, c8, N);
+    g3_quantize_row(G3_WTYPE_Q4_0, x, b4, N);
+    g3_dequantize_row(G3_WTYPE_Q4_0, b4, z, N);
+    g3_quantize_row(G3_WTYPE_Q4_0, z, c4, N);
+    for (int i = 0; i < N; i++) {
+        const float d8 = g3_f16_to_f32(b8[i / G3_QK].d), d4 = fabsf(g3_f16_to_f32(b4[i / G3_QK].d));
+        /* 0.57 d: the fp16 rounding of d moves the grid by up to 127 * 2^-11 d */
+        if (fabsf(y[i] - x[i]) > d8 * 0.57f || fabsf(z[i] - x[i]) > d4 * 1.07f) bad_err++;
+    }
+    CHECK_MSG(bad_err == 0, "%d values farther than d/2 from their quantized value", bad_err);
+    CHECK(memcmp(b8, c8, sizeof b8) == 0);
+    CHECK(memcmp(b4, c4, sizeof b4) == 0);
+    /* exact values: Q4_0 q - 8 and Q8_0 q times d */
+    g3_block_q4_0 one = {.d = 0x3c00}; /* d = 1 */
+    for (int j = 0; j < 16; j++) one.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    g3_dequantize_row(G3_WTYPE_Q4_0, &one, y, G3_QK);
+    int bad_exact = 0;
+    for (int j = 0; j < 16; j++) bad_exact += y[j] != (float)(j - 8) || y[j + 16] != (float)(7 - j);
+    CHECK_EQ_INT(bad_exact, 0);
+}
+
+/* ---- fp16 ------------------------------------------------------------------------------------ */
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("f16c"))) static uint16_t f16_hw(float f) {
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+static int f16_mismatch(uint32_t u, int *bad) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    uint16_t a = g3_f32_to_f16(f), b = f16_hw(f);
+    /* NaN payloads may differ; both must be NaN with the sign kept */
+    int nan = (u & 0x7fffffffu) > 0x7f800000u;
+    int diff = nan ? !((a & 0x7c00u) == 0x7c00u && (a & 0x3ffu) && (a & 0x8000u) == (b & 0x8000u))
+                   : a != b;
+    if (diff && (*bad)++ < 5) fprintf(stderr, "f16(%08x): %04x vs hw %04x\n", u, a, b);
+    return diff;
+}
+
+/* Against F16C: every float whose low 13 bits sit at or next to a rounding boundary of the
+ * normal range (all 2^19 upper patterns), every float in and around the subnormal-half range
+ * (one sign, where the boundary moves with the exponent), and a strided sweep of all 2^32. */
+static void test_f16_hw(void) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2")) { /* F16C comes with every AVX2 CPU */
+        printf("skip: no F16C\n");
+        return;
+    }
+    static const uint32_t lows[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x0800, 0x1800};
+    int bad = 0;
+    long n = 0;
+    for (uint32_t hi = 0; hi < (1u << 19); hi++)
+        for (size_t j = 0; j < sizeof lows / sizeof lows[0]; j++, n++)
+            f16_mismatch(hi << 13 | lows[j], &bad);
+    for (uint32_t u = 0x32000000u; u < 0x39000000u; u++, n++) f16_mismatch(u, &bad);
+    for (uint64_t u = 0; u < (1ull << 32); u += 65521, n++) f16_mismatch((uint32_t)u, &bad);
+    CHECK_MSG(bad == 0, "%d of %ld floats convert differently from F16C", bad, n);
+}
+#else
+static void test_f16_hw(void) { printf("skip: not x86\n"); }
+#endif
+
+/* Without hardware: the fixed points a port must get right too. */
+static void test_f16_fixed(void) {
+    static const struct { float f; uint16_t h; } cases[] = {
+        {0.0f, 0x0000},        {-0.0f, 0x8000},      {1.0f, 0x3c00},      {-2.0f, 0xc000},
+        {65504.0f, 0x7bff},    {65519.99f, 0x7bff},  {65520.0f, 0x7c00},  {1e30f, 0x7c00},
+        {5.9604645e-8f, 0x0001}, {2.9802322e-8f, 0x0000}, {2.9802326e-8f, 0x0001},
+        {1.0009766f, 0x3c01},  {1.00048828125f, 0x3c00}, {1.00146484375f, 0x3c02},
+        {6.1035156e-5f, 0x0400}, {-INFINITY, 0xfc00},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_MSG(g3_f32_to_f16(cases[i].f) == cases[i].h, "f16(%.9g) = %04x, want %04x",
+                  (double)cases[i].f, g3_f32_to_f16(cases[i].f), cases[i].h);
+    /* every half survives half -> float -> half */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) continue; /* NaN */
+        bad += g3_f32_to_f16(g3_f16_to_f32((uint16_t)h)) != h;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+int main(void) {
+    test_reference_blocks();
+    test_roundtrip();
+    test_f16_fixed();
+    test_f16_hw();
+    return check_report();
+}
