@@ -190,10 +190,201 @@ static void test_f16_fixed(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
+/* ---- kernel tables against the scalar one ---------------------------------------------------- */
+
+static const g3_quant_kernels *tables[8];
+static int n_tables;
+
+/* n values of activation: random at a per-block scale, with all-zero blocks, blocks whose
+ * scaled values tie at k + 0.5 (amax 127 -> id = 1), and huge / tiny scales. */
+static void fill_act(float *x, int n, int extreme) {
+    for (int b = 0; b < n / G3_QK; b++) {
+        float *v = x + b * G3_QK;
+        const int kind = (int)(rng_u32() % (extreme ? 8 : 5));
+        const float scale = kind == 5 ? 1e20f : kind == 6 ? 1e-20f : 1.0f + (float)(rng_u32() % 100);
+        for (int j = 0; j < G3_QK; j++) {
+            if (kind == 0) v[j] = 0.0f;
+            else if (kind == 1) v[j] = (float)((int)(rng_u32() % 253) - 126) + 0.5f;
+            else v[j] = rng_f() * scale;
+        }
+        if (kind == 1) v[rng_u32() % G3_QK] = (rng_u32() & 1) ? 127.0f : -127.0f;
+    }
+}
+
+static void test_quantize_act(void) {
+    const g3_quant_kernels *ref = tables[0];
+    for (int ti = 1; ti < n_tables; ti++) {
+        int bad = 0;
+        for (int rep = 0; rep < 50; rep++) {
+            const int n = G3_QK * (1 + (int)(rng_u32() % 70));
+            const size_t bytes = g3_act_row_bytes(n);
+            float *x = xmalloc((size_t)n * sizeof *x);
+            char *a = xmalloc(bytes + 64), *b = xmalloc(bytes + 64);
+            fill_act(x, n, 1);
+            memset(a, 0x5a, bytes + 64);
+            memset(b, 0x5a, bytes + 64);
+            ref->quantize_act(a, x, n);
+            tables[ti]->quantize_act(b, x, n);
+            bad += memcmp(a, b, bytes + 64) != 0; /* + the sentinel tail: no stray stores */
+            free(x), free(a), free(b);
+        }
+        CHECK_MSG(bad == 0, "%s: quantize_act differs from scalar in %d of 50 rows", tables[ti]->name, bad);
+    }
+}
+
+/* A rows x n_in weight matrix of type wt from random floats; Q8_0 also gets some q = -128 (a
+ * valid block that llama.cpp's quantizer never writes: checks the unsigned-bias and |w| paths
+ * for int16 saturation). Also its dequantized values. */
+static void *make_weights(g3_wtype wt, int rows, int n_in, float *deq) {
+    const size_t rb = g3_wtype_row_bytes(wt, n_in);
+    char *w = xmalloc(rb * (size_t)rows);
+    float *tmp = xmalloc((size_t)n_in * sizeof *tmp);
+    for (int r = 0; r < rows; r++) {
+        fill_act(tmp, n_in, 0); /* weights: within fp16's range */
+        g3_quantize_row(wt, tmp, w + (size_t)r * rb, n_in);
+        if (wt == G3_WTYPE_Q8_0)
+            for (int b = 0; b < n_in / G3_QK; b++)
+                if (rng_u32() % 4 == 0) {
+                    g3_block_q8_0 *blk = (g3_block_q8_0 *)(void *)(w + (size_t)r * rb) + b;
+                    blk->qs[rng_u32() % G3_QK] = -128;
+                }
+        g3_dequantize_row(wt, w + (size_t)r * rb, deq + (size_t)r * n_in, n_in);
+    }
+    free(tmp);
+    return w;
+}
+
+typedef struct shape {
+    int rows, n_in, n_tok;
+} shape;
+
+/* Runs matmul (wtype, quantized activations unless exact) of table k for rows [r0, r1) and all
+ * tokens into Y (ldy = rows + 3). */
+static void run_mm(const g3_quant_kernels *k, g3_wtype wt, int exact, float *Y, size_t ldy,
+                   const void *W, const void *Xq, const float *X, shape s, int t0, int nt, int r0,
+                   int r1) {
+    const size_t ab = g3_act_row_bytes(s.n_in);
+    float *Yt = Y + (size_t)t0 * ldy;
+    if (exact)
+        k->matmul_q_f32(wt, Yt, ldy, W, X + (size_t)t0 * s.n_in, (size_t)s.n_in, nt, s.n_in, r0, r1);
+    else if (wt == G3_WTYPE_Q8_0)
+        k->matmul_q8_0(Yt, ldy, W, (const char *)Xq + (size_t)t0 * ab, nt, s.n_in, r0, r1);
+    else
+        k->matmul_q4_0(Yt, ldy, W, (const char *)Xq + (size_t)t0 * ab, nt, s.n_in, r0, r1);
+}
+
+/* One shape, one weight type, one mode: every table against scalar within the bound of the
+ * header comment; and per table the determinism contract, bitwise: all tokens in one call ==
+ * one call per token, and rows [r0, r1) in one call == two calls split at an odd row. */
+static void test_matmul_shape(g3_wtype wt, int exact, shape s, int *bad_tol, int *bad_det,
+                              int *bad_store) {
+    const int nb = s.n_in / G3_QK;
+    const size_t ldy = (size_t)s.rows + 3, ny = ldy * (size_t)s.n_tok;
+    float *deq = xmalloc((size_t)s.rows * s.n_in * sizeof *deq);
+    float *X = xmalloc((size_t)s.n_tok * s.n_in * sizeof *X);
+    void *W = make_weights(wt, s.rows, s.n_in, deq);
+    char *Xq = xmalloc(g3_act_row_bytes(s.n_in) * (size_t)s.n_tok);
+    float *Yref = xmalloc(ny * sizeof(float)), *Y = xmalloc(ny * sizeof(float));
+    float *Y1 = xmalloc(ny * sizeof(float));
+    double *S = xmalloc((size_t)s.rows * s.n_tok * sizeof *S);
+    fill_act(X, s.n_tok * s.n_in, 1);
+    for (int t = 0; t < s.n_tok; t++)
+        tables[0]->quantize_act(Xq + (size_t)t * g3_act_row_bytes(s.n_in), X + (size_t)t * s.n_in, s.n_in);
+    /* S = sum |w| |x~|, |x~| <= |x| + amax_b / 127 bounding the dequantized activation */
+    for (int t = 0; t < s.n_tok; t++)
+        for (int r = 0; r < s.rows; r++) {
+            double acc = 0;
+            for (int b = 0; b < nb; b++) {
+                const float *x = X + (size_t)t * s.n_in + b * G3_QK;
+                double amax = 0;
+                for (int j = 0; j < G3_QK; j++) amax = fmax(amax, fabs(x[j]));
+                for (int j = 0; j < G3_QK; j++)
+                    acc += fabs(deq[(size_t)r * s.n_in + b * G3_QK + j]) *
+                           (fabs(x[j]) + (exact ? 0 : amax / 127));
+            }
+            S[(size_t)t * s.rows + r] = acc;
+        }
+    const int r0 = (int)(rng_u32() % (unsigned)(s.rows / 2 + 1)), r1 = s.rows - (int)(rng_u32() % 2);
+    const double n_terms = exact ? s.n_in : nb;
+    for (size_t i = 0; i < ny; i++) Yref[i] = NAN;
+    run_mm(tables[0], wt, exact, Yref, ldy, W, Xq, X, s, 0, s.n_tok, r0, r1);
+    for (int ti = 0; ti < n_tables; ti++) {
+        const g3_quant_kernels *k = tables[ti];
+        for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = -7.0f;
+        run_mm(k, wt, exact, Y, ldy, W, Xq, X, s, 0, s.n_tok, r0, r1);
+        for (int t = 0; t < s.n_tok; t++) { /* one token at a time, rows split at mid */
+            const int mid = r0 + (r1 - r0) / 2 + ((r1 - r0) > 2);
+            run_mm(k, wt, exact, Y1, ldy, W, Xq, X, s, t, 1, r0, mid);
+            run_mm(k, wt, exact, Y1, ldy, W, Xq, X, s, t, 1, mid, r1);
+        }
+        for (int t = 0; t < s.n_tok; t++)
+            for (size_t r = 0; r < ldy; r++) {
+                const size_t i = (size_t)t * ldy + r;
+                if ((int)r < r0 || (int)r >= r1) {
+                    *bad_store += Y[i] != -7.0f || Y1[i] != -7.0f;
+                    continue;
+                }
+                const double tol = 2 * (n_terms + 8) * 0x1p-24 * S[(size_t)t * s.rows + r] + 1e-30;
+                if (!(fabs((double)Y[i] - Yref[i]) <= tol) && (*bad_tol)++ < 5)
+                    fprintf(stderr, "%s %s%s rows %d n_in %d tok %d: y[%d][%zu] %.9g vs %.9g (tol %.3g)\n",
+                            k->name, g3_wtype_name(wt), exact ? " f32" : "", s.rows, s.n_in,
+                            s.n_tok, t, r, Y[i], Yref[i], tol);
+                if (memcmp(&Y[i], &Y1[i], sizeof(float)) && (*bad_det)++ < 5)
+                    fprintf(stderr, "%s %s%s rows %d n_in %d tok %d: y[%d][%zu] batch %.9g vs single %.9g\n",
+                            k->name, g3_wtype_name(wt), exact ? " f32" : "", s.rows, s.n_in,
+                            s.n_tok, t, r, Y[i], Y1[i]);
+            }
+    }
+    free(deq), free(X), free(W), free(Xq), free(Yref), free(Y), free(Y1), free(S);
+}
+
+/* Gemma's widths scaled down (640, 1152, 2048, ... become 32 x 1..40 blocks, odd counts too),
+ * row counts around the thread grain of 16, and 1..37 tokens. */
+static void test_matmul(void) {
+    static const int blocks[] = {1, 2, 3, 5, 20, 36, 41};
+    static const int rows[] = {1, 3, 16, 17, 37};
+    static const int toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 37};
+    int bad_tol = 0, bad_det = 0, bad_store = 0, n = 0;
+    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+        for (int exact = 0; exact < 2; exact++)
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+                for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                    /* every token count with a few shapes, a few token counts with the rest */
+                    const size_t nt = (bi % 3 == 0 || ri == 3) ? sizeof toks / sizeof toks[0] : 3;
+                    for (size_t ti = 0; ti < nt; ti++, n++) {
+                        shape s = {rows[ri], blocks[bi] * G3_QK, toks[nt == 3 ? ti * 4 : ti]};
+                        test_matmul_shape((g3_wtype)wt, exact, s, &bad_tol, &bad_det, &bad_store);
+                    }
+                }
+    CHECK_MSG(bad_tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad_tol, n);
+    CHECK_MSG(bad_det == 0, "%d outputs differ between batched and per-token/split calls", bad_det);
+    CHECK_MSG(bad_store == 0, "%d stores outside rows [r0, r1)", bad_store);
+    printf("matmul: %d shapes x %d tables\n", n, n_tables);
+}
+
+/* The level getters: scalar always, VNNI variants preferred, all listed variants distinct. */
+static void test_tables(void) {
+    n_tables = g3_quant_kernels_all(tables, 8);
+    CHECK(n_tables >= 1);
+    CHECK(strcmp(tables[0]->name, "scalar") == 0);
+    CHECK(g3_quant_kernels_get(G3_ISA_SCALAR) == tables[0]);
+    for (int isa = G3_ISA_SCALAR; isa <= G3_ISA_AVX512; isa++) {
+        const g3_quant_kernels *k = g3_quant_kernels_get((g3_isa)isa);
+        int listed = 0;
+        for (int i = 0; i < n_tables; i++) listed += k == tables[i];
+        CHECK_MSG(!k || listed == 1, "isa %d: table not listed once", isa);
+        CHECK_MSG(!k == !g3_kernels_get((g3_isa)isa), "isa %d: quant and bf16 kernels disagree", isa);
+    }
+    for (int i = 0; i < n_tables; i++) printf("table %s\n", tables[i]->name);
+}
+
 int main(void) {
     test_reference_blocks();
     test_roundtrip();
     test_f16_fixed();
     test_f16_hw();
+    test_tables();
+    test_quantize_act();
+    test_matmul();
     return check_report();
 }
