@@ -275,6 +275,7 @@ static const g3_quant_kernels quant_scalar = {
 /* ---- x86 SIMD tables ------------------------------------------------------------------------ */
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* Every SIMD function carries its own target attribute (one portable build, no -march), and the
@@ -324,12 +325,20 @@ static const g3_quant_kernels quant_scalar = {
 
 enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8 };
 
+/* AVX-VNNI (cpuid leaf 7.1 EAX bit 4), asked directly: not every compiler's
+ * __builtin_cpu_supports knows it. It uses the ymm state that the AVX2 check already covers. */
+static int has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 4) & 1;
+}
+
 /* Which variants the CPU runs (cpuid and the OS's saved state, through the compiler's runtime). */
 static int quant_cpu(void) {
     __builtin_cpu_init();
     int f = 0;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= Q_AVX2;
-    if ((f & Q_AVX2) && __builtin_cpu_supports("avxvnni")) f |= Q_AVX2VNNI;
+    if ((f & Q_AVX2) && has_avx_vnni()) f |= Q_AVX2VNNI;
     if ((f & Q_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         f |= Q_AVX512;
