@@ -307,21 +307,27 @@ static const g3_quant_kernels quant_scalar = {
 #define Q_FN(name) name##_avx512
 #define Q_NAME "avx512"
 #define Q_VNNI 0
+#define Q_VBMI 0
 #include "quant-avx512.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
 #undef Q_VNNI
+#undef Q_VBMI
 
-#define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
+/* VNNI CPUs without VBMI (Cascade Lake) run the "avx512" table. */
+#define Q_TARGET \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
 #define Q_FN(name) name##_avx512vnni
 #define Q_NAME "avx512vnni"
 #define Q_VNNI 1
+#define Q_VBMI 1
 #include "quant-avx512.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
 #undef Q_VNNI
+#undef Q_VBMI
 
 enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8 };
 
@@ -342,7 +348,8 @@ static int quant_cpu(void) {
     if ((f & Q_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         f |= Q_AVX512;
-    if ((f & Q_AVX512) && __builtin_cpu_supports("avx512vnni")) f |= Q_AVX512VNNI;
+    if ((f & Q_AVX512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
+        f |= Q_AVX512VNNI;
     return f;
 }
 

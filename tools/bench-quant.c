@@ -101,14 +101,49 @@ static void fill_blocks(g3_wtype wt, void *w, size_t bytes) {
 }
 
 static void usage_quit(void) {
-    fprintf(stderr, "usage: bench-quant [--quick]\n");
+    fprintf(stderr, "usage: bench-quant [--quick | --cache]\n");
     exit(2);
 }
 
+/* Decode matvec over a [1024][1152] matrix that stays in L2, one thread, best of many calls by
+ * thread CPU time: the kernel's compute ceiling, free of DRAM and of most of the noise of a
+ * shared machine (the figure the full-model rows approach when memory keeps up). */
+static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, const float *x) {
+    enum { ROWS = 1024, REPS = 400 };
+    static float y[ROWS];
+    void *xq = malloc(g3_act_row_bytes(HID));
+    printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
+    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++) {
+        const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
+        void *w = g3_alloc_aligned(bytes);
+        fill_blocks((g3_wtype)wt, w, bytes);
+        for (int ti = 1; ti < n_tables; ti++) {
+            const g3_quant_kernels *k = tables[ti];
+            k->quantize_act(xq, x, HID);
+            double best = 1e30;
+            for (int rep = 0; rep < REPS; rep++) {
+                const double c0 = thread_cpu_now();
+                for (int i = 0; i < 8; i++) {
+                    if (wt == G3_WTYPE_Q8_0) k->matmul_q8_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                    else k->matmul_q4_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                }
+                const double dc = (thread_cpu_now() - c0) / 8;
+                best = dc < best ? dc : best;
+            }
+            printf("| %s | %s | matvec T=1 [%d][%d] in L2 | %.1f | %.0f |\n", k->name,
+                   g3_wtype_name_upper((g3_wtype)wt), ROWS, HID, bytes / best / 1e9,
+                   ROWS * (HID / G3_QK) / best / 1e6);
+        }
+        g3_free_aligned(w);
+    }
+    free(xq);
+}
+
 int main(int argc, char **argv) {
-    int quick = 0;
+    int quick = 0, cache_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--cache") == 0) cache_only = 1;
         else usage_quit();
     }
     g3_pool *pools[2] = {NULL, NULL};
@@ -131,7 +166,9 @@ int main(int argc, char **argv) {
         xh[i] = g3_f32_to_bf16(x[i]);
     }
 
-    printf("# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
+    bench_cache(tables, n_tables, x);
+    if (cache_only) return 0;
+    printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
     printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
     for (int wt = G3_WTYPE_BF16; wt <= G3_WTYPE_Q4_0; wt++) {
         size_t total = 0;
