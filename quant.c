@@ -162,6 +162,10 @@ static void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t **c4) {
     *c4 = (int32_t *)(void *)(p + n + 4 * (n / G3_QK));
 }
 
+/* Blocks whose largest magnitude is below this quantize to zeros: 127 / amax would overflow
+ * near 2^-126, and such values vanish next to any real activation anyway. Also false for NaN. */
+#define ACT_TINY 0x1p-100f
+
 /* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
  * do, so every table quantizes activations bit-identically: a max, one division, one multiply
  * and one rounding per value, each exact-or-IEEE whatever the vector width). */
@@ -173,7 +177,7 @@ static void quantize_act_scalar(void *dst, const float *x, int n) {
     for (int b = 0; b < n / G3_QK; b++, x += G3_QK, q += G3_QK) {
         float amax = 0.0f;
         for (int j = 0; j < G3_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float id = amax >= ACT_TINY ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < G3_QK; j++) {
             q[j] = (int8_t)nearbyintf(x[j] * id);

@@ -196,12 +196,13 @@ static const g3_quant_kernels *tables[8];
 static int n_tables;
 
 /* n values of activation: random at a per-block scale, with all-zero blocks, blocks whose
- * scaled values tie at k + 0.5 (amax 127 -> id = 1), and huge / tiny scales. */
+ * scaled values tie at k + 0.5 (amax 127 -> id = 1), and huge / tiny / below-ACT_TINY scales. */
 static void fill_act(float *x, int n, int extreme) {
     for (int b = 0; b < n / G3_QK; b++) {
         float *v = x + b * G3_QK;
         const int kind = (int)(rng_u32() % (extreme ? 8 : 5));
-        const float scale = kind == 5 ? 1e20f : kind == 6 ? 1e-20f : 1.0f + (float)(rng_u32() % 100);
+        const float scale = kind == 5 ? 1e20f : kind == 6 ? 1e-20f : kind == 7 ? 1e-37f
+                                                                    : 1.0f + (float)(rng_u32() % 100);
         for (int j = 0; j < G3_QK; j++) {
             if (kind == 0) v[j] = 0.0f;
             else if (kind == 1) v[j] = (float)((int)(rng_u32() % 253) - 126) + 0.5f;
@@ -213,6 +214,16 @@ static void fill_act(float *x, int n, int extreme) {
 
 static void test_quantize_act(void) {
     const g3_quant_kernels *ref = tables[0];
+    /* round half to even, in every table: amax 127 gives id = 1, so x is q before rounding
+     * (the row's int8 values come first in the activation layout, see quant.c) */
+    float ties[G3_QK] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -126.5f, 1e-3f};
+    static const int8_t want[11] = {127, 2, 4, -2, -4, 0, 0, 2, 126, -126, 0};
+    for (int ti = 0; ti < n_tables; ti++) {
+        int8_t row[G3_QK + 8];
+        tables[ti]->quantize_act(row, ties, G3_QK);
+        CHECK_MSG(memcmp(row, want, sizeof want) == 0, "%s: ties not rounded half to even",
+                  tables[ti]->name);
+    }
     for (int ti = 1; ti < n_tables; ti++) {
         int bad = 0;
         for (int rep = 0; rep < 50; rep++) {
