@@ -286,6 +286,8 @@ static const g3_quant_kernels quant_scalar = {
  * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
  * included once per variant; its header comment states the summation order it fixes. */
 #define INLINE static inline __attribute__((always_inline))
+/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
+#define PF_ROWS 16
 
 #define Q_TARGET __attribute__((target("avx2,fma,f16c")))
 #define Q_FN(name) name##_avx2
