@@ -373,6 +373,33 @@ static void test_matmul(void) {
     printf("matmul: %d shapes x %d tables\n", n, n_tables);
 }
 
+/* Q4_0 integer lane sums are the same in every SIMD variant of one width (nibbles times int8,
+ * plus the correction in lane 0; the VNNI variants' unshifted high nibbles and 1/16 scale are
+ * exact), so avx2 == avx2vnni and avx512 == avx512vnni bitwise. */
+static void test_q4_variants_agree(void) {
+    static const char *pairs[2][2] = {{"avx2", "avx2vnni"}, {"avx512", "avx512vnni"}};
+    for (int p = 0; p < 2; p++) {
+        const g3_quant_kernels *a = NULL, *b = NULL;
+        for (int i = 0; i < n_tables; i++) {
+            if (strcmp(tables[i]->name, pairs[p][0]) == 0) a = tables[i];
+            if (strcmp(tables[i]->name, pairs[p][1]) == 0) b = tables[i];
+        }
+        if (!a || !b) continue;
+        enum { ROWS = 37, N_IN = 41 * G3_QK, T = 9 };
+        float *deq = xmalloc((size_t)ROWS * N_IN * sizeof *deq), *x = xmalloc((size_t)T * N_IN * sizeof *x);
+        void *w = make_weights(G3_WTYPE_Q4_0, ROWS, N_IN, deq);
+        char *xq = xmalloc(g3_act_row_bytes(N_IN) * T);
+        float ya[T * ROWS], yb[T * ROWS];
+        fill_act(x, T * N_IN, 1);
+        for (int t = 0; t < T; t++)
+            a->quantize_act(xq + (size_t)t * g3_act_row_bytes(N_IN), x + (size_t)t * N_IN, N_IN);
+        a->matmul_q4_0(ya, ROWS, w, xq, T, N_IN, 0, ROWS);
+        b->matmul_q4_0(yb, ROWS, w, xq, T, N_IN, 0, ROWS);
+        CHECK_MSG(memcmp(ya, yb, sizeof ya) == 0, "%s and %s Q4_0 differ", a->name, b->name);
+        free(deq), free(x), free(w), free(xq);
+    }
+}
+
 /* The level getters: scalar always, VNNI variants preferred, all listed variants distinct. */
 static void test_tables(void) {
     n_tables = g3_quant_kernels_all(tables, 8);
@@ -397,5 +424,6 @@ int main(void) {
     test_tables();
     test_quantize_act();
     test_matmul();
+    test_q4_variants_agree();
     return check_report();
 }
