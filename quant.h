@@ -11,7 +11,8 @@
  * VNNI where present), in an internal "Q8 activation" row format (g3_act_row_bytes bytes: the int8
  * values, then a float scale and an integer correction per block of 32). Activation quantization
  * rounds the same way in every table (bit-identical), so tables differ only in the order floats
- * are summed. */
+ * are summed. Every table keeps kernels.h's determinism contract: an output's bits depend only
+ * on its inputs, never on n_tok, r0/r1 or the thread (decode and prefill agree bitwise). */
 #ifndef G3_QUANT_H
 #define G3_QUANT_H
 
@@ -58,7 +59,9 @@ uint16_t g3_f32_to_f16(float f);
 size_t g3_act_row_bytes(int n_in);
 
 typedef struct g3_quant_kernels {
-    const char *name; /* "scalar", "avx2", "avx2vnni", "avx512", "avx512vnni" */
+    /* "scalar", "avx2" (AVX2+FMA+F16C), "avx2vnni" (+AVX-VNNI), "avx512" (F/BW/VL/DQ),
+     * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI) */
+    const char *name;
     /* dst (g3_act_row_bytes(n) bytes) = x[0..n) quantized to Q8 activation blocks. */
     void (*quantize_act)(void *dst, const float *x, int n);
     /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
