@@ -308,7 +308,8 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, int *bad_tol, int
             for (int b = 0; b < nb; b++) {
                 const float *x = X + (size_t)t * s.n_in + b * G3_QK;
                 double amax = 0;
-                for (int j = 0; j < G3_QK; j++) amax = fmax(amax, fabs(x[j]));
+                for (int j = 0; j < G3_QK; j++) /* a branch, not fmax: aarch64 gcc 12 -O2 ICEs */
+                    if (fabs(x[j]) > amax) amax = fabs(x[j]);
                 for (int j = 0; j < G3_QK; j++)
                     acc += fabs(deq[(size_t)r * s.n_in + b * G3_QK + j]) *
                            (fabs(x[j]) + (exact ? 0 : amax / 127));
