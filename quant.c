@@ -281,6 +281,9 @@ static const g3_quant_kernels quant_scalar = {
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Every SIMD function carries its own target attribute (one portable build, no -march), and the
  * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
@@ -335,7 +338,9 @@ static const g3_quant_kernels quant_scalar = {
 #undef Q_VNNI
 #undef Q_VBMI
 
-enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8 };
+#include "quant-amx.inc"
+
+enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
 
 /* AVX-VNNI (cpuid leaf 7.1 EAX bit 4), asked directly: not every compiler's
  * __builtin_cpu_supports knows it. It uses the ymm state that the AVX2 check already covers. */
@@ -356,6 +361,7 @@ static int quant_cpu(void) {
         f |= Q_AVX512;
     if ((f & Q_AVX512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
         f |= Q_AVX512VNNI;
+    if ((f & Q_AVX512VNNI) && amx_available()) f |= Q_AMX;
     return f;
 }
 
@@ -375,13 +381,14 @@ const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
 
 int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
     const int f = quant_cpu();
-    const g3_quant_kernels *all[5];
+    const g3_quant_kernels *all[6];
     int n = 0;
     all[n++] = &quant_scalar;
     if (f & Q_AVX2) all[n++] = &quant_avx2;
     if (f & Q_AVX2VNNI) all[n++] = &quant_avx2vnni;
     if (f & Q_AVX512) all[n++] = &quant_avx512;
     if (f & Q_AVX512VNNI) all[n++] = &quant_avx512vnni;
+    if (f & Q_AMX) all[n++] = &quant_amx;
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return n < max ? n : max;
 }
