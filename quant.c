@@ -374,7 +374,7 @@ const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
         return f & Q_AVX2VNNI ? &quant_avx2vnni : &quant_avx2;
     case G3_ISA_AVX512:
         if (!(f & Q_AVX512)) return NULL;
-        return f & Q_AVX512VNNI ? &quant_avx512vnni : &quant_avx512;
+        return f & Q_AMX ? &quant_amx : f & Q_AVX512VNNI ? &quant_avx512vnni : &quant_avx512;
     }
     return NULL;
 }

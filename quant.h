@@ -60,7 +60,8 @@ size_t g3_act_row_bytes(int n_in);
 
 typedef struct g3_quant_kernels {
     /* "scalar", "avx2" (AVX2+FMA+F16C), "avx2vnni" (+AVX-VNNI), "avx512" (F/BW/VL/DQ),
-     * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI) */
+     * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI), "amx" (+AMX-INT8 and the kernel's
+     * permission for tile data: prefill on tiles, decode on VNNI in the same order) */
     const char *name;
     /* dst (g3_act_row_bytes(n) bytes) = x[0..n) quantized to Q8 activation blocks. */
     void (*quantize_act)(void *dst, const float *x, int n);
@@ -77,7 +78,7 @@ typedef struct g3_quant_kernels {
 } g3_quant_kernels;
 
 /* The table for an ISA level (the same levels as g3_kernels_get): the best variant the CPU has
- * at that level (VNNI where present); NULL if the CPU cannot run the level. */
+ * at that level (AMX, else VNNI, where present); NULL if the CPU cannot run the level. */
 const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa);
 /* Every variant this CPU can run, scalar first, into out[0..max); returns how many. For tests
  * and benchmarks. */
