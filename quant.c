@@ -130,54 +130,84 @@ void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n) {
 
 /* ---- Q8 activations ------------------------------------------------------------------------- */
 
-/* One block of 32 activations: x ~ d * qs, with sum = sum(qs) for Q4_0's "- 8" correction. */
-typedef struct act_block {
-    float d;
-    int32_t sum;
-    int8_t qs[G3_QK];
-} act_block;
+/* A quantized activation row of nb = n_in / 32 blocks, struct-of-arrays so that SIMD loads the
+ * int8 values of consecutive blocks in one go:
+ *   int8_t  q[n_in]     block b is q[32b .. 32b+32), x ~ d[b] * q
+ *   float   d[nb]       the block scales
+ *   int32_t c4[nb]      -8 * sum of the block's q: Q4_0's "q - 8" offset folded into an integer
+ *                       (sum(w4 * a) - 8 * sum(a) is exact), also 1/16 of the -128 * sum that
+ *                       the VNNI Q8_0 path needs when it biases signed weights to unsigned.
+ * 40 bytes per block; offsets are multiples of 4, rows are not aligned (loads are unaligned). */
+typedef struct act_row {
+    const int8_t *q;
+    const float *d;
+    const int32_t *c4;
+} act_row;
 
-size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * sizeof(act_block); }
+size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * (G3_QK + 8); }
 
-/* d = amax / 127 and q = nearbyint(x / d) (round half to even, as SIMD conversions do, so every
- * table quantizes activations bit-identically). */
+static act_row act_row_at(const void *Xq, int n_in, int t) {
+    const char *p = (const char *)Xq + (size_t)t * g3_act_row_bytes(n_in);
+    const int nb = n_in / G3_QK;
+    return (act_row){.q = (const int8_t *)p,
+                     .d = (const float *)(const void *)(p + n_in),
+                     .c4 = (const int32_t *)(const void *)(p + n_in + 4 * nb)};
+}
+
+/* The parts of row dst (g3_act_row_bytes(n) bytes at dst) to write. */
+static void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t **c4) {
+    char *p = dst;
+    *q = (int8_t *)p;
+    *d = (float *)(void *)(p + n);
+    *c4 = (int32_t *)(void *)(p + n + 4 * (n / G3_QK));
+}
+
+/* Blocks whose largest magnitude is below this quantize to zeros: 127 / amax would overflow
+ * near 2^-126, and such values vanish next to any real activation anyway. Also false for NaN. */
+#define ACT_TINY 0x1p-100f
+
+/* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
+ * do, so every table quantizes activations bit-identically: a max, one division, one multiply
+ * and one rounding per value, each exact-or-IEEE whatever the vector width). */
 static void quantize_act_scalar(void *dst, const float *x, int n) {
-    act_block *a = dst;
-    for (int b = 0; b < n / G3_QK; b++, x += G3_QK) {
+    int8_t *q;
+    float *d;
+    int32_t *c4;
+    act_row_out(dst, n, &q, &d, &c4);
+    for (int b = 0; b < n / G3_QK; b++, x += G3_QK, q += G3_QK) {
         float amax = 0.0f;
         for (int j = 0; j < G3_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 127.0f / amax : 0.0f;
+        const float id = amax >= ACT_TINY ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < G3_QK; j++) {
-            a[b].qs[j] = (int8_t)nearbyintf(x[j] * id);
-            sum += a[b].qs[j];
+            q[j] = (int8_t)nearbyintf(x[j] * id);
+            sum += q[j];
         }
-        a[b].d = d;
-        a[b].sum = sum;
+        d[b] = amax / 127.0f;
+        c4[b] = -8 * sum;
     }
 }
 
 /* ---- scalar matmuls ------------------------------------------------------------------------- */
 
-static float dot_q8_0_scalar(const g3_block_q8_0 *w, const act_block *a, int n_blocks) {
+static float dot_q8_0_scalar(const g3_block_q8_0 *w, act_row a, int n_blocks) {
     float acc = 0.0f;
     for (int b = 0; b < n_blocks; b++) {
         int32_t isum = 0;
-        for (int j = 0; j < G3_QK; j++) isum += (int32_t)w[b].qs[j] * a[b].qs[j];
-        acc += g3_f16_to_f32(w[b].d) * a[b].d * (float)isum;
+        for (int j = 0; j < G3_QK; j++) isum += (int32_t)w[b].qs[j] * a.q[b * G3_QK + j];
+        acc += g3_f16_to_f32(w[b].d) * a.d[b] * (float)isum;
     }
     return acc;
 }
 
-static float dot_q4_0_scalar(const g3_block_q4_0 *w, const act_block *a, int n_blocks) {
+static float dot_q4_0_scalar(const g3_block_q4_0 *w, act_row a, int n_blocks) {
     float acc = 0.0f;
     for (int b = 0; b < n_blocks; b++) {
-        int32_t isum = 0;
+        const int8_t *aq = a.q + b * G3_QK;
+        int32_t isum = a.c4[b];
         for (int j = 0; j < G3_QK / 2; j++)
-            isum += (w[b].qs[j] & 15) * a[b].qs[j] + (w[b].qs[j] >> 4) * a[b].qs[j + G3_QK / 2];
-        isum -= 8 * a[b].sum;
-        acc += g3_f16_to_f32(w[b].d) * a[b].d * (float)isum;
+            isum += (w[b].qs[j] & 15) * aq[j] + (w[b].qs[j] >> 4) * aq[j + G3_QK / 2];
+        acc += g3_f16_to_f32(w[b].d) * a.d[b] * (float)isum;
     }
     return acc;
 }
@@ -185,9 +215,8 @@ static float dot_q4_0_scalar(const g3_block_q4_0 *w, const act_block *a, int n_b
 static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
     const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q8_0, n_in);
-    const size_t act_bytes = g3_act_row_bytes(n_in);
     for (int t = 0; t < n_tok; t++) {
-        const act_block *a = (const act_block *)((const char *)Xq + (size_t)t * act_bytes);
+        const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
             const g3_block_q8_0 *w = (const void *)((const char *)W + (size_t)r * row_bytes);
             Y[(size_t)t * ldy + r] = dot_q8_0_scalar(w, a, n_in / G3_QK);
@@ -198,9 +227,8 @@ static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *
 static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
     const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q4_0, n_in);
-    const size_t act_bytes = g3_act_row_bytes(n_in);
     for (int t = 0; t < n_tok; t++) {
-        const act_block *a = (const act_block *)((const char *)Xq + (size_t)t * act_bytes);
+        const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
             const g3_block_q4_0 *w = (const void *)((const char *)W + (size_t)r * row_bytes);
             Y[(size_t)t * ldy + r] = dot_q4_0_scalar(w, a, n_in / G3_QK);
@@ -248,7 +276,133 @@ static const g3_quant_kernels quant_scalar = {
     .matmul_q_f32 = matmul_q_f32_scalar,
 };
 
-const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
-    if (!g3_kernels_get(isa)) return NULL;
-    return &quant_scalar;
+/* ---- x86 SIMD tables ------------------------------------------------------------------------ */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Every SIMD function carries its own target attribute (one portable build, no -march), and the
+ * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
+ * included once per variant; its header comment states the summation order it fixes. */
+#define INLINE static inline __attribute__((always_inline))
+/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
+#define PF_ROWS 16
+
+#define Q_TARGET __attribute__((target("avx2,fma,f16c")))
+#define Q_FN(name) name##_avx2
+#define Q_NAME "avx2"
+#define Q_VNNI 0
+#include "quant-avx2.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+
+#define Q_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define Q_FN(name) name##_avx2vnni
+#define Q_NAME "avx2vnni"
+#define Q_VNNI 1
+#include "quant-avx2.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+
+#define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define Q_FN(name) name##_avx512
+#define Q_NAME "avx512"
+#define Q_VNNI 0
+#define Q_VBMI 0
+#include "quant-avx512.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+#undef Q_VBMI
+
+/* VNNI CPUs without VBMI (Cascade Lake) run the "avx512" table. */
+#define Q_TARGET \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
+#define Q_FN(name) name##_avx512vnni
+#define Q_NAME "avx512vnni"
+#define Q_VNNI 1
+#define Q_VBMI 1
+#include "quant-avx512.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+#undef Q_VBMI
+
+#include "quant-amx.inc"
+
+enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
+
+/* AVX-VNNI (cpuid leaf 7.1 EAX bit 4), asked directly: not every compiler's
+ * __builtin_cpu_supports knows it. It uses the ymm state that the AVX2 check already covers. */
+static int has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 4) & 1;
 }
+
+/* Which variants the CPU runs (cpuid and the OS's saved state, through the compiler's runtime). */
+static int quant_cpu(void) {
+    __builtin_cpu_init();
+    int f = 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= Q_AVX2;
+    if ((f & Q_AVX2) && has_avx_vnni()) f |= Q_AVX2VNNI;
+    if ((f & Q_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        f |= Q_AVX512;
+    if ((f & Q_AVX512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
+        f |= Q_AVX512VNNI;
+    if ((f & Q_AVX512VNNI) && amx_available()) f |= Q_AMX;
+    return f;
+}
+
+const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
+    const int f = quant_cpu();
+    switch (isa) {
+    case G3_ISA_SCALAR: return &quant_scalar;
+    case G3_ISA_AVX2:
+        if (!(f & Q_AVX2)) return NULL;
+        return f & Q_AVX2VNNI ? &quant_avx2vnni : &quant_avx2;
+    case G3_ISA_AVX512:
+        if (!(f & Q_AVX512)) return NULL;
+        return f & Q_AMX ? &quant_amx : f & Q_AVX512VNNI ? &quant_avx512vnni : &quant_avx512;
+    }
+    return NULL;
+}
+
+int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
+    const int f = quant_cpu();
+    const g3_quant_kernels *all[6];
+    int n = 0;
+    all[n++] = &quant_scalar;
+    if (f & Q_AVX2) all[n++] = &quant_avx2;
+    if (f & Q_AVX2VNNI) all[n++] = &quant_avx2vnni;
+    if (f & Q_AVX512) all[n++] = &quant_avx512;
+    if (f & Q_AVX512VNNI) all[n++] = &quant_avx512vnni;
+    if (f & Q_AMX) all[n++] = &quant_amx;
+    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
+    return n < max ? n : max;
+}
+
+#else /* not x86: the scalar table only */
+
+const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
+    return isa == G3_ISA_SCALAR ? &quant_scalar : NULL;
+}
+
+int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
+    if (max < 1) return 0;
+    out[0] = &quant_scalar;
+    return 1;
+}
+
+#endif

@@ -8,9 +8,11 @@
  * A row of n weights (n a multiple of 32) is its n/32 blocks in order, with no padding.
  *
  * Quantized matmuls take their activations quantized too (the fast path: int8 dot products,
- * VNNI where present), in an internal "Q8 activation" row format (g3_act_row_bytes): per block of
- * 32 a float scale, the int8 values and their sum. Activation quantization rounds the same way
- * in every table (bit-identical), so tables differ only in the order floats are summed. */
+ * VNNI where present), in an internal "Q8 activation" row format (g3_act_row_bytes bytes: the int8
+ * values, then a float scale and an integer correction per block of 32). Activation quantization
+ * rounds the same way in every table (bit-identical), so tables differ only in the order floats
+ * are summed. Every table keeps kernels.h's determinism contract: an output's bits depend only
+ * on its inputs, never on n_tok, r0/r1 or the thread (decode and prefill agree bitwise). */
 #ifndef G3_QUANT_H
 #define G3_QUANT_H
 
@@ -57,7 +59,10 @@ uint16_t g3_f32_to_f16(float f);
 size_t g3_act_row_bytes(int n_in);
 
 typedef struct g3_quant_kernels {
-    const char *name; /* the ISA level's name, as g3_kernels */
+    /* "scalar", "avx2" (AVX2+FMA+F16C), "avx2vnni" (+AVX-VNNI), "avx512" (F/BW/VL/DQ),
+     * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI), "amx" (+AMX-INT8 and the kernel's
+     * permission for tile data: prefill on tiles, decode on VNNI in the same order) */
+    const char *name;
     /* dst (g3_act_row_bytes(n) bytes) = x[0..n) quantized to Q8 activation blocks. */
     void (*quantize_act)(void *dst, const float *x, int n);
     /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
@@ -72,7 +77,11 @@ typedef struct g3_quant_kernels {
                          size_t ldx, int n_tok, int n_in, int r0, int r1);
 } g3_quant_kernels;
 
-/* The table for an ISA level (the same levels as g3_kernels_get); NULL if the CPU cannot run it. */
+/* The table for an ISA level (the same levels as g3_kernels_get): the best variant the CPU has
+ * at that level (AMX, else VNNI, where present); NULL if the CPU cannot run the level. */
 const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa);
+/* Every variant this CPU can run, scalar first, into out[0..max); returns how many. For tests
+ * and benchmarks. */
+int g3_quant_kernels_all(const g3_quant_kernels **out, int max);
 
 #endif

@@ -1,0 +1,260 @@
+/* bench-quant - throughput of the quantized matmul kernels, per variant, next to BF16.
+ *
+ *   build/tools/bench-quant [--quick]
+ *
+ * Decode: one matvec (T=1) over every matrix of a Gemma 3 1B-shaped model (26 layers of q, k,
+ * v, o, gate, up, down and the tied [262144][1152] head: ~1.0 G weights) as GB/s of weights
+ * streamed and ms per pass (the matmul time of one decoded token), 1 and 2 threads.
+ * Prefill: T=512 over [6912][1152] and [1152][6912] as GFLOP/s (2 * rows * n_in * T / s),
+ * activation quantization excluded (it is O(n_in T), next to O(rows n_in T)).
+ * Each figure is the best of a few repetitions; "cpu" columns divide by the busiest thread's
+ * CPU time instead of the wall clock (what the kernel does when it runs, on a shared machine). */
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "quant.h"
+#include "threads.h"
+#include "util.h"
+
+enum { HID = 1152, FFN = 6912, QDIM = 1024, KVDIM = 256, VOCAB = 262144, LAYERS = 26 };
+
+static double cpu_busy[64];
+
+static double thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_max(int nth) {
+    double m = 0;
+    for (int i = 0; i < nth; i++) m = cpu_busy[i] > m ? cpu_busy[i] : m;
+    return m;
+}
+
+/* One matmul split over the pool by rows in grains of 16, as the forward pass does. */
+typedef struct {
+    const g3_quant_kernels *qk; /* NULL: BF16 through bk */
+    const g3_kernels *bk;
+    g3_wtype wt;
+    float *Y;
+    const void *W, *X;
+    int n_tok, n_in, n_out;
+} mm_job;
+
+static void mm_task(void *ctx, int ith, int nth) {
+    const double c0 = thread_cpu_now();
+    const mm_job *j = ctx;
+    int r0, r1;
+    g3_split(j->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 < r1) {
+        if (!j->qk)
+            j->bk->matmul_bf16(j->Y, (size_t)j->n_out, j->W, j->X, (size_t)j->n_in, j->n_tok, j->n_in, r0, r1);
+        else if (j->wt == G3_WTYPE_Q8_0)
+            j->qk->matmul_q8_0(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
+        else
+            j->qk->matmul_q4_0(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
+    }
+    cpu_busy[ith] += thread_cpu_now() - c0;
+}
+
+/* The matrices of the model in forward order: rows, n_in. */
+typedef struct {
+    int rows, n_in;
+} mat;
+
+static int model_mats(mat *m, int n_layers) {
+    int n = 0;
+    for (int l = 0; l < n_layers; l++) {
+        m[n++] = (mat){QDIM, HID};
+        m[n++] = (mat){KVDIM, HID};
+        m[n++] = (mat){KVDIM, HID};
+        m[n++] = (mat){HID, QDIM};
+        m[n++] = (mat){FFN, HID};
+        m[n++] = (mat){FFN, HID};
+        m[n++] = (mat){HID, FFN};
+    }
+    m[n++] = (mat){VOCAB, HID};
+    return n;
+}
+
+static size_t mat_bytes(g3_wtype wt, mat m) { return g3_wtype_row_bytes(wt, m.n_in) * (size_t)m.rows; }
+
+/* Random weights: block bytes straight from a generator (any q and d are valid blocks; the
+ * d are kept finite and moderate so no lane overflows). */
+static void fill_blocks(g3_wtype wt, void *w, size_t bytes) {
+    uint8_t *p = w;
+    uint32_t s = 12345;
+    for (size_t i = 0; i < bytes; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(s >> 24);
+    }
+    const size_t bs = wt == G3_WTYPE_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
+    for (size_t o = 0; o + bs <= bytes; o += bs) {
+        uint16_t d = 0x2000 | (uint16_t)(p[o] & 0x3ff); /* ~ 2^-7 */
+        memcpy(p + o, &d, 2);
+    }
+}
+
+static void usage_quit(void) {
+    fprintf(stderr, "usage: bench-quant [--quick | --cache]\n");
+    exit(2);
+}
+
+/* Decode matvec over a [1024][1152] matrix that stays in L2, one thread, best of many calls by
+ * thread CPU time: the kernel's compute ceiling, free of DRAM and of most of the noise of a
+ * shared machine (the figure the full-model rows approach when memory keeps up). */
+static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, const float *x) {
+    enum { ROWS = 1024, REPS = 400 };
+    static float y[ROWS];
+    void *xq = malloc(g3_act_row_bytes(HID));
+    printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
+    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++) {
+        const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
+        void *w = g3_alloc_aligned(bytes);
+        fill_blocks((g3_wtype)wt, w, bytes);
+        for (int ti = 1; ti < n_tables; ti++) {
+            const g3_quant_kernels *k = tables[ti];
+            k->quantize_act(xq, x, HID);
+            double best = 1e30;
+            for (int rep = 0; rep < REPS; rep++) {
+                const double c0 = thread_cpu_now();
+                for (int i = 0; i < 8; i++) {
+                    if (wt == G3_WTYPE_Q8_0) k->matmul_q8_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                    else k->matmul_q4_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                }
+                const double dc = (thread_cpu_now() - c0) / 8;
+                best = dc < best ? dc : best;
+            }
+            printf("| %s | %s | matvec T=1 [%d][%d] in L2 | %.1f | %.0f |\n", k->name,
+                   g3_wtype_name_upper((g3_wtype)wt), ROWS, HID, bytes / best / 1e9,
+                   ROWS * (HID / G3_QK) / best / 1e6);
+        }
+        g3_free_aligned(w);
+    }
+    free(xq);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0, cache_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--cache") == 0) cache_only = 1;
+        else usage_quit();
+    }
+    g3_pool *pools[2] = {NULL, NULL};
+    if (g3_pool_create(1, &pools[0]) != GEMMA3_OK || g3_pool_create(2, &pools[1]) != GEMMA3_OK) return 1;
+    const int n_layers = quick ? 4 : LAYERS, reps = quick ? 2 : 4;
+    mat mats[8 * LAYERS + 1];
+    const int n_mats = model_mats(mats, n_layers);
+
+    const g3_quant_kernels *tables[8];
+    const int n_tables = g3_quant_kernels_all(tables, 8);
+    const g3_kernels *bk = g3_kernels_get(g3_isa_detect());
+    const int T = 512;
+    float *x = malloc((size_t)T * FFN * sizeof *x);
+    uint16_t *xh = malloc((size_t)T * FFN * sizeof *xh);
+    void *xq = malloc(g3_act_row_bytes(FFN) * (size_t)T);
+    float *y = malloc((size_t)(VOCAB > T * FFN ? VOCAB : T * FFN) * sizeof *y);
+    if (!x || !xh || !xq || !y) return 1;
+    for (size_t i = 0; i < (size_t)T * FFN; i++) {
+        x[i] = (float)((int)(i * 7919 % 2001) - 1000) * 1e-3f;
+        xh[i] = g3_f32_to_bf16(x[i]);
+    }
+
+    bench_cache(tables, n_tables, x);
+    if (cache_only) return 0;
+    printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
+    printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
+    for (int wt = G3_WTYPE_BF16; wt <= G3_WTYPE_Q4_0; wt++) {
+        size_t total = 0;
+        for (int i = 0; i < n_mats; i++) total += mat_bytes((g3_wtype)wt, mats[i]);
+        char *w = g3_alloc_aligned(total);
+        if (!w) return 1;
+        if (wt == G3_WTYPE_BF16) {
+            uint16_t *h = (uint16_t *)(void *)w;
+            for (size_t i = 0; i < total / 2; i++) h[i] = g3_f32_to_bf16((float)((int)(i % 255) - 127) * 1e-3f);
+        } else {
+            fill_blocks((g3_wtype)wt, w, total);
+        }
+        for (int ti = 0; ti < (wt == G3_WTYPE_BF16 ? 1 : n_tables); ti++) {
+            const g3_quant_kernels *qk = wt == G3_WTYPE_BF16 ? NULL : tables[ti];
+            if (qk && strcmp(qk->name, "scalar") == 0) continue; /* seconds per pass */
+            /* the decode activation of each width, at its own offset in xq */
+            char *xq_w[3] = {xq, (char *)xq + g3_act_row_bytes(FFN), (char *)xq + 2 * g3_act_row_bytes(FFN)};
+            const int widths[3] = {HID, QDIM, FFN};
+            if (qk)
+                for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], x, widths[i]);
+            for (int p = 0; p < 2; p++) {
+                double best = 1e30, best_cpu = 1e30;
+                for (int rep = 0; rep < reps; rep++) {
+                    memset(cpu_busy, 0, sizeof cpu_busy);
+                    const char *wp = w;
+                    const double t0 = g3_now();
+                    for (int i = 0; i < n_mats; i++) {
+                        const int wi = mats[i].n_in == HID ? 0 : mats[i].n_in == QDIM ? 1 : 2;
+                        mm_job job = {qk, bk, (g3_wtype)wt, y, wp, qk ? (const void *)xq_w[wi] : (const void *)xh,
+                                      1, mats[i].n_in, mats[i].rows};
+                        g3_pool_run(pools[p], mm_task, &job);
+                        wp += mat_bytes((g3_wtype)wt, mats[i]);
+                    }
+                    const double dt = g3_now() - t0, dc = cpu_max(p + 1);
+                    best = dt < best ? dt : best;
+                    best_cpu = dc < best_cpu ? dc : best_cpu;
+                }
+                printf("| %s | %s | matvec T=1, %.2f GB | %d | %.1f | %.1f | %.1f |\n",
+                       qk ? qk->name : bk->name, g3_wtype_name_upper((g3_wtype)wt), total / 1e9, p + 1,
+                       best * 1e3, total / best / 1e9, total / best_cpu / 1e9);
+                fflush(stdout);
+            }
+        }
+        g3_free_aligned(w);
+    }
+
+    printf("\n| variant | type | test | threads | ms | GFLOP/s | GFLOP/s (cpu) |\n|---|---|---|---|---|---|---|\n");
+    const mat shapes[2] = {{FFN, HID}, {HID, FFN}};
+    for (int s = 0; s < 2; s++)
+        for (int wt = G3_WTYPE_BF16; wt <= G3_WTYPE_Q4_0; wt++) {
+            const size_t bytes = mat_bytes((g3_wtype)wt, shapes[s]);
+            char *w = g3_alloc_aligned(bytes);
+            if (!w) return 1;
+            if (wt == G3_WTYPE_BF16) memset(w, 0x3c, bytes);
+            else fill_blocks((g3_wtype)wt, w, bytes);
+            for (int ti = 0; ti < (wt == G3_WTYPE_BF16 ? 1 : n_tables); ti++) {
+                const g3_quant_kernels *qk = wt == G3_WTYPE_BF16 ? NULL : tables[ti];
+                if (qk && strcmp(qk->name, "scalar") == 0) continue;
+                if (qk)
+                    for (int t = 0; t < T; t++)
+                        qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
+                                         x + (size_t)t * shapes[s].n_in, shapes[s].n_in);
+                for (int p = 0; p < 2; p++) {
+                    double best = 1e30, best_cpu = 1e30;
+                    for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
+                        memset(cpu_busy, 0, sizeof cpu_busy);
+                        mm_job job = {qk, bk, (g3_wtype)wt, y, w, qk ? xq : (const void *)xh, T,
+                                      shapes[s].n_in, shapes[s].rows};
+                        const double t0 = g3_now();
+                        g3_pool_run(pools[p], mm_task, &job);
+                        const double dt = g3_now() - t0, dc = cpu_max(p + 1);
+                        best = dt < best ? dt : best;
+                        best_cpu = dc < best_cpu ? dc : best_cpu;
+                    }
+                    const double flops = 2.0 * shapes[s].rows * shapes[s].n_in * T;
+                    printf("| %s | %s | matmul T=%d [%d][%d] | %d | %.1f | %.1f | %.1f |\n",
+                           qk ? qk->name : bk->name, g3_wtype_name_upper((g3_wtype)wt), T,
+                           shapes[s].rows, shapes[s].n_in, p + 1, best * 1e3, flops / best / 1e9,
+                           flops / best_cpu / 1e9);
+                    fflush(stdout);
+                }
+            }
+            g3_free_aligned(w);
+        }
+    free(x), free(xh), free(xq), free(y);
+    g3_pool_free(pools[0]);
+    g3_pool_free(pools[1]);
+    return 0;
+}
