@@ -526,7 +526,7 @@ static void set_input(chunk *ck, const float *in, size_t ld, int n_in) {
     if (s->quant) {
         const size_t row = g3_act_row_bytes(n_in);
         for (int t = 0; t < ck->T; t++)
-            s->qkern->quantize_act((char *)s->act_q + (size_t)t * row, in + (size_t)t * ld, n_in);
+            s->qkern->quantize_act((char *)s->act_q + (size_t)t * row, n_in, in + (size_t)t * ld, 0, n_in);
         return;
     }
     for (int t = 0; t < ck->T; t++)
@@ -692,12 +692,12 @@ static void task_gate_up(void *ctx, int ith, int nth) {
     if (lo >= hi) return;
     matmul_rows(ck, s->gate, (size_t)I, lw->w_gate, lo, hi);
     matmul_rows(ck, s->up, (size_t)I, lw->w_up, lo, hi);
-    const size_t qrow = g3_act_row_bytes(I), qlo = g3_act_row_bytes(lo);
+    const size_t qrow = g3_act_row_bytes(I);
     for (int t = 0; t < ck->T; t++) {
         float *g = s->gate + (size_t)t * I + lo;
         s->kern->gelu_tanh_mul(g, g, s->up + (size_t)t * I + lo, hi - lo);
         if (s->exact) continue;
-        if (s->quant) s->qkern->quantize_act((char *)s->ffn_q + (size_t)t * qrow + qlo, g, hi - lo);
+        if (s->quant) s->qkern->quantize_act((char *)s->ffn_q + (size_t)t * qrow, I, g, lo, hi);
         else s->kern->to_bf16(s->ffn_bf16 + (size_t)t * I + lo, g, hi - lo);
     }
 }

@@ -169,11 +169,13 @@ static void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t **c4) {
 /* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
  * do, so every table quantizes activations bit-identically: a max, one division, one multiply
  * and one rounding per value, each exact-or-IEEE whatever the vector width). */
-static void quantize_act_scalar(void *dst, const float *x, int n) {
+static void quantize_act_scalar(void *dst, int n_row, const float *x, int k0, int k1) {
     int8_t *q;
     float *d;
     int32_t *c4;
-    act_row_out(dst, n, &q, &d, &c4);
+    act_row_out(dst, n_row, &q, &d, &c4);
+    q += k0, d += k0 / G3_QK, c4 += k0 / G3_QK;
+    const int n = k1 - k0;
     for (int b = 0; b < n / G3_QK; b++, x += G3_QK, q += G3_QK) {
         float amax = 0.0f;
         for (int j = 0; j < G3_QK; j++) amax = fmaxf(amax, fabsf(x[j]));

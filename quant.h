@@ -63,8 +63,10 @@ typedef struct g3_quant_kernels {
      * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI), "amx" (+AMX-INT8 and the kernel's
      * permission for tile data: prefill on tiles, decode on VNNI in the same order) */
     const char *name;
-    /* dst (g3_act_row_bytes(n) bytes) = x[0..n) quantized to Q8 activation blocks. */
-    void (*quantize_act)(void *dst, const float *x, int n);
+    /* Elements [k0, k1) of the activation row dst of n_row values (g3_act_row_bytes(n_row)
+     * bytes) = x[0 .. k1 - k0) quantized; k0 and k1 multiples of G3_QK. A row may be quantized in
+     * parts (by the threads that produce them) with the same bytes as in one call. */
+    void (*quantize_act)(void *dst, int n_row, const float *x, int k0, int k1);
     /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
      * type wtype (row r at W + r * g3_wtype_row_bytes(wtype, n_in)) and X holds n_tok
      * quantized activation rows of g3_act_row_bytes(n_in) bytes each. */

@@ -220,7 +220,7 @@ static void test_quantize_act(void) {
     static const int8_t want[11] = {127, 2, 4, -2, -4, 0, 0, 2, 126, -126, 0};
     for (int ti = 0; ti < n_tables; ti++) {
         int8_t row[G3_QK + 8];
-        tables[ti]->quantize_act(row, ties, G3_QK);
+        tables[ti]->quantize_act(row, G3_QK, ties, 0, G3_QK);
         CHECK_MSG(memcmp(row, want, sizeof want) == 0, "%s: ties not rounded half to even",
                   tables[ti]->name);
     }
@@ -234,8 +234,11 @@ static void test_quantize_act(void) {
             fill_act(x, n, 1);
             memset(a, 0x5a, bytes + 64);
             memset(b, 0x5a, bytes + 64);
-            ref->quantize_act(a, x, n);
-            tables[ti]->quantize_act(b, x, n);
+            ref->quantize_act(a, n, x, 0, n);
+            /* in two parts, as the threads that produce a row's halves quantize them */
+            const int cut = G3_QK * (int)(rng_u32() % (unsigned)(n / G3_QK + 1));
+            tables[ti]->quantize_act(b, n, x, 0, cut);
+            tables[ti]->quantize_act(b, n, x + cut, cut, n);
             bad += memcmp(a, b, bytes + 64) != 0; /* + the sentinel tail: no stray stores */
             free(x), free(a), free(b);
         }
@@ -300,7 +303,7 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, int *bad_tol, int
     double *S = xmalloc((size_t)s.rows * s.n_tok * sizeof *S);
     fill_act(X, s.n_tok * s.n_in, 1);
     for (int t = 0; t < s.n_tok; t++)
-        tables[0]->quantize_act(Xq + (size_t)t * g3_act_row_bytes(s.n_in), X + (size_t)t * s.n_in, s.n_in);
+        tables[0]->quantize_act(Xq + (size_t)t * g3_act_row_bytes(s.n_in), s.n_in, X + (size_t)t * s.n_in, 0, s.n_in);
     /* S = sum |w| |x~|, |x~| <= |x| + amax_b / 127 bounding the dequantized activation */
     for (int t = 0; t < s.n_tok; t++)
         for (int r = 0; r < s.rows; r++) {
@@ -393,7 +396,7 @@ static void test_q4_variants_agree(void) {
         float ya[T * ROWS], yb[T * ROWS];
         fill_act(x, T * N_IN, 1);
         for (int t = 0; t < T; t++)
-            a->quantize_act(xq + (size_t)t * g3_act_row_bytes(N_IN), x + (size_t)t * N_IN, N_IN);
+            a->quantize_act(xq + (size_t)t * g3_act_row_bytes(N_IN), N_IN, x + (size_t)t * N_IN, 0, N_IN);
         a->matmul_q4_0(ya, ROWS, w, xq, T, N_IN, 0, ROWS);
         b->matmul_q4_0(yb, ROWS, w, xq, T, N_IN, 0, ROWS);
         CHECK_MSG(memcmp(ya, yb, sizeof ya) == 0, "%s and %s Q4_0 differ", a->name, b->name);

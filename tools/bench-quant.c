@@ -119,7 +119,7 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
         fill_blocks((g3_wtype)wt, w, bytes);
         for (int ti = 1; ti < n_tables; ti++) {
             const g3_quant_kernels *k = tables[ti];
-            k->quantize_act(xq, x, HID);
+            k->quantize_act(xq, HID, x, 0, HID);
             double best = 1e30;
             for (int rep = 0; rep < REPS; rep++) {
                 const double c0 = thread_cpu_now();
@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
             char *xq_w[3] = {xq, (char *)xq + g3_act_row_bytes(FFN), (char *)xq + 2 * g3_act_row_bytes(FFN)};
             const int widths[3] = {HID, QDIM, FFN};
             if (qk)
-                for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], x, widths[i]);
+                for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
                 for (int rep = 0; rep < reps; rep++) {
@@ -230,7 +230,8 @@ int main(int argc, char **argv) {
                 if (qk)
                     for (int t = 0; t < T; t++)
                         qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
-                                         x + (size_t)t * shapes[s].n_in, shapes[s].n_in);
+                                         shapes[s].n_in, x + (size_t)t * shapes[s].n_in, 0,
+                                         shapes[s].n_in);
                 for (int p = 0; p < 2; p++) {
                     double best = 1e30, best_cpu = 1e30;
                     for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
