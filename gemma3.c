@@ -493,7 +493,10 @@ int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
 void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
-const char *gemma3_session_isa(const gemma3_session *s) { return s->kern->name; }
+/* The kernel set the matmuls run on: the quantized table's for quantized weights. */
+const char *gemma3_session_isa(const gemma3_session *s) {
+    return s->quant ? s->qkern->name : s->kern->name;
+}
 
 /* ==== forward-pass helpers ==================================================================== */
 
