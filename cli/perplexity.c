@@ -6,9 +6,9 @@
  *   gemma3 perplexity -m DIR [-f TEXT] --kl-divergence-base FILE --kl-divergence  (compare)
  *
  * The method is llama.cpp's: the text is tokenized once with <bos> in front and cut into
- * len / c chunks of c tokens; each chunk's first token becomes <bos>; the chunk runs as one
- * forward call (split by -b inside the session) and positions c/2 .. c-2 are scored on the token
- * that follows them, the first half being context. The estimate after each chunk prints as
+ * len / c chunks of c tokens; each chunk's first token becomes <bos>; the chunk runs through
+ * the model from an empty cache (split by -b inside the session) and positions c/2 .. c-2 are
+ * scored on the token that follows them, the first half being context. The estimate after each chunk prints as
  * "[1]12.3456,[2]..."; the final line is "Final estimate: PPL = P +/- E", E = P * the standard
  * error of the mean negative log-likelihood. */
 #include <math.h>
@@ -172,7 +172,7 @@ static int match_base(ppl_plan *p, const kld_reader *base, int32_t *base_tokens,
 
 typedef struct ppl_run {
     gemma3_session *s;
-    float *logits;     /* [n_ctx][vocab]: one chunk's forward pass */
+    float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
     float *lq;         /* [vocab]: this run's log-probs in a comparison */
     double nll, nll2;  /* sums over the scored positions */
@@ -182,20 +182,25 @@ typedef struct ppl_run {
 
 static int alloc_run(ppl_run *r, const ppl_plan *p) {
     size_t V = (size_t)p->vocab, per = (size_t)kld_rows_per_chunk(p->n_ctx);
-    r->logits = malloc((size_t)p->n_ctx * V * sizeof *r->logits);
+    r->logits = malloc((size_t)(p->n_ctx - p->n_ctx / 2) * V * sizeof *r->logits);
     r->rows = malloc(per * V * sizeof *r->rows);
     r->lq = malloc(V * sizeof *r->lq);
     if (r->logits && r->rows && r->lq) return 0;
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
-/* One chunk through the model: a fresh cache, <bos> first, every position's logits. */
+/* One chunk through the model: a fresh cache, <bos> first. The context half goes in without
+ * logits, so the LM head (a quarter of a 1B model's work at 128 tokens) runs only for the scored
+ * half, as llama-perplexity asks only for those outputs; the logits are the same bytes whatever
+ * the split (the session's chunking never changes them). */
 static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf) {
+    int first = p->n_ctx / 2;
     memcpy(buf, p->tokens + (size_t)chunk * p->n_ctx, (size_t)p->n_ctx * sizeof *buf);
     buf[0] = p->bos;
     gemma3_session_reset(r->s);
     double t0 = g3_now();
-    if (gemma3_session_forward(r->s, buf, p->n_ctx, r->logits) != GEMMA3_OK)
+    if (gemma3_session_forward(r->s, buf, first, NULL) != GEMMA3_OK ||
+        gemma3_session_forward(r->s, buf + first, p->n_ctx - first, r->logits) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     r->t_forward += g3_now() - t0;
     return 0;
@@ -210,7 +215,7 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     int first = p->n_ctx / 2;
     double t0 = g3_now();
     for (int j = first; j < p->n_ctx - 1; j++) {
-        const float *row = r->logits + (size_t)j * V;
+        const float *row = r->logits + (size_t)(j - first) * V;
         float *lp = r->rows + (size_t)(j - first) * V;
         double lse = kld_log_softmax(row, p->vocab, save ? lp : base ? r->lq : NULL);
         double nll = lse - row[t[j + 1]];
