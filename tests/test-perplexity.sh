@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-perplexity.sh - `gemma3 perplexity`: its numbers against an independent computation
-# from `gemma3 eval --all-logits` (Python, 1e-4 relative), -b not changing them, the KL-divergence
+# from `gemma3 eval --all-logits` (Python, 1e-4 relative; --exact, default, -q q8_0), -b not changing them, the KL-divergence
 # base file (a run against its own base: KL exactly 0, 100% same top token), and one-line errors
 # for bad input (exit 2 for flags, 1 for files and texts).
 . tests/lib.sh
@@ -67,7 +67,7 @@ check_against_ref() {
     close "$1 SE" "$(sed -n 's/^Final estimate: .* +\/- \([0-9.]*\)$/\1/p' "$2")" "$(awk '/^final/ { print $3 }' "$3")"
 }
 
-for mode in --exact --kv-type=bf16; do
+for mode in --exact --kv-type=bf16 --quant=q8_0; do
     flags=$(echo "$mode" | tr '=' ' ')
     # shellcheck disable=SC2086
     ref_ppl -t 2 $flags >"$TMP/ref.txt"
