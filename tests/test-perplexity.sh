@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/test-perplexity.sh - `gemma3 perplexity`: its numbers against an independent computation
-# from `gemma3 eval --all-logits` (Python, 1e-4 relative; --exact, default, -q q8_0), -b not changing them, the KL-divergence
-# base file (a run against its own base: KL exactly 0, 100% same top token), and one-line errors
-# for bad input (exit 2 for flags, 1 for files and texts).
+# from `gemma3 eval --all-logits` (Python, 1e-4 relative; --exact, default and -q q8_0), -b not
+# changing them, the KL-divergence base file (a run against its own base: KL exactly 0, 100% same
+# top token), and one-line errors for bad input (exit 2 for flags, 1 for files and texts).
 . tests/lib.sh
 GOLD=tests/data/golden
 M=$GOLD/tiny-causal
