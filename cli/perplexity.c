@@ -6,11 +6,11 @@
  *   gemma3 perplexity -m DIR [-f TEXT] --kl-divergence-base FILE --kl-divergence  (compare)
  *
  * The method is llama.cpp's: the text is tokenized once with <bos> in front and cut into
- * len / c chunks of c tokens; each chunk's first token becomes <bos>; the chunk runs through
- * the model from an empty cache (split by -b inside the session) and positions c/2 .. c-2 are
- * scored on the token that follows them, the first half being context. The estimate after each chunk prints as
- * "[1]12.3456,[2]..."; the final line is "Final estimate: PPL = P +/- E", E = P * the standard
- * error of the mean negative log-likelihood. */
+ * len / c chunks of c tokens; each chunk's first token becomes <bos>; the chunk runs through the
+ * model from an empty cache (split by -b inside the session) and positions c/2 .. c-2 are
+ * scored on the token that follows them, the first half being context. The estimate after each
+ * chunk prints as "[1]12.3456,[2]..."; the final line is "Final estimate: PPL = P +/- E",
+ * E = P * the standard error of the mean negative log-likelihood. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -100,7 +100,8 @@ static int tokenize_file(const gemma3_model *model, const char *path, const char
     if (!tok) return cli_fail("-f: '%s' has no tokenizer.model (give --tokens instead)", dir);
     char *text = NULL;
     size_t len = 0;
-    if (g3_read_file(path, &text, &len) != GEMMA3_OK) return cli_fail("-f: %s", gemma3_last_error());
+    if (g3_read_file(path, &text, &len) != GEMMA3_OK)
+        return cli_fail("-f: %s", gemma3_last_error());
     int rc = 0;
     int need = gemma3_tokenizer_encode(tok, text, len, GEMMA3_TOK_BOS, NULL, 0);
     if (need < 0) rc = cli_fail("-f: '%s': %s", path, gemma3_last_error());
@@ -232,7 +233,8 @@ static void print_final(const ppl_run *r) {
     double mean = r->nll / (double)r->count, ppl = exp(mean);
     double var = r->nll2 / (double)r->count - mean * mean;
     if (r->count > 1 && var > 0)
-        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl * sqrt(var / (double)(r->count - 1)));
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl,
+               ppl * sqrt(var / (double)(r->count - 1)));
     else
         printf("Final estimate: PPL = %.4f +/- nan (too few positions for an error)\n", ppl);
 }
@@ -307,7 +309,8 @@ static int run_and_report(ppl_run *r, const ppl_plan *p, const ppl_args *a, kld_
 }
 
 static void print_verbose(const ppl_run *r, const cli_model_opts *mo) {
-    fprintf(stderr, "perplexity: isa %s, threads %d, mode %s, kv %s, forward %.3f s, scoring %.3f s\n",
+    fprintf(stderr,
+            "perplexity: isa %s, threads %d, mode %s, kv %s, forward %.3f s, scoring %.3f s\n",
             gemma3_session_isa(r->s), gemma3_session_n_threads(r->s),
             mo->sp.exact ? "exact" : "default",
             mo->sp.exact || mo->sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16", r->t_forward,
