@@ -17,6 +17,7 @@ static const command commands[] = {
     {"generate", cmd_generate, "one-shot generation (the default: gemma3 -m DIR -p PROMPT)"},
     {"chat", cmd_chat, "interactive chat (also: gemma3 -i / -cnv -m DIR)"},
     {"bench", cmd_bench, "prompt and generation speed, like llama-bench"},
+    {"perplexity", cmd_perplexity, "perplexity of a text and KL divergence from a base run"},
     {"quantize", cmd_quantize, "write a Q8_0 / Q4_0 copy of a checkpoint that loads in place"},
 };
 

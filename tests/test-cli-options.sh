@@ -4,7 +4,7 @@
 # README's tables is one a command accepts, and each spelling in --help parses (is not "unknown").
 . tests/lib.sh
 README=${README:-README.md}
-cmds="generate chat bench info eval tokenize quantize"
+cmds="generate chat bench info eval tokenize quantize perplexity"
 
 # Every spelling of every option line of --help ("  -c, --ctx-size, --ctx N  ..." -> -c --ctx-size
 # --ctx), one per line.
