@@ -27,6 +27,7 @@
 typedef struct ppl_args {
     const char *file, *tokens, *kld_base;
     int chunks, kl_divergence;
+    int n_ctx; /* -c here: this command's own default */
 } ppl_args;
 
 #define A(field) offsetof(ppl_args, field)
@@ -36,6 +37,9 @@ static const cli_option ppl_options[] = {
     {"--tokens", "LIST", CLI_TEXT, A(tokens),
      .help = "comma-separated token ids instead of a text, <bos> first (a checkpoint with no "
              "tokenizer.model)"},
+    {"-c, --ctx-size, --ctx", "N", CLI_INT, A(n_ctx), 1, 1 << 24,
+     .help = "tokens per chunk (the model group's -c, with llama-perplexity's default)",
+     .default_text = "512"},
     {"--chunks", "N", CLI_INT, A(chunks), 1, 1 << 30, .help = "score at most N chunks",
      .default_text = "all"},
     {"--kl-divergence-base", "FILE", CLI_TEXT, A(kld_base),
@@ -45,8 +49,7 @@ static const cli_option ppl_options[] = {
 };
 #undef A
 
-static const cli_group ppl_group = {"perplexity", ppl_options,
-                                    sizeof ppl_options / sizeof ppl_options[0], CLI_NOWHERE};
+static const cli_group ppl_group = CLI_GROUP("perplexity", ppl_options);
 
 static const cli_command ppl_command = {
     "usage: gemma3 perplexity -m DIR -f TEXT [-c N] [--chunks N] [options]\n"
@@ -324,6 +327,7 @@ int cmd_perplexity(int argc, char **argv) {
     void *const dst[] = {&a, &mo};
     int rc;
     if (cli_parse(&ppl_command, argc, argv, dst, &rc)) return rc;
+    mo.sp.n_ctx = a.n_ctx;
     if ((rc = check_args(&a, &mo))) return rc;
 
     kld_reader base = {0};
