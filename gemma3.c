@@ -141,7 +141,9 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
     info->n_params = model->w.n_params;
     const g3_st_load_info *li = &model->w.load_info;
-    info->load_mode = li->bytes_read && li->bytes_mapped ? "read+mmap" : li->bytes_read ? "read" : "mmap";
+    info->load_mode = model->w.quantize_seconds > 0 ? "quantized from mmap"
+                      : li->bytes_read && li->bytes_mapped ? "read+mmap"
+                      : li->bytes_read ? "read" : "mmap";
     info->load_auto = model->load_auto;
     info->load_from_disk = li->not_populated;
     info->mem_available = (int64_t)li->mem_available;

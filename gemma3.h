@@ -122,7 +122,8 @@ typedef struct gemma3_model_info {
     double quantize_seconds;    /* wall time spent quantizing at load; 0 when nothing was */
     /* How the weights were brought in (added after the fields above; read them from here). */
     const char *load_mode;      /* "read" (anonymous memory), "mmap" (the files' pages in place)
-                                   or "read+mmap" (AUTO with shards, some beyond the budget) */
+                                   "read+mmap" (AUTO with shards, some beyond the budget), or
+                                   "quantized from mmap" (-q: the source mapped tensor by tensor) */
     int load_auto;              /* 1 when AUTO chose load_mode */
     int load_from_disk;         /* 1 when mapped files did not fit in memory: their pages are
                                    read from the disk as they are used (slow) */
