@@ -149,6 +149,7 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->mem_available = (int64_t)li->mem_available;
     info->load_bytes = (int64_t)(li->bytes_read + li->bytes_mapped);
     info->load_seconds = li->seconds;
+    info->load_huge_bytes = (int64_t)li->bytes_huge_mapped;
     info->weight_bytes = model->w.n_bytes_used;
     info->weight_type = g3_wtype_name(model->w.wtype);
     info->quantize_seconds = model->w.quantize_seconds;

@@ -65,7 +65,9 @@ int gemma3_model_load(const char *dir, gemma3_model **out);
  * speed is bound by that read. AUTO (the default) reads when the checkpoint fits in 3/4 of the
  * memory that can be had (MemAvailable, which counts the reclaimable page cache, capped by the
  * memory cgroup's limit; the environment variable GEMMA3_MEM_AVAILABLE, in bytes, overrides it)
- * and maps otherwise. gemma3_model_info says what was chosen. */
+ * and maps otherwise; a checkpoint that fits and that the page cache already holds in 2 MiB
+ * folios is kept mapped (populated: no copy, the same page-table reach as the read copy).
+ * gemma3_model_info says what was chosen. */
 enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
 
 /* Weight types. BF16 is how Gemma ships. Q8_0 and Q4_0 are llama.cpp's block formats, byte for
@@ -130,6 +132,7 @@ typedef struct gemma3_model_info {
     int64_t mem_available;      /* bytes of memory that could be had at load (what AUTO compared
                                    the checkpoint with) */
     int64_t load_bytes;         /* bytes of the checkpoint's files brought in */
+    int64_t load_huge_bytes;    /* of those mapped, bytes mapped with 2 MiB page-table entries */
     double load_seconds;        /* wall time reading, or mapping and faulting in, those files */
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);

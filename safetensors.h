@@ -41,7 +41,9 @@ int g3_st_open_dir(const char *dir, g3_st **out);
 
 /* How the files' bytes are brought in. MMAP maps them (no copy; the page cache is shared);
  * READ reads them into anonymous memory (huge pages where the kernel gives them); AUTO reads
- * while the files fit in 3/4 of g3_mem_available(), and maps the rest. Tensor views are
+ * while the files fit in 3/4 of g3_mem_available(), and maps the rest (with populate, a file
+ * that fits is mapped and faulted in first, and kept mapped when the page cache holds it in
+ * 2 MiB folios, mapped with 2 MiB entries: no copy, the same page-table reach). Tensor views are
  * read-only either way. g3_st_open_file/g3_st_open_dir map. */
 typedef enum g3_st_load { G3_ST_LOAD_MMAP, G3_ST_LOAD_READ, G3_ST_LOAD_AUTO } g3_st_load;
 int g3_st_open_file_as(const char *path, g3_st_load load, g3_st **out);
@@ -67,6 +69,7 @@ typedef struct g3_st_load_info {
     size_t mem_available; /* g3_mem_available() when the checkpoint was opened */
     int not_populated;    /* populating was asked for but the mapped files do not fit in memory:
                              their pages come from the disk as they are used */
+    size_t bytes_huge_mapped; /* of bytes_mapped, populated and mapped with 2 MiB entries */
     double seconds;       /* wall time spent reading, mapping and populating */
 } g3_st_load_info;
 void g3_st_get_load_info(const g3_st *st, g3_st_load_info *info);

@@ -94,10 +94,10 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
     gemma3_model_get_info(*model, &info);
     if (o->verbose)
         fprintf(stderr, "gemma3: load mode %s%s: %.2f GB in %.3f s (%.2f GB/s), %.2f GB of memory "
-                "available\n", info.load_mode, info.load_auto ? " (auto)" : "",
-                (double)info.load_bytes / 1e9, info.load_seconds,
+                "available, %.2f GB mapped in 2 MiB pages\n", info.load_mode,
+                info.load_auto ? " (auto)" : "", (double)info.load_bytes / 1e9, info.load_seconds,
                 info.load_seconds > 0 ? (double)info.load_bytes / 1e9 / info.load_seconds : 0.0,
-                (double)info.mem_available / 1e9);
+                (double)info.mem_available / 1e9, (double)info.load_huge_bytes / 1e9);
     /* said whatever -v is: a model running this way is several times slower, and it is why */
     if (info.load_from_disk)
         fprintf(stderr, "gemma3: the weights (%.2f GB) do not fit in the memory available "
