@@ -117,6 +117,23 @@ static void test_parallel_read(void) {
             g3_st_close(st);
         }
     }
+    /* AUTO with populate: read, or kept mapped when the page cache holds the file in 2 MiB folios
+     * (then the 2 MiB-mapped bytes say so); the bytes are the file's either way. */
+    g3_st *st = NULL;
+    setenv("GEMMA3_MEM_AVAILABLE", "1000000000000", 1);
+    CHECK_EQ_INT(g3_st_open_file_ex(path, G3_ST_LOAD_AUTO, 2, 1, &st), GEMMA3_OK);
+    unsetenv("GEMMA3_MEM_AVAILABLE");
+    if (st) {
+        const g3_tensor *t = g3_st_find(st, "x");
+        CHECK(t && memcmp(t->data, buf, (size_t)n) == 0);
+        g3_st_load_info li;
+        g3_st_get_load_info(st, &li);
+        CHECK(li.bytes_read ? !li.bytes_mapped && !li.bytes_huge_mapped
+                            : li.bytes_mapped && li.bytes_huge_mapped + (5u << 20) >= li.bytes_mapped);
+        printf("AUTO on a %lld-byte file just written: %s (%zu bytes 2 MiB-mapped)\n", (long long)n,
+               li.bytes_read ? "read" : "kept mapped", li.bytes_huge_mapped);
+        g3_st_close(st);
+    }
     free(buf);
     unlink(path);
 }
