@@ -129,7 +129,7 @@ bench: all
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
-FUZZ_LIB_SRCS := $(filter util.c safetensors.c config.c tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c,$(LIB_SRCS))
+FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c,$(LIB_SRCS))
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)

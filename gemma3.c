@@ -34,6 +34,7 @@ struct gemma3_model {
     g3_config cfg;
     g3_weights w;
     gemma3_tokenizer *tok; /* NULL when the directory has no tokenizer.model */
+    int load_auto;         /* the load mode was AUTO's to choose */
 };
 
 static g3_st_load st_load_mode(const gemma3_model_params *params) {
@@ -102,6 +103,7 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     if (rc == GEMMA3_OK)
         rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want, n_threads, &m->w);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
+    m->load_auto = st_load_mode(params) == G3_ST_LOAD_AUTO;
     if (rc != GEMMA3_OK) {
         gemma3_model_free(m);
         return rc;
@@ -138,6 +140,16 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->n_eos = c->n_eos < GEMMA3_MAX_EOS ? c->n_eos : GEMMA3_MAX_EOS;
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
     info->n_params = model->w.n_params;
+    const g3_st_load_info *li = &model->w.load_info;
+    info->load_mode = model->w.quantize_seconds > 0 ? "quantized from mmap"
+                      : li->bytes_read && li->bytes_mapped ? "read+mmap"
+                      : li->bytes_read ? "read" : "mmap";
+    info->load_auto = model->load_auto;
+    info->load_from_disk = li->not_populated;
+    info->mem_available = (int64_t)li->mem_available;
+    info->load_bytes = (int64_t)(li->bytes_read + li->bytes_mapped);
+    info->load_seconds = li->seconds;
+    info->load_huge_bytes = (int64_t)li->bytes_huge_mapped;
     info->weight_bytes = model->w.n_bytes_used;
     info->weight_type = g3_wtype_name(model->w.wtype);
     info->quantize_seconds = model->w.quantize_seconds;

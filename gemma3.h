@@ -58,11 +58,16 @@ typedef struct gemma3_tokenizer gemma3_tokenizer; /* SentencePiece model; immuta
 int gemma3_model_load(const char *dir, gemma3_model **out);
 
 /* How weights are brought into memory. MMAP uses the files' pages in place (no copy, shared
- * page cache, and the only way to run a model larger than memory). READ reads them into
- * anonymous huge-page memory once: a copy at load, but on the virtual machines this engine is
- * measured on, reading a file mapping is several times slower than reading anonymous memory,
- * and decode speed is bound by that read. AUTO (the default) reads when the checkpoint fits in
- * 60% of the available memory and maps otherwise. */
+ * page cache, and the only way to run a model larger than memory); they are faulted in at load
+ * on n_threads threads when they fit. READ reads them into anonymous huge-page memory once, on
+ * n_threads threads: a copy at load, but on the virtual machines this engine is measured on,
+ * reading a file mapping is several times slower than reading anonymous memory, and decode
+ * speed is bound by that read. AUTO (the default) reads when the checkpoint fits in 3/4 of the
+ * memory that can be had (MemAvailable, which counts the reclaimable page cache, capped by the
+ * memory cgroup's limit; the environment variable GEMMA3_MEM_AVAILABLE, in bytes, overrides it)
+ * and maps otherwise; a checkpoint that fits and that the page cache already holds in 2 MiB
+ * folios is kept mapped (populated: no copy, the same page-table reach as the read copy).
+ * gemma3_model_info says what was chosen. */
 enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
 
 /* Weight types. BF16 is how Gemma ships. Q8_0 and Q4_0 are llama.cpp's block formats, byte for
@@ -90,7 +95,8 @@ typedef struct gemma3_model_params {
      * gemma3_quantize the blocks are used in place; asking for another type than its own is
      * GEMMA3_ERR_UNSUPPORTED (no requantization). BF16 on a quantized directory likewise. */
     enum gemma3_weight_type weight_type;
-    int n_threads; /* threads for quantizing at load, including the caller; 0 = all online CPUs */
+    int n_threads; /* threads for reading, populating or quantizing at load, including the
+                      caller; 0 = all online CPUs */
 } gemma3_model_params;
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
@@ -116,6 +122,18 @@ typedef struct gemma3_model_info {
                                    blocks, plus the norms as stored */
     const char *weight_type;    /* the matrices' type in use: "bf16", "q8_0" or "q4_0" */
     double quantize_seconds;    /* wall time spent quantizing at load; 0 when nothing was */
+    /* How the weights were brought in (added after the fields above; read them from here). */
+    const char *load_mode;      /* "read" (anonymous memory), "mmap" (the files' pages in place)
+                                   "read+mmap" (AUTO with shards, some beyond the budget), or
+                                   "quantized from mmap" (-q: the source mapped tensor by tensor) */
+    int load_auto;              /* 1 when AUTO chose load_mode */
+    int load_from_disk;         /* 1 when mapped files did not fit in memory: their pages are
+                                   read from the disk as they are used (slow) */
+    int64_t mem_available;      /* bytes of memory that could be had at load (what AUTO compared
+                                   the checkpoint with) */
+    int64_t load_bytes;         /* bytes of the checkpoint's files brought in */
+    int64_t load_huge_bytes;    /* of those mapped, bytes mapped with 2 MiB page-table entries */
+    double load_seconds;        /* wall time reading, or mapping and faulting in, those files */
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
 

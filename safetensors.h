@@ -41,11 +41,38 @@ int g3_st_open_dir(const char *dir, g3_st **out);
 
 /* How the files' bytes are brought in. MMAP maps them (no copy; the page cache is shared);
  * READ reads them into anonymous memory (huge pages where the kernel gives them); AUTO reads
- * while the files fit in 60% of the memory available, and maps the rest. Tensor views are
+ * while the files fit in 3/4 of g3_mem_available(), and maps the rest (with populate, a file
+ * that fits is mapped and faulted in first, and kept mapped when the page cache holds it in
+ * 2 MiB folios, mapped with 2 MiB entries: no copy, the same page-table reach). Tensor views are
  * read-only either way. g3_st_open_file/g3_st_open_dir map. */
 typedef enum g3_st_load { G3_ST_LOAD_MMAP, G3_ST_LOAD_READ, G3_ST_LOAD_AUTO } g3_st_load;
 int g3_st_open_file_as(const char *path, g3_st_load load, g3_st **out);
 int g3_st_open_dir_as(const char *dir, g3_st_load load, g3_st **out);
+/* The same, reading on n_threads threads (0 = all CPUs, the caller included); with populate,
+ * mapped files that fit in the memory available are also faulted in at open, on those threads
+ * (so that using them takes no page faults). The _as forms are n_threads 0, populate 0. */
+int g3_st_open_file_ex(const char *path, g3_st_load load, int n_threads, int populate,
+                       g3_st **out);
+int g3_st_open_dir_ex(const char *dir, g3_st_load load, int n_threads, int populate,
+                      g3_st **out);
+
+/* Memory this process can still have, in bytes: MemAvailable (free pages plus the page cache
+ * and other memory the kernel can reclaim), capped by what the memory cgroup's limit leaves.
+ * The environment variable GEMMA3_MEM_AVAILABLE (bytes), when set, is used instead: it lets a
+ * test or a user simulate a smaller machine. */
+size_t g3_mem_available(void);
+
+/* What opening did to bring the files in. */
+typedef struct g3_st_load_info {
+    size_t bytes_read;    /* read into anonymous memory */
+    size_t bytes_mapped;  /* used in place from file mappings */
+    size_t mem_available; /* g3_mem_available() when the checkpoint was opened */
+    int not_populated;    /* populating was asked for but the mapped files do not fit in memory:
+                             their pages come from the disk as they are used */
+    size_t bytes_huge_mapped; /* of bytes_mapped, populated and mapped with 2 MiB entries */
+    double seconds;       /* wall time spent reading, mapping and populating */
+} g3_st_load_info;
+void g3_st_get_load_info(const g3_st *st, g3_st_load_info *info);
 
 void g3_st_close(g3_st *st);
 

@@ -345,19 +345,30 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
     return GEMMA3_OK;
 }
 
+static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
+                        int n_threads, int populate, g3_weights *w);
+
+/* Binding only (gemma3 info, tests): mapped files are not faulted in. */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
-    return g3_weights_load_ex(dir, cfg, load, G3_WTYPE_AS_STORED, 0, w);
+    return load_weights(dir, cfg, load, G3_WTYPE_AS_STORED, 0, 0, w);
 }
 
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                        int n_threads, g3_weights *w) {
+    return load_weights(dir, cfg, load, want, n_threads, 1, w);
+}
+
+static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
+                        int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
     if (want != G3_WTYPE_AS_STORED && (want < G3_WTYPE_BF16 || want > G3_WTYPE_Q4_0))
         return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not bf16, q8_0 or q4_0", dir, want);
     const int may_quantize = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0;
     /* Quantizing reads each source tensor once: map it (no copy) and drop its pages after. */
     g3_st *st;
-    int rc = g3_st_open_dir_as(dir, may_quantize ? G3_ST_LOAD_MMAP : load, &st);
+    /* Used in place: read on n_threads threads, or mapped and faulted in on them. */
+    int rc = may_quantize ? g3_st_open_dir_as(dir, G3_ST_LOAD_MMAP, &st)
+                          : g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     enum source src = SRC_PLAIN;
@@ -367,9 +378,10 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
         /* already quantized: used in place, so bring it in the way the caller asked */
         g3_st_close(st);
         w->st = NULL;
-        rc = g3_st_open_dir_as(dir, load, &st);
+        rc = g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
         if (rc == GEMMA3_OK) w->st = st;
     }
+    if (rc == GEMMA3_OK) g3_st_get_load_info(st, &w->load_info);
     binding *b = NULL;
     int n = 0;
     if (rc == GEMMA3_OK) rc = plan(dir, st, cfg, w, &b, &n);

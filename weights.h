@@ -47,6 +47,7 @@ typedef struct g3_weights {
     int64_t n_bytes;          /* their bytes as stored in the files */
     int64_t n_bytes_used;     /* the matrices' bytes as used (bf16 or blocks) plus the norms' */
     double quantize_seconds;  /* wall time of quantizing at load (0 when none) */
+    g3_st_load_info load_info; /* how the checkpoint's files were brought in */
     const char *prefix;       /* tensor-name prefix found: "model.", "language_model.model." ... */
     g3_st *st;                /* owned; NULL after quantizing at load (nothing points into it) */
     void *owned;              /* one arena for fp32 norms and converted or quantized matrices */
@@ -57,7 +58,8 @@ typedef struct g3_weights {
 
 /* Opens the safetensors in dir and binds every tensor the config calls for. A missing tensor,
  * a wrong shape or an unsupported dtype is an error naming the tensor, the expected and the
- * actual shape. Vision tensors are ignored. Equivalent to g3_weights_load_ex(..., as stored). */
+ * actual shape. Vision tensors are ignored. As g3_weights_load_ex(..., as stored), but mapped
+ * files are not faulted in (for inspecting a checkpoint). */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w);
 
 /* want: G3_WTYPE_AS_STORED, or the g3_wtype every matrix must have.
@@ -69,6 +71,8 @@ int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_w
  *     asking for another type is refused (no requantization). */
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                        int n_threads, g3_weights *w);
+/* n_threads (0 = all CPUs) also reads the files (READ) or faults in the mappings (MMAP) when the
+ * matrices are used in place. */
 void g3_weights_free(g3_weights *w);
 
 /* Writes the text model of the plain checkpoint in src_dir, every matrix quantized to type, as

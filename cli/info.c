@@ -114,6 +114,14 @@ static void print_text(const char *dir, const g3_config *c, const g3_weights *w,
     printf("layer types:          %s\n", layers);
     printf("parameters:           %lld (%.3f B)\n", (long long)w->n_params, (double)w->n_params / 1e9);
     printf("weight type:          %s\n", g3_wtype_name(w->wtype));
+    const g3_st_load_info *li = &w->load_info;
+    size_t files = li->bytes_read + li->bytes_mapped;
+    /* what the default (AUTO) load would choose now: the rule of g3_st_open_dir_as */
+    printf("load mode (default):  %s (files %.2f GB, memory available %.2f GB, fits up to 3/4)\n",
+           files <= li->mem_available / 4 * 3
+               ? "read, or mmap where the page cache holds the files in 2 MiB folios"
+               : "mmap, the files do not fit",
+           (double)files / 1e9, (double)li->mem_available / 1e9);
     printf("weight bytes:         %lld (%.2f GiB)\n", (long long)w->n_bytes,
            (double)w->n_bytes / (1024.0 * 1024 * 1024));
     for (int t = 0; t < 2; t++) {
@@ -165,8 +173,13 @@ static void print_json(const char *dir, const g3_config *c, const g3_weights *w,
     printf(" \"bos_token_id\": %d, \"pad_token_id\": %d, \"eos_token_id\": [%s],\n", c->bos_id,
            c->pad_id, eos);
     printf(" \"layer_types\": \"%s\", \"n_params\": %lld, \"weight_type\": \"%s\", "
-           "\"weight_bytes\": %lld, \"ctx\": %d",
+           "\"weight_bytes\": %lld, \"ctx\": %d,\n",
            layers, (long long)w->n_params, g3_wtype_name(w->wtype), (long long)w->n_bytes, ctx);
+    const g3_st_load_info *li = &w->load_info;
+    size_t files = li->bytes_read + li->bytes_mapped;
+    /* fits: the default load reads it, or keeps it mapped where the cache has 2 MiB folios */
+    printf(" \"fits_in_memory\": %s, \"file_bytes\": %zu, \"mem_available\": %zu",
+           files <= li->mem_available / 4 * 3 ? "true" : "false", files, li->mem_available);
     if (kv_type < 0 || kv_type == 0) printf(", \"kv_bytes_f32\": %lld", (long long)kv_cache_bytes(c, ctx, 4));
     if (kv_type < 0 || kv_type == 1) printf(", \"kv_bytes_bf16\": %lld", (long long)kv_cache_bytes(c, ctx, 2));
     printf("}\n");

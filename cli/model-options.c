@@ -64,8 +64,8 @@ static const cli_option model_options[] = {
     {"--mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_MMAP,
      .help = "use the weights in place from the page cache (no copy at load)"},
     {"--no-mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_READ,
-     .help = "read the weights into memory (by default: read if they fit in 60% of the "
-             "available memory, else map)"},
+     .help = "read the weights into memory (by default: read if they fit in 3/4 of the "
+             "memory available, else map)"},
     {"-v, --verbose", NULL, CLI_SWITCH, M(verbose), .value = 1,
      .help = "print the kernels, threads and timings to stderr"},
 };
@@ -89,9 +89,21 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
     mp.n_threads = o->sp.n_threads; /* quantizing at load uses the session's threads */
     if (gemma3_model_load_ex(o->model_dir, &mp, model) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    gemma3_model_info info;
+    gemma3_model_get_info(*model, &info);
+    if (o->verbose)
+        fprintf(stderr, "gemma3: load mode %s%s: %.2f GB in %.3f s (%.2f GB/s), %.2f GB of memory "
+                "available, %.2f GB mapped in 2 MiB pages\n", info.load_mode,
+                info.load_auto ? " (auto)" : "", (double)info.load_bytes / 1e9, info.load_seconds,
+                info.load_seconds > 0 ? (double)info.load_bytes / 1e9 / info.load_seconds : 0.0,
+                (double)info.mem_available / 1e9, (double)info.load_huge_bytes / 1e9);
+    /* said whatever -v is: a model running this way is several times slower, and it is why */
+    if (info.load_from_disk)
+        fprintf(stderr, "gemma3: the weights (%.2f GB) do not fit in the memory available "
+                "(%.2f GB): they are mapped and read from the disk as they are used, so each token "
+                "runs at the disk's speed\n", (double)info.load_bytes / 1e9,
+                (double)info.mem_available / 1e9);
     if (o->verbose) {
-        gemma3_model_info info;
-        gemma3_model_get_info(*model, &info);
         if (info.quantize_seconds > 0)
             fprintf(stderr, "gemma3: quantized the weights to %s in %.3f s\n", info.weight_type,
                     info.quantize_seconds);

@@ -10,12 +10,18 @@
 #   LLAMA_BENCH=path         llama.cpp's llama-bench; it reads $BUILD/bench-models/SHAPE-TYPE.gguf,
 #                            made by ../shared/tools/anchor-llamacpp.sh gguf $BUILD/bench-models/SHAPE
 #
+#   LOAD_MODES="auto mmap no-mmap"  load modes timed for the load rows (empty: none)
+#
 # Decode reads every weight once per token, so bandwidth / weight bytes is the decode limit.
+# The load rows time bringing the BF16 checkpoint in (gemma3 bench's load_s: reading, or mapping
+# and faulting in) with the file in the page cache (warm) and, where /proc/sys/vm/drop_caches
+# may be written (root), after dropping the page cache (cold).
 BUILD=${BUILD:-build}
 SHAPES=${SHAPES:-"270m 1b"}
 TYPES=${TYPES:-"bf16 q8_0 q4_0"}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
+LOAD_MODES=${LOAD_MODES-"auto mmap no-mmap"}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -27,6 +33,16 @@ for shape in $SHAPES; do
         echo "writing a synthetic $shape checkpoint to $dir (once)"
         "$BUILD/tools/gen-checkpoint" "$shape" "$dir" --seed 1 --tokenizer models/tokenizer.model >/dev/null || exit 1
     fi
+    for mode in $LOAD_MODES; do
+        flag=; [ "$mode" = auto ] || flag=--$mode
+        cat "$dir"/*.safetensors >/dev/null
+        "$BUILD/gemma3" bench -m "$dir" $flag -p 0 -n 1 -r 1 -t "$THREADS" -o json \
+            >"$out/$shape-load-$mode-warm.json" || exit 1
+        if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+            "$BUILD/gemma3" bench -m "$dir" $flag -p 0 -n 1 -r 1 -t "$THREADS" -o json \
+                >"$out/$shape-load-$mode-cold.json" || exit 1
+        fi
+    done
     for type in $TYPES; do
         "$BUILD/gemma3" bench -m "$dir" -q "$type" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json \
             >"$out/$shape-$type.json" || exit 1
@@ -37,9 +53,9 @@ for shape in $SHAPES; do
         fi
     done
 done
-python3 - "$out" "$bw" "$SHAPES" "$TYPES" <<'PY'
+python3 - "$out" "$bw" "$SHAPES" "$TYPES" "$LOAD_MODES" <<'PY'
 import json, os, sys
-out, bw, shapes, types = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+out, bw, shapes, types, modes = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5].split()
 def load(path):
     return {r["test"]: r for r in json.load(open(path))} if os.path.exists(path) else {}
 def llama_rows(path):
@@ -48,6 +64,18 @@ def llama_rows(path):
     for r in json.load(open(path)):
         rows["pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]] = r
     return rows
+if modes:
+    print("| model | load | page cache | mode chosen | seconds | GB/s |")
+    print("| --- | --- | --- | --- | ---: | ---: |")
+    for shape in shapes:
+        for m in modes:
+            for cache in ("warm", "cold"):
+                p = os.path.join(out, "%s-load-%s-%s.json" % (shape, m, cache))
+                if not os.path.exists(p): continue
+                r = json.load(open(p))[0]
+                gbs = r["load_bytes"] / 1e9 / r["load_s"] if r["load_s"] > 0 else 0
+                print("| %s | %s | %s | %s | %.2f | %.2f |" % (r["model_type"], m, cache, r["load_mode"], r["load_s"], gbs))
+    print()
 print("| model | test | gemma3 t/s | llama.cpp t/s | vs llama.cpp | GB/s read | of the bandwidth limit |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 for shape in shapes:
@@ -64,6 +92,6 @@ for shape in shapes:
             if r["n_gen"]:
                 gbs = "%.1f" % (r["avg_ts"] * r["model_size"] / 1e9)
                 limit = "%.0f%% (%.1f t/s)" % (100 * r["avg_ts"] * r["model_size"] / (bw * 1e9), bw * 1e9 / r["model_size"])
-            print("| %s | %s | %.2f ± %.2f | %s | %s | %s | %s |" % (r["model_type"], test, r["avg_ts"], r["stddev_ts"], lt, ratio, gbs, limit))
+            print("| %s (%s) | %s | %.2f ± %.2f | %s | %s | %s | %s |" % (r["model_type"], r["load_mode"], test, r["avg_ts"], r["stddev_ts"], lt, ratio, gbs, limit))
 print("(synthetic checkpoints of the real shapes; Q8_0/Q4_0 quantized at load; bandwidth %.1f GB/s measured in this run)" % bw)
 PY
