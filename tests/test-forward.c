@@ -166,7 +166,10 @@ static void test_checkpoint(const golden *g) {
 
     static const char *isas[] = {"scalar", "avx2", "avx512"};
     for (int ii = 0; ii < 3; ii++) {
-        if (!g3_kernels_get((g3_isa)ii)) continue;
+        if (!g3_kernels_get((g3_isa)ii)) {
+            if (strcmp(g->name, "tiny-causal") == 0) CHECK_SKIP("isa %s (this CPU lacks it)", isas[ii]);
+            continue;
+        }
         for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
             const mode *md = &modes[mi];
             char what[128];
@@ -356,7 +359,7 @@ static void test_attn_softcap(const golden *g) {
     char tmpl[] = "/tmp/g3-softcap-XXXXXX", path[600], cwd[512];
     const int n = 16, V = g->n_vocab;
     if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
-        CHECK_MSG(0, "mkdtemp/getcwd failed");
+        CHECK_SKIP("attention softcap check: mkdtemp or getcwd failed");
         return;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmpl);

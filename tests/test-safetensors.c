@@ -196,6 +196,14 @@ static void test_bad_files(void) {
     expect_fail("pastend.safetensors",
                 "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}", 8,
                 "tensor 'a': data_offsets [4, 12] past the end of the data region (8 bytes)");
+    /* the boundary itself: ending exactly at the data's end loads, one byte past fails */
+    expect_fail("pastend1.safetensors",
+                "{\"a\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[4,9]}}", 8,
+                "tensor 'a': data_offsets [4, 9] past the end of the data region (8 bytes)");
+    expect_fail("pastend1b.safetensors",
+                "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                "\"b\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[4,9]}}", 8,
+                "tensor 'b': data_offsets [4, 9] past the end of the data region (8 bytes)");
     expect_fail("overlap.safetensors",
                 "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
                 "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}",

@@ -367,6 +367,24 @@ static void test_top_n_sigma(void) {
     float m[] = {4, 3, 0, 0, 0, 0, 0, 1, -INFINITY, -INFINITY};
     p.top_n_sigma = 1.0f;
     EXPECT_KEPT(p, m, 10, 0, 1);
+    /* population sigma (divide by N), not the sample one (N - 1): {0, 0, 0, 1} has sigma
+     * sqrt(3)/4, so 2 sigma leaves 1 - 0.866 > 0 and drops the zeros; the sample sigma 0.5 would
+     * put the threshold exactly on them. */
+    float z4[] = {0, 0, 0, 1};
+    p.top_n_sigma = 2.0f;
+    EXPECT_KEPT(p, z4, 4, 3);
+    /* the same with many candidates: 299 zeros and a one at the last id; n between 1/sigma_pop
+     * and 1/sigma_sample keeps the one alone */
+    {
+        static float z[300];
+        int n = 300;
+        for (int i = 0; i < n; i++) z[i] = i == n - 1 ? 1.0f : 0.0f;
+        double mean = 1.0 / n, var = (n - 1) * mean * mean + (1 - mean) * (1 - mean);
+        double sp = sqrt(var / n), ss = sqrt(var / (n - 1));
+        p.top_n_sigma = (float)(0.5 * (1 / sp + 1 / ss));
+        EXPECT_RANGE(p, z, n, n - 1, n);
+    }
+    p.top_n_sigma = 1.0f;
     /* T-invariant with temperature last (llama.cpp order) */
     CHECK(gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &p) == GEMMA3_OK);
     p.temperature = 3.0f;
