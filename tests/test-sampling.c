@@ -200,15 +200,23 @@ static void test_many_candidates(void) {
         /* top-p, all equal: a prefix of m tokens has mass exactly m/n. p = m/n exactly (a
          * power of two over a multiple of it) keeps exactly m; one ulp more keeps m + 1. */
         if (n % 8 == 0) {
-            p.top_p = 0.125f; /* 128 of 1024, inside the CDF fast path's top 256 */
+            p.top_p = 0.125f; /* n/8 (125, 128), inside the CDF fast path's top 256 */
             EXPECT_RANGE(p, l, n, 0, n / 8);
             p.top_p = nextafterf(0.125f, 1.0f);
             EXPECT_RANGE(p, l, n, 0, n / 8 + 1);
-        } else if (n == 1000) {
-            p.top_p = 0.25f; /* 250 of 1000 */
+            p.top_p = 1.0f;
+        }
+        if ((n & (n - 1)) == 0) {
+            /* typical-p, all equal: every score is 0 and each mass 1/n exactly (n a power of
+             * two); the cumulative mass must EXCEED p, so p = 1/8 keeps n/8 + 1 */
+            p.typical_p = 0.125f;
+            EXPECT_RANGE(p, l, n, 0, n / 8 + 1);
+            p.typical_p = 1.0f;
+        }
+        if (n == 1000) {
+            p.top_p = 0.25f; /* 250 of 1000: fixed-point masses, exact */
             EXPECT_RANGE(p, l, n, 0, 250);
-            p.top_p = 0.125f; /* 125 of 1000 */
-            EXPECT_RANGE(p, l, n, 0, 125);
+            p.top_p = 1.0f;
         }
         p.top_p = 0.5f; /* more than 256: the fast path falls back to the full sort */
         EXPECT_RANGE(p, l, n, 0, (int)ceil(n * 0.5));
@@ -342,6 +350,12 @@ static void test_typical(void) {
     EXPECT_KEPT(p, l, 5, 0, 1, 2);
     p.typical_p = 1.0f;
     EXPECT_KEPT(p, l, 5, 0, 1, 2, 3, 4);
+    /* the exact threshold with few candidates: four equal, masses 1/4 each; the mass must
+     * exceed p, so p = 0.5 keeps three */
+    float eq4[] = {0, 0, 0, 0};
+    p.typical_p = 0.5f;
+    EXPECT_KEPT(p, eq4, 4, 0, 1, 2);
+    p.typical_p = 1.0f;
     /* llama.cpp's vectors: flat probabilities are all typical; a peaked one keeps its tail */
     double flat[] = {0.97, 0.01, 0.01, 0.01};
     logs_of(l, flat, 4);
