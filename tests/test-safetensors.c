@@ -208,6 +208,11 @@ static void test_bad_files(void) {
                 "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
                 "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}",
                 12, "tensor 'b' data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+    /* by a single byte */
+    expect_fail("overlap1.safetensors",
+                "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[7,9]}}",
+                9, "tensor 'b' data_offsets [7, 9] overlap tensor 'a' [0, 8]");
     /* overlap found even when the header lists the later tensor first */
     expect_fail("overlap2.safetensors",
                 "{\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[6,8]},"
