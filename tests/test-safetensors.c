@@ -475,9 +475,9 @@ static void test_release(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
+    if (!mkdtemp(tmpdir)) { /* no scratch space: the suite cannot run here (77 = skipped) */
+        printf("SKIP mkdtemp %s failed\n", tmpdir);
+        return 77;
     }
     test_good_single();
     test_dtypes();
