@@ -46,7 +46,8 @@ def parse(path):
                 continue
             key, sep, val = line.partition(" = ")
             if not sep or cur is None or key not in ("file", "search", "replace", "suites"):
-                sys.exit(f"{path}:{n}: expected '[name]' or 'key = value' (file, search, replace, suites)")
+                sys.exit(f"{path}:{n}: expected '[name]' or 'key = value' "
+                         "(file, search, replace, suites)")
             cur[key] = val.replace("\\n", "\n") if key in ("search", "replace") else val
     for m in muts:
         for key in ("file", "search", "replace", "suites"):

@@ -38,7 +38,8 @@ def load(ckpt):
         assert t["dtype"] == "BF16", name
         b, e = t["data_offsets"]
         raw = struct.unpack("<%dH" % ((e - b) // 2), data[b:e])
-        vals = struct.unpack("<%df" % len(raw), struct.pack("<%dI" % len(raw), *[r << 16 for r in raw]))
+        bits = struct.pack("<%dI" % len(raw), *[r << 16 for r in raw])
+        vals = struct.unpack("<%df" % len(raw), bits)
         shape = t["shape"]
         if len(shape) == 2:
             cols = shape[1]
@@ -75,7 +76,8 @@ def rope(x, pos, theta):
 
 
 def forward(cfg, w, tokens, attn_cap):
-    H, nH, nKV, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    H, hd = cfg["hidden_size"], cfg["head_dim"]
+    nH, nKV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     L, eps, W = cfg["num_hidden_layers"], cfg.get("rms_norm_eps", 1e-6), cfg["sliding_window"]
     types = cfg["layer_types"]
     scale = cfg["query_pre_attn_scalar"] ** -0.5
@@ -93,9 +95,10 @@ def forward(cfg, w, tokens, attn_cap):
         for pos, x in enumerate(xs):
             h = rmsnorm(x, w[p + "input_layernorm.weight"], eps)
             q, k, v = (matvec(w[p + f"self_attn.{n}_proj.weight"], h) for n in "qkv")
-            qs.append([rope(rmsnorm(q[i * hd:(i + 1) * hd], w[p + "self_attn.q_norm.weight"], eps), pos, theta)
+            qn, kn = w[p + "self_attn.q_norm.weight"], w[p + "self_attn.k_norm.weight"]
+            qs.append([rope(rmsnorm(q[i * hd:(i + 1) * hd], qn, eps), pos, theta)
                        for i in range(nH)])
-            ks.append([rope(rmsnorm(k[i * hd:(i + 1) * hd], w[p + "self_attn.k_norm.weight"], eps), pos, theta)
+            ks.append([rope(rmsnorm(k[i * hd:(i + 1) * hd], kn, eps), pos, theta)
                        for i in range(nKV)])
             vs.append([v[i * hd:(i + 1) * hd] for i in range(nKV)])
         new = []
@@ -118,7 +121,8 @@ def forward(cfg, w, tokens, attn_cap):
                     for d in range(hd):
                         o[d] += wt / z * vs[u][j][d]
                 att.extend(o)
-            a = rmsnorm(matvec(w[p + "self_attn.o_proj.weight"], att), w[p + "post_attention_layernorm.weight"], eps)
+            a = rmsnorm(matvec(w[p + "self_attn.o_proj.weight"], att),
+                        w[p + "post_attention_layernorm.weight"], eps)
             x = [xi + ai for xi, ai in zip(x, a)]
             h = rmsnorm(x, w[p + "pre_feedforward_layernorm.weight"], eps)
             g = matvec(w[p + "mlp.gate_proj.weight"], h)
@@ -141,7 +145,8 @@ def main():
     a = sys.argv[1:]
     cfg, w = load(a[0])
     if a[1] == "--check":
-        root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "golden")
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.join(repo, "tests", "data", "golden")
         with open(os.path.join(root, a[2] + ".json")) as f:
             g = json.load(f)
         with open(os.path.join(root, a[2] + ".logits.f32"), "rb") as f:
@@ -151,10 +156,12 @@ def main():
         d = max(abs(got[t][i] - ref[t * V + i]) for t in range(len(got)) for i in range(V))
         print(f"{a[2]}: max |python float64 - HF float32| = {d:.3e}")
         return 0 if d < 1e-4 else 1
-    cap = float(a[a.index("--attn-softcap") + 1]) if "--attn-softcap" in a else cfg.get("attn_logit_softcapping")
+    cap = cfg.get("attn_logit_softcapping")
+    if "--attn-softcap" in a:
+        cap = float(a[a.index("--attn-softcap") + 1])
     toks = a[1]
     if toks.isdigit():
-        with open(os.path.join(os.path.dirname(a[0].rstrip("/")), os.path.basename(a[0].rstrip("/")) + ".json")) as f:
+        with open(a[0].rstrip("/") + ".json") as f:  # the golden's json beside its directory
             toks = json.load(f)["tokens"][:int(toks)]
     else:
         toks = [int(t) for t in toks.split(",")]
