@@ -1,14 +1,17 @@
 # gemma3 - CPU inference for Gemma 3.  `make` builds ./gemma3 and libgemma3.a.
 #
 #   make            the gemma3 command, libgemma3.a and the tools in build/
-#   make test       every test suite (tests/run.sh); ends with "N passed, N failed"
+#   make test       every test suite (tests/run.sh); ends with "N passed, N failed, N skipped"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
 #   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
 #   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
 #                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
 #   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
-#   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target
+#   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target; reproducers of a finding
+#                   in build/fuzz/artifacts/
 #   make models     the bundled small synthetic checkpoint in models/
+#   make mutation   mutation testing: tests/mutations.txt applied one at a time to a scratch copy
+#                   (build/mutation), each followed by its suites; killed/survived and a score
 #   make clean
 #
 # One portable binary: no -march=native. SIMD kernels carry per-function target attributes and
@@ -56,7 +59,7 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: all test asan tsan cross-test bench fuzz models clean FORCE
+.PHONY: all test asan tsan cross-test bench fuzz models mutation clean FORCE
 
 test asan tsan cross-test: WERROR = 1
 
@@ -138,8 +141,13 @@ fuzz: $(FUZZ_BINS)
 	  name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
 	  seeds=tests/fuzz-seeds/$$name; [ -d $$seeds ] || seeds=; \
 	  dict=tests/fuzz-seeds/$$name.dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict build/fuzz/corpus-$$name $$seeds || exit 1; \
+	  mkdir -p build/fuzz/artifacts; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=30 -artifact_prefix=build/fuzz/artifacts/$$name- \
+	    -print_final_stats=1 $$dict build/fuzz/corpus-$$name $$seeds || exit 1; \
 	done
+
+mutation:
+	@python3 tools/mutation.py $(MUTATIONS)
 
 models: all
 	@sh tools/make-models.sh

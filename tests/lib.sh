@@ -1,13 +1,17 @@
 # tests/lib.sh - helpers for the shell test suites (sourced). Each suite ends with `report`.
 # $G3 is the gemma3 binary, $G3_BUILD the build directory, $TMP a scratch directory.
+# `skip WHAT` counts a part that cannot run here (printed "SKIP WHAT"; "SKIP isa NAME" for a
+# kernel table: run.sh fails the run if this CPU has NAME).
 pass=0
 fail=0
+skipped=0
 G3=${G3:-./build/gemma3}
 G3_BUILD=${G3_BUILD:-build}
-TMP=$(mktemp -d)
+TMP=$(mktemp -d) || { echo "SKIP mktemp -d failed"; exit 77; }
 trap 'rm -rf "$TMP"' EXIT
 
 ok() { pass=$((pass + 1)); }
+skip() { skipped=$((skipped + 1)); echo "SKIP $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 # expect_error NAME EXIT_CODE MESSAGE_SUBSTRING CMD...: the command must exit with EXIT_CODE and
@@ -37,6 +41,6 @@ expect_ok() {
 }
 
 report() {
-    echo "RESULT passed=$pass failed=$fail"
+    echo "RESULT passed=$pass failed=$fail skipped=$skipped"
     [ "$fail" -eq 0 ]
 }

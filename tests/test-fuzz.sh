@@ -24,8 +24,12 @@ for src in tests/fuzz-*.c; do
     [ -d "$seeds" ] || seeds=
     dict=
     [ -f "tests/fuzz-seeds/$name.dict" ] && dict=-dict=tests/fuzz-seeds/$name.dict
-    if "build/fuzz/$name" -max_total_time="$secs" -print_final_stats=1 $dict "$TMP/corpus-$name" $seeds \
-        >"$TMP/fuzz.log" 2>&1; then
+    # crash/leak/timeout reproducers go to build/fuzz/artifacts/, never the repository root; one
+    # input may take 30 s at most (-timeout), the whole run its budget plus a minute
+    mkdir -p build/fuzz/artifacts
+    if timeout -k 10 $((secs + 60)) "build/fuzz/$name" -max_total_time="$secs" -timeout=30 \
+        -artifact_prefix="build/fuzz/artifacts/$name-" -print_final_stats=1 $dict \
+        "$TMP/corpus-$name" $seeds >"$TMP/fuzz.log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$TMP/fuzz.log")
         cov=$(grep -o 'cov: [0-9]*' "$TMP/fuzz.log" | tail -n 1)
         echo "$name: $runs runs in ${secs}s, $cov, no finding"

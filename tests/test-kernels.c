@@ -397,6 +397,9 @@ int main(void) {
     printf("tables:");
     for (int i = 0; i < n; i++) printf(" %s", tables[i]->name);
     printf(" (detected: %s)\n", g3_kernels_get(best)->name);
+    static const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (int ii = 1; ii < 3; ii++)
+        if (!g3_kernels_get((g3_isa)ii)) CHECK_SKIP("isa %s (this CPU lacks it)", isas[ii]);
     for (int i = 0; i < n; i++) {
         const g3_kernels *k = tables[i];
         test_matmul(k, ref, 0);

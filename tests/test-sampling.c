@@ -177,6 +177,96 @@ static void test_top_p(void) {
     EXPECT_KEPT(p, t, 5, 0, 1, 2);
 }
 
+/* Exact thresholds with many candidates (n > 256: the CDF path's heap-selected top 256, the
+ * Gumbel path's 16-way block prefilter and its ragged tail), in both modes (kept_both). */
+static void expect_range_(int line, gemma3_sampler_params p, const float *l, int n, int lo,
+                          int hi) {
+    static int32_t ids[MAXV];
+    int got = kept_both(p, l, n, ids);
+    int same = got == hi - lo;
+    for (int i = 0; same && i < got; i++) same = ids[i] == lo + i;
+    CHECK_MSG(same, "line %d: kept %d tokens (%d..%d), want %d..%d", line, got,
+              got > 0 ? ids[0] : -1, got > 0 ? ids[got - 1] : -1, lo, hi - 1);
+}
+#define EXPECT_RANGE(p, l, n, lo, hi) expect_range_(__LINE__, p, l, n, lo, hi)
+
+static void test_many_candidates(void) {
+    static float l[MAXV];
+    static const int sizes[] = {1000, 1024, 3001}; /* ragged tails of 8, 0 and 9 */
+    for (int si = 0; si < 3; si++) {
+        int n = sizes[si];
+        for (int i = 0; i < n; i++) l[i] = 0.0f;
+        gemma3_sampler_params p = plain();
+        /* top-p, all equal: a prefix of m tokens has mass exactly m/n. p = m/n exactly (a
+         * power of two over a multiple of it) keeps exactly m; one ulp more keeps m + 1. */
+        if (n % 8 == 0) {
+            p.top_p = 0.125f; /* n/8 (125, 128), inside the CDF fast path's top 256 */
+            EXPECT_RANGE(p, l, n, 0, n / 8);
+            p.top_p = nextafterf(0.125f, 1.0f);
+            EXPECT_RANGE(p, l, n, 0, n / 8 + 1);
+            p.top_p = 1.0f;
+        }
+        if ((n & (n - 1)) == 0) {
+            /* typical-p, all equal: every score is 0 and each mass 1/n exactly (n a power of
+             * two); the cumulative mass must EXCEED p, so p = 1/8 keeps n/8 + 1 */
+            p.typical_p = 0.125f;
+            EXPECT_RANGE(p, l, n, 0, n / 8 + 1);
+            p.typical_p = 1.0f;
+        }
+        if (n == 1000) {
+            p.top_p = 0.25f; /* 250 of 1000: fixed-point masses, exact */
+            EXPECT_RANGE(p, l, n, 0, 250);
+            p.top_p = 1.0f;
+        }
+        p.top_p = 0.5f; /* more than 256: the fast path falls back to the full sort */
+        EXPECT_RANGE(p, l, n, 0, (int)ceil(n * 0.5));
+        p.top_p = 1.0f;
+        /* top-k at a tie boundary: exactly k, lowest ids, few and many */
+        p.top_k = 3;
+        EXPECT_RANGE(p, l, n, 0, 3);
+        p.top_k = 300;
+        EXPECT_RANGE(p, l, n, 0, 300);
+        p.top_k = 0;
+        /* min-p at the exact threshold: min_p 1 keeps every token equal to the max (>=) */
+        for (int i = 0; i < n; i++) l[i] = i >= 40 && i < 340 ? 2.0f : 1.0f;
+        p.min_p = 1.0f;
+        EXPECT_RANGE(p, l, n, 40, 340);
+        p.min_p = 0.0f;
+
+        /* The best tokens in the ragged tail (ids past the last full block of 16): the Gumbel
+         * prefilter must not lose them. top-k 3 keeps the last three ids, and both draws of a
+         * top-k 1 chain return the last id. */
+        for (int i = 0; i < n; i++) l[i] = (float)(i % 7) * 0.1f;
+        l[n - 1] = 5.0f, l[n - 2] = 4.5f, l[n - 3] = 4.0f;
+        p.top_k = 3;
+        EXPECT_RANGE(p, l, n, n - 3, n);
+        p.top_k = 1;
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            gemma3_sampler *s = make(&p, n);
+            if (!s) continue;
+            int hits = 0;
+            for (int pos = 0; pos < 20; pos++) hits += gemma3_sampler_sample(s, l, pos) == n - 1;
+            CHECK_MSG(hits == 20, "n %d mode %d: the tail's best token drawn %d/20", n, mode, hits);
+            gemma3_sampler_free(s);
+        }
+        p.mode = GEMMA3_SAMPLER_MODE_CDF;
+        /* and with no truncation, T 1: a tail token far above the rest is always drawn */
+        p.top_k = 0;
+        for (int i = 0; i < n; i++) l[i] = -30.0f;
+        l[n - 2] = 10.0f;
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            gemma3_sampler *s = make(&p, n);
+            if (!s) continue;
+            int hits = 0;
+            for (int pos = 0; pos < 20; pos++) hits += gemma3_sampler_sample(s, l, pos) == n - 2;
+            CHECK_MSG(hits == 20, "n %d mode %d: untruncated tail token drawn %d/20", n, mode, hits);
+            gemma3_sampler_free(s);
+        }
+    }
+}
+
 static void test_min_p(void) {
     gemma3_sampler_params p = plain();
     float l[] = {3, 2, 1, 0};
@@ -260,6 +350,12 @@ static void test_typical(void) {
     EXPECT_KEPT(p, l, 5, 0, 1, 2);
     p.typical_p = 1.0f;
     EXPECT_KEPT(p, l, 5, 0, 1, 2, 3, 4);
+    /* the exact threshold with few candidates: four equal, masses 1/4 each; the mass must
+     * exceed p, so p = 0.5 keeps three */
+    float eq4[] = {0, 0, 0, 0};
+    p.typical_p = 0.5f;
+    EXPECT_KEPT(p, eq4, 4, 0, 1, 2);
+    p.typical_p = 1.0f;
     /* llama.cpp's vectors: flat probabilities are all typical; a peaked one keeps its tail */
     double flat[] = {0.97, 0.01, 0.01, 0.01};
     logs_of(l, flat, 4);
@@ -285,6 +381,24 @@ static void test_top_n_sigma(void) {
     float m[] = {4, 3, 0, 0, 0, 0, 0, 1, -INFINITY, -INFINITY};
     p.top_n_sigma = 1.0f;
     EXPECT_KEPT(p, m, 10, 0, 1);
+    /* population sigma (divide by N), not the sample one (N - 1): {0, 0, 0, 1} has sigma
+     * sqrt(3)/4, so 2 sigma leaves 1 - 0.866 > 0 and drops the zeros; the sample sigma 0.5 would
+     * put the threshold exactly on them. */
+    float z4[] = {0, 0, 0, 1};
+    p.top_n_sigma = 2.0f;
+    EXPECT_KEPT(p, z4, 4, 3);
+    /* the same with many candidates: 299 zeros and a one at the last id; n between 1/sigma_pop
+     * and 1/sigma_sample keeps the one alone */
+    {
+        static float z[300];
+        int n = 300;
+        for (int i = 0; i < n; i++) z[i] = i == n - 1 ? 1.0f : 0.0f;
+        double mean = 1.0 / n, var = (n - 1) * mean * mean + (1 - mean) * (1 - mean);
+        double sp = sqrt(var / n), ss = sqrt(var / (n - 1));
+        p.top_n_sigma = (float)(0.5 * (1 / sp + 1 / ss));
+        EXPECT_RANGE(p, z, n, n - 1, n);
+    }
+    p.top_n_sigma = 1.0f;
     /* T-invariant with temperature last (llama.cpp order) */
     CHECK(gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &p) == GEMMA3_OK);
     p.temperature = 3.0f;
@@ -830,6 +944,7 @@ static void test_golden_and_reproducibility(void) {
 int main(void) {
     test_top_k();
     test_top_p();
+    test_many_candidates();
     test_min_p();
     test_temperature_and_order();
     test_typical();

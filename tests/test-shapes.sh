@@ -8,11 +8,17 @@ GEN=$G3_BUILD/tools/gen-checkpoint
 DIFF=$G3_BUILD/tools/logits-diff
 [ -x "$GEN" ] || { echo "no $GEN: skipped"; exit 77; }
 
-# finite NAME FILE BYTES: FILE has BYTES bytes of finite floats
+# finite NAME FILE BYTES: FILE has BYTES bytes of floats, finite and plausible logits: compared
+# with zeros, max |x| is a number in (1e-3, 1e3) (NaN fails logits-diff; inf, a huge value or an
+# all-zero file fail the range)
 finite() {
     s=$(wc -c <"$2")
     [ "$s" -eq "$3" ] || { bad "$1: $s bytes, expected $3"; return; }
-    if "$DIFF" "$2" "$2" >/dev/null 2>"$TMP/e"; then ok; else bad "$1: $(cat "$TMP/e")"; fi
+    head -c "$3" /dev/zero >"$TMP/zeros"
+    "$DIFF" "$2" "$TMP/zeros" >"$TMP/d" 2>"$TMP/e" || { bad "$1: $(cat "$TMP/e")"; return; }
+    v=$(sed -n 's/^max_abs_diff //p' "$TMP/d")
+    if [ -n "$v" ] && awk -v v="$v" 'BEGIN { exit !(v + 0 > 1e-3 && v + 0 < 1e3) }'; then ok
+    else bad "$1: max |logit| '$v' is not finite and in (1e-3, 1e3)"; fi
 }
 
 # real 270m shape (512 MB of random bf16 weights): prefill + decode, default and exact
@@ -27,7 +33,7 @@ finite "270m exact logits" "$TMP/b" $((262144 * 4))
 TOK=2,100,2000,30000,400,5000
 for isa in avx2 avx512; do
     $G3 eval -m "$TMP/m270" --tokens 2 --isa $isa --dump-logits "$TMP/x" 2>"$TMP/e" ||
-        { grep -q "not supported" "$TMP/e" && continue; bad "270m --isa $isa: $(cat "$TMP/e")"; }
+        { grep -q "not supported" "$TMP/e" && { skip "isa $isa (this CPU lacks it)"; continue; }; bad "270m --isa $isa: $(cat "$TMP/e")"; }
     for ex in "" --exact; do
         $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 1 --dump-logits "$TMP/d1" &&
         $G3 eval -m "$TMP/m270" --tokens $TOK --all-logits --isa $isa $ex -t 2 --step 1 --dump-logits "$TMP/d2" &&

@@ -245,9 +245,9 @@ int main(void) {
     static char bin[512];
     snprintf(bin, sizeof bin, "%s/tools/gen-checkpoint", b ? b : "build");
     gen_bin = bin;
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
+    if (!mkdtemp(tmpdir)) { /* no scratch space: the suite cannot run here (77 = skipped) */
+        printf("SKIP mkdtemp %s failed\n", tmpdir);
+        return 77;
     }
     test_golden();
     test_f32_and_layouts();

@@ -320,9 +320,10 @@ static void write_text_config(FILE *f, const options *o, const char *ind) {
     }
     if (all || o->untied)
         fprintf(f, "%s\"tie_word_embeddings\": %s,\n", ind, o->untied ? "false" : "true");
-    if (o->attn_softcap > 0) fprintf(f, "%s\"attn_logit_softcapping\": %g,\n", ind, o->attn_softcap);
+    /* Softcaps are floats in transformers' strict config classes: "30.0", never "30". */
+    if (o->attn_softcap > 0) fprintf(f, "%s\"attn_logit_softcapping\": %#g,\n", ind, o->attn_softcap);
     else if (all) fprintf(f, "%s\"attn_logit_softcapping\": null,\n", ind);
-    if (o->final_softcap > 0) fprintf(f, "%s\"final_logit_softcapping\": %g,\n", ind, o->final_softcap);
+    if (o->final_softcap > 0) fprintf(f, "%s\"final_logit_softcapping\": %#g,\n", ind, o->final_softcap);
     else if (all) fprintf(f, "%s\"final_logit_softcapping\": null,\n", ind);
     if (o->rope_new) {
         fprintf(f, "%s\"rope_parameters\": {\n", ind);
