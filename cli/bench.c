@@ -251,11 +251,11 @@ static int run_bench(gemma3_model *model, const cli_model_opts *mo, const bench_
         print_json(label, &info, isa, mo->sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16",
                    mo->sp.n_batch ? mo->sp.n_batch : 512, results, n_results);
     if (!status && args->format == OUT_CSV) print_csv(label, &info, isa, results, n_results);
+    char rate[32];
     if (!status && args->format == OUT_MD)
-        printf("\nload: %s%s, %.2f GB in %.3f s (%.2f GB/s)%s\n", info.load_mode,
+        printf("\nload: %s%s, %.2f GB in %.3f s%s%s\n", info.load_mode,
                info.load_auto ? " (auto)" : "", (double)info.load_bytes / 1e9, info.load_seconds,
-               info.load_seconds > 0 ? (double)info.load_bytes / 1e9 / info.load_seconds : 0.0,
-               info.load_from_disk ? ", from the disk as used (does not fit in memory)" : "");
+               cli_load_rate(&info, rate, sizeof rate), info.load_from_disk ? ", from the disk as used (does not fit in memory)" : "");
     free(tokens);
     free(results);
     return status;

@@ -118,6 +118,8 @@ extern const cli_group cli_model_group;
 void cli_model_opts_init(cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
+/* " (N GB/s)" of the load, or "" when it took no measurable time (a mapping), into buf. */
+const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n);
 /* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. */
 int cli_model_load(const cli_model_opts *o, gemma3_model **model);
 

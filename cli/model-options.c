@@ -84,6 +84,13 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
     return 0;
 }
 
+const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n) {
+    buf[0] = '\0'; /* a mapping that is only set up takes no measurable time */
+    if (info->load_seconds >= 1e-3)
+        snprintf(buf, n, " (%.2f GB/s)", (double)info->load_bytes / 1e9 / info->load_seconds);
+    return buf;
+}
+
 int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
     gemma3_model_params mp = o->mp;
     mp.n_threads = o->sp.n_threads; /* quantizing at load uses the session's threads */
@@ -91,12 +98,13 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
         return cli_fail("%s", gemma3_last_error());
     gemma3_model_info info;
     gemma3_model_get_info(*model, &info);
-    if (o->verbose)
-        fprintf(stderr, "gemma3: load mode %s%s: %.2f GB in %.3f s (%.2f GB/s), %.2f GB of memory "
+    if (o->verbose) {
+        char rate[32];
+        fprintf(stderr, "gemma3: load mode %s%s: %.2f GB in %.3f s%s, %.2f GB of memory "
                 "available, %.2f GB mapped in 2 MiB pages\n", info.load_mode,
                 info.load_auto ? " (auto)" : "", (double)info.load_bytes / 1e9, info.load_seconds,
-                info.load_seconds > 0 ? (double)info.load_bytes / 1e9 / info.load_seconds : 0.0,
-                (double)info.mem_available / 1e9, (double)info.load_huge_bytes / 1e9);
+                cli_load_rate(&info, rate, sizeof rate), (double)info.mem_available / 1e9, (double)info.load_huge_bytes / 1e9);
+    }
     /* said whatever -v is: a model running this way is several times slower, and it is why */
     if (info.load_from_disk)
         fprintf(stderr, "gemma3: the weights (%.2f GB) do not fit in the memory available "
