@@ -28,17 +28,8 @@
 #include "threads.h"
 #include "util.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-
-/* Uniform in [-1, 1). */
-static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "test-rng.h"
 
 static void fill_f32(float *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = rng_f() * scale;

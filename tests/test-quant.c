@@ -31,17 +31,8 @@
 #define REF_ROWS 200
 #define REF_COLS 128
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-
-/* Uniform in [-1, 1). */
-static float rng_f(void) { return (float)rng_u32() / 2147483648.0f - 1.0f; }
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "test-rng.h"
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
