@@ -455,7 +455,7 @@ static int check_offsets(const g3_st *st, int first, const uint8_t *data, const 
  * the caller then closes st. */
 static int parse_image(g3_st *st, const uint8_t *buf, size_t size, const char *label) {
     cJSON *root;
-    uint64_t n;
+    uint64_t n = 0; /* set by parse_header; -O1 cannot see that */
     int rc = parse_header(buf, size, label, &root, &n);
     if (rc != GEMMA3_OK) return rc;
     const uint8_t *data = buf + 8 + n;
