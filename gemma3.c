@@ -777,12 +777,12 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     const float embed_scale = sqrtf((float)H);
     for (int t = 0; t < T; t++) {
         float *ht = s->h + (size_t)t * H;
-        if (w->embed_m.type == G3_WTYPE_BF16) {
-            const uint16_t *row = (const uint16_t *)w->embed_m.data + (size_t)tokens[t] * H;
+        if (w->embed.type == G3_WTYPE_BF16) {
+            const uint16_t *row = (const uint16_t *)w->embed.data + (size_t)tokens[t] * H;
             for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
         } else { /* a quantized embedding: that row's blocks, dequantized */
-            const size_t rb = g3_wtype_row_bytes(w->embed_m.type, H);
-            g3_dequantize_row(w->embed_m.type, (const char *)w->embed_m.data + (size_t)tokens[t] * rb, ht, H);
+            const size_t rb = g3_wtype_row_bytes(w->embed.type, H);
+            g3_dequantize_row(w->embed.type, (const char *)w->embed.data + (size_t)tokens[t] * rb, ht, H);
             for (int i = 0; i < H; i++) ht[i] *= embed_scale;
         }
     }
@@ -833,7 +833,7 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     const int H = c->hidden_size;
     chunk ck = {.s = s, .T = n};
     set_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
-    run_matmul(&ck, dst, ld, s->model->w.lm_head_m, c->vocab_size);
+    run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
     if (c->final_softcap > 0.0f)
         for (int t = 0; t < n; t++)
             for (int r = 0; r < c->vocab_size; r++) {

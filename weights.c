@@ -286,7 +286,7 @@ static int plan(const char *dir, const g3_st *st, const g3_config *cfg, g3_weigh
     binding *b = calloc((size_t)max_bindings, sizeof *b);
     if (!b) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
     int n = 0;
-    add_matrix(b, &n, prefix, "embed_tokens.weight", V, H, &w->embed_m);
+    add_matrix(b, &n, prefix, "embed_tokens.weight", V, H, &w->embed);
     add_norm(b, &n, prefix, "norm.weight", H, &w->final_norm);
     for (int l = 0; l < cfg->n_layers; l++) {
         g3_layer_weights *lw = &w->layers[l];
@@ -310,11 +310,11 @@ static int plan(const char *dir, const g3_st *st, const g3_config *cfg, g3_weigh
     const char *head_name = NULL;
     for (size_t i = 0; i < sizeof lm_head_names / sizeof lm_head_names[0] && !head_name; i++)
         if (g3_st_find(st, lm_head_names[i])) head_name = lm_head_names[i];
-    if (head_name) add_matrix(b, &n, "", head_name, V, H, &w->lm_head_m);
+    if (head_name) add_matrix(b, &n, "", head_name, V, H, &w->lm_head);
     else if (!cfg->tie_word_embeddings) /* required: pass 1 reports it missing */
         add_matrix(b, &n, "", strcmp(prefix, "language_model.model.") == 0 ? lm_head_names[1]
                                                                           : lm_head_names[0],
-                   V, H, &w->lm_head_m);
+                   V, H, &w->lm_head);
     *out = b;
     *n_out = n;
     return GEMMA3_OK;
@@ -424,9 +424,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
                 if (b[i].kind == BIND_MATRIX)
                     w->n_params += b[i].shape[0] * b[i].shape[1] - b[i].t->n_elements;
         w->wtype = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
-        w->embed = w->embed_m.data;
-        if (!w->lm_head_m.data) w->lm_head_m = w->embed_m;
-        w->lm_head = w->lm_head_m.data;
+        if (!w->lm_head.data) w->lm_head = w->embed;
         if (src == SRC_QUANTIZE) {
             w->quantize_seconds = g3_now() - t0;
             /* nothing points into the files any more */

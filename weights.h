@@ -37,10 +37,8 @@ typedef struct g3_layer_weights {
 
 typedef struct g3_weights {
     g3_wtype wtype;           /* the type of every matrix, the embedding and the head included */
-    g3_matrix embed_m;        /* [V][H] */
-    g3_matrix lm_head_m;      /* [V][H]; the embedding's view when tied */
-    const void *embed;        /* embed_m.data, lm_head_m.data: plain pointers, compared for */
-    const void *lm_head;      /*   "tied" (lm_head == embed) */
+    g3_matrix embed;          /* [V][H] */
+    g3_matrix lm_head;        /* [V][H]; the embedding's view when tied (same data) */
     const float *final_norm;  /* [H] 1 + model.norm */
     g3_layer_weights layers[G3_MAX_LAYERS];
     int64_t n_params;         /* text-model parameters bound (tied head counted once) */

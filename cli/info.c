@@ -109,7 +109,7 @@ static void print_text(const char *dir, const g3_config *c, const g3_weights *w,
     else printf("attn softcap:         none\n");
     if (c->final_softcap > 0) printf("final softcap:        %g\n", (double)c->final_softcap);
     else printf("final softcap:        none\n");
-    printf("tied lm_head:         %s\n", w->lm_head == w->embed ? "yes" : "no");
+    printf("tied lm_head:         %s\n", w->lm_head.data == w->embed.data ? "yes" : "no");
     printf("bos / pad / eos:      %d / %d / [%s]\n", c->bos_id, c->pad_id, eos);
     printf("layer types:          %s\n", layers);
     printf("parameters:           %lld (%.3f B)\n", (long long)w->n_params, (double)w->n_params / 1e9);
@@ -169,7 +169,7 @@ static void print_json(const char *dir, const g3_config *c, const g3_weights *w,
     if (c->attn_softcap > 0) printf("%g", (double)c->attn_softcap); else printf("null");
     printf(", \"final_logit_softcapping\": ");
     if (c->final_softcap > 0) printf("%g", (double)c->final_softcap); else printf("null");
-    printf(", \"tied_lm_head\": %s,\n", w->lm_head == w->embed ? "true" : "false");
+    printf(", \"tied_lm_head\": %s,\n", w->lm_head.data == w->embed.data ? "true" : "false");
     printf(" \"bos_token_id\": %d, \"pad_token_id\": %d, \"eos_token_id\": [%s],\n", c->bos_id,
            c->pad_id, eos);
     printf(" \"layer_types\": \"%s\", \"n_params\": %lld, \"weight_type\": \"%s\", "

@@ -85,7 +85,7 @@ static void test_f32_and_layouts(void) {
     if (load(dir_of("bf16"), &c1, &w1) != GEMMA3_OK) return;
     if (load(dir_of("f32"), &c2, &w2) != GEMMA3_OK) return;
     CHECK(w2.owned != NULL && (const void *)w2.embed != g3_st_find(w2.st, "model.embed_tokens.weight")->data);
-    CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
+    CHECK(memcmp(w1.embed.data, w2.embed.data, 512 * 64 * 2) == 0);
     int same = 1;
     for (int l = 0; l < 7; l++) {
         same &= memcmp(w1.layers[l].wq.data, w2.layers[l].wq.data, 64 * 64 * 2) == 0;
@@ -107,7 +107,7 @@ static void test_f32_and_layouts(void) {
         snprintf(args, sizeof args, "--vocab 512 --seed 7 --layout %s --shards 2", layouts[k]);
         if (gen(layouts[k], args) || load(dir_of(layouts[k]), &c2, &w2) != GEMMA3_OK) continue;
         CHECK(strcmp(w2.prefix, prefixes[k]) == 0);
-        CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
+        CHECK(memcmp(w1.embed.data, w2.embed.data, 512 * 64 * 2) == 0);
         CHECK(memcmp(w1.layers[6].w_up.data, w2.layers[6].w_up.data, 64 * 192 * 2) == 0);
         CHECK(w1.layers[4].q_norm[3] == w2.layers[4].q_norm[3]);
         CHECK(w2.n_params == w1.n_params); /* vision tensors not counted */
@@ -144,8 +144,8 @@ static void test_misaligned(void) {
     if (load(dir_of("bf16"), &c, &w1) != GEMMA3_OK || load(dir_of("odd"), &c, &w2) != GEMMA3_OK)
         return;
     CHECK(((uintptr_t)g3_st_find(w2.st, "model.embed_tokens.weight")->data & 1u) == 1);
-    CHECK(((uintptr_t)w2.embed & 63u) == 0); /* copied into the aligned arena */
-    CHECK(memcmp(w1.embed, w2.embed, 512 * 64 * 2) == 0);
+    CHECK(((uintptr_t)w2.embed.data & 63u) == 0); /* copied into the aligned arena */
+    CHECK(memcmp(w1.embed.data, w2.embed.data, 512 * 64 * 2) == 0);
     CHECK(memcmp(w1.layers[3].wo.data, w2.layers[3].wo.data, 64 * 64 * 2) == 0);
     CHECK(w1.layers[3].pre_ffn_norm[7] == w2.layers[3].pre_ffn_norm[7]);
     g3_weights_free(&w1);
@@ -182,7 +182,7 @@ static void forward0(const g3_config *c, const g3_weights *w, int token, float *
     float *v = calloc((size_t)(c->n_kv_heads * hd), 4), *att = calloc((size_t)(nH * hd), 4);
     float *g = calloc((size_t)I, 4), *u = calloc((size_t)I, 4);
     float scale = g3_bf16_to_f32(g3_f32_to_bf16(sqrtf((float)H)));
-    for (int i = 0; i < H; i++) x[i] = g3_bf16_to_f32(((const uint16_t *)w->embed)[(size_t)token * H + i]) * scale;
+    for (int i = 0; i < H; i++) x[i] = g3_bf16_to_f32(((const uint16_t *)w->embed.data)[(size_t)token * H + i]) * scale;
     for (int l = 0; l < c->n_layers; l++) {
         const g3_layer_weights *L = &w->layers[l];
         rmsnorm(h, x, L->attn_norm, H, c->rms_norm_eps);
@@ -200,7 +200,7 @@ static void forward0(const g3_config *c, const g3_weights *w, int token, float *
         for (int i = 0; i < H; i++) x[i] += o[i];
     }
     rmsnorm(h, x, w->final_norm, H, c->rms_norm_eps);
-    matvec(logits, w->lm_head, h, c->vocab_size, H);
+    matvec(logits, w->lm_head.data, h, c->vocab_size, H);
     free(x), free(h), free(o), free(v), free(att), free(g), free(u);
 }
 
