@@ -426,7 +426,7 @@ static void test_weights_internal(void) {
     CHECK_MSG(rc == GEMMA3_OK, "%s", gemma3_last_error());
     if (rc != GEMMA3_OK) return;
     CHECK(w.st == NULL);
-    CHECK(w.wtype == G3_WTYPE_Q4_0 && w.layers[3].w_up.type == G3_WTYPE_Q4_0 && w.embed_m.type == G3_WTYPE_Q4_0);
+    CHECK(w.wtype == G3_WTYPE_Q4_0 && w.layers[3].w_up.type == G3_WTYPE_Q4_0 && w.embed.type == G3_WTYPE_Q4_0);
     CHECK(w.lm_head.data == w.embed.data);
     CHECK(((uintptr_t)w.layers[2].wq.data & 63u) == 0);
     g3_weights_free(&w);

@@ -52,8 +52,8 @@ static void test_golden(void) {
     if (load("tests/data/golden/tiny-causal", &c, &w1) != GEMMA3_OK) return;
     CHECK(strcmp(w1.prefix, "model.") == 0);
     const g3_tensor *e = g3_st_find(w1.st, "model.embed_tokens.weight");
-    CHECK(e && (const void *)w1.embed == e->data); /* BF16 used in place */
-    CHECK(w1.lm_head == w1.embed);                 /* tied */
+    CHECK(e && w1.embed.data == e->data); /* BF16 used in place */
+    CHECK(w1.lm_head.data == w1.embed.data); /* tied */
     const g3_tensor *n = g3_st_find(w1.st, "model.layers.3.post_feedforward_layernorm.weight");
     int exact = 0;
     for (int i = 0; i < 64; i++) exact += w1.layers[3].post_ffn_norm[i] == 1.0f + bf16_at(n, i);
@@ -84,7 +84,7 @@ static void test_f32_and_layouts(void) {
         return;
     if (load(dir_of("bf16"), &c1, &w1) != GEMMA3_OK) return;
     if (load(dir_of("f32"), &c2, &w2) != GEMMA3_OK) return;
-    CHECK(w2.owned != NULL && (const void *)w2.embed != g3_st_find(w2.st, "model.embed_tokens.weight")->data);
+    CHECK(w2.owned != NULL && w2.embed.data != g3_st_find(w2.st, "model.embed_tokens.weight")->data);
     CHECK(memcmp(w1.embed.data, w2.embed.data, 512 * 64 * 2) == 0);
     int same = 1;
     for (int l = 0; l < 7; l++) {
