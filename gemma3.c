@@ -708,12 +708,16 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
 }
 
 /* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
- * head runs for the last token only, or for every token when all_logits is given. On any error
- * the session is unchanged. */
-int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits) {
+ * head runs only for the last n_logits tokens, whichever chunks they fall in (it is a large share
+ * of the work: a 262k-row matrix). On any error the session is unchanged. */
+int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
+                                int n_logits, float *logits) {
     const g3_config *c = s->cfg;
     if (n_tokens <= 0 || !tokens)
         return g3_error(GEMMA3_ERR_ARG, "forward: need at least one token (got %d)", n_tokens);
+    if (n_logits < 1 || n_logits > n_tokens || !logits)
+        return g3_error(GEMMA3_ERR_ARG, "forward: logits wanted for %d of %d tokens", n_logits,
+                        n_tokens);
     if (n_tokens > s->n_ctx - s->pos)
         return g3_error(GEMMA3_ERR_CONTEXT,
                         "forward: context full: %d tokens at position %d exceed the context of %d",
@@ -724,18 +728,21 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
                             tokens[i], i, c->vocab_size);
 
     const size_t V = (size_t)c->vocab_size;
+    const int first_out = n_tokens - n_logits; /* index of the first token with logits */
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
         forward_chunk(s, tokens + done, T, s->pos);
         s->pos += T;
-        if (all_logits) {
-            lm_head(s, 0, T, all_logits + (size_t)done * V, V);
-            if (done + T == n_tokens)
-                memcpy(s->logits, all_logits + (size_t)(n_tokens - 1) * V, V * sizeof(float));
-        } else if (done + T == n_tokens) {
-            lm_head(s, T - 1, 1, s->logits, V);
-        }
+        int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with logits */
+        if (t0 < T) lm_head(s, t0, T - t0, logits + (size_t)(done + t0 - first_out) * V, V);
         done += T;
     }
+    if (logits != s->logits)
+        memcpy(s->logits, logits + (size_t)(n_logits - 1) * V, V * sizeof(float));
     return GEMMA3_OK;
+}
+
+int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits) {
+    return all_logits ? gemma3_session_forward_last(s, tokens, n_tokens, n_tokens, all_logits)
+                      : gemma3_session_forward_last(s, tokens, n_tokens, 1, s->logits);
 }

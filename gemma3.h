@@ -181,6 +181,10 @@ void gemma3_session_free(gemma3_session *s);
  * gemma3_session_logits() holds the last token's logits. If all_logits is not NULL it receives
  * [n_tokens][vocab_size] floats, row-major. GEMMA3_ERR_CONTEXT if the tokens do not fit. */
 int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits);
+/* The same, with the logits of the last n_logits tokens only ([n_logits][vocab_size] floats
+ * into logits): what a perplexity pass over a chunk's scored half needs, in one call. */
+int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
+                                int n_logits, float *logits);
 const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);

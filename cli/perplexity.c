@@ -193,18 +193,16 @@ static int alloc_run(ppl_run *r, const ppl_plan *p) {
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
-/* One chunk through the model: a fresh cache, <bos> first. The context half goes in without
- * logits, so the LM head (a quarter of a 1B model's work at 128 tokens) runs only for the scored
- * half, as llama-perplexity asks only for those outputs; the logits are the same bytes whatever
- * the split (the session's chunking never changes them). */
+/* One chunk through the model in one call: a fresh cache, <bos> first. The LM head (a quarter
+ * of a 1B model's work at 128 tokens) runs only for the scored half, as llama-perplexity asks
+ * only for those outputs; the logits are the same bytes whatever the batch split. */
 static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf) {
     int first = p->n_ctx / 2;
     memcpy(buf, p->tokens + (size_t)chunk * p->n_ctx, (size_t)p->n_ctx * sizeof *buf);
     buf[0] = p->bos;
     gemma3_session_reset(r->s);
     double t0 = g3_now();
-    if (gemma3_session_forward(r->s, buf, first, NULL) != GEMMA3_OK ||
-        gemma3_session_forward(r->s, buf + first, p->n_ctx - first, r->logits) != GEMMA3_OK)
+    if (gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     r->t_forward += g3_now() - t0;
     return 0;

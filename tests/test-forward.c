@@ -119,6 +119,26 @@ static void run_split(gemma3_session *s, const int32_t *tokens, int n, const int
     CHECK_EQ_INT(gemma3_session_pos(s), n);
 }
 
+/* gemma3_session_forward_last: the last k rows of the all-logits run `ref` [n][V], for a k whose
+ * rows start inside a batch chunk, for one row and for all; the session's logits are the last. */
+static void check_forward_last(gemma3_session *s, const int32_t *tokens, int n, const float *ref,
+                               float *out, int V, const char *what) {
+    const int ks[] = {1, n / 2 + 1, n};
+    for (int i = 0; i < 3; i++) {
+        gemma3_session_reset(s);
+        int k = ks[i];
+        int rc = gemma3_session_forward_last(s, tokens, n, k, out);
+        CHECK_MSG(rc == GEMMA3_OK, "%s: forward_last %d: %s", what, k, gemma3_last_error());
+        CHECK_MSG(memcmp(out, ref + (size_t)(n - k) * V, (size_t)k * V * sizeof(float)) == 0,
+                  "%s: forward_last of the last %d tokens differs from all logits", what, k);
+        CHECK(memcmp(gemma3_session_logits(s), ref + (size_t)(n - 1) * V, (size_t)V * sizeof(float)) == 0);
+    }
+    gemma3_session_reset(s);
+    CHECK(gemma3_session_forward_last(s, tokens, n, n + 1, out) == GEMMA3_ERR_ARG);
+    CHECK(gemma3_session_forward_last(s, tokens, n, 0, out) == GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(gemma3_session_pos(s), 0);
+}
+
 /* Compares [n][V] logits with the reference: returns the max abs error and checks argmax where
  * the reference top-2 gap is clear. */
 /* The golden checkpoint's model, or NULL after recording the failure. */
@@ -205,6 +225,7 @@ static void test_checkpoint(const golden *g) {
             if (s) {
                 run_split(s, g->tokens, n, all, 1, c, V);
                 CHECK_MSG(memcmp(a, c, bytes) == 0, "%s: n_batch 7 differs", what);
+                check_forward_last(s, g->tokens, n, a, c, V, what);
                 gemma3_session_free(s);
             }
         }
