@@ -164,7 +164,7 @@ double kld_log_softmax(const float *logits, int n_vocab, float *out) {
     for (int i = 1; i < n_vocab; i++)
         if (logits[i] > max) max = logits[i];
     double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - max);
+    for (int i = 0; i < n_vocab; i++) sum += expf(logits[i] - max); /* half exp's time; sum in double */
     double lse = max + log(sum);
     if (out)
         for (int i = 0; i < n_vocab; i++) out[i] = (float)((double)logits[i] - lse);
