@@ -12,6 +12,7 @@
  * chunk prints as "[1]12.3456,[2]..."; the final line is "Final estimate: PPL = P +/- E",
  * E = P * the standard error of the mean negative log-likelihood. */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +179,8 @@ typedef struct ppl_run {
     gemma3_session *s;
     float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
-    float *lq;         /* [vocab]: this run's log-probs in a comparison */
+    double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
+    int n_threads;     /* for the scoring (the session's) */
     double nll, nll2;  /* sums over the scored positions */
     long count;
     double t_forward, t_score;
@@ -188,8 +190,8 @@ static int alloc_run(ppl_run *r, const ppl_plan *p) {
     size_t V = (size_t)p->vocab, per = (size_t)kld_rows_per_chunk(p->n_ctx);
     r->logits = malloc((size_t)(p->n_ctx - p->n_ctx / 2) * V * sizeof *r->logits);
     r->rows = malloc(per * V * sizeof *r->rows);
-    r->lq = malloc(V * sizeof *r->lq);
-    if (r->logits && r->rows && r->lq) return 0;
+    r->nll_rows = malloc(per * sizeof *r->nll_rows);
+    if (r->logits && r->rows && r->nll_rows) return 0;
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
@@ -208,23 +210,63 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     return 0;
 }
 
+/* Rows of a chunk's scored half, shared out among the threads: each takes every nth row, so a
+ * row's numbers do not depend on the thread count; the sums over rows are then taken in order. */
+typedef struct score_job {
+    float *logits;       /* [rows][V]; replaced by the log-probs in place when `in_place` */
+    float *out;          /* [rows][V] log-probs to keep (a base file's rows), or NULL */
+    const int32_t *next; /* [rows] the token each row is scored on */
+    double *nll;         /* [rows] out */
+    size_t V;
+    int n_rows, in_place, ith, nth;
+} score_job;
+
+static void *score_rows(void *arg) {
+    const score_job *j = arg;
+    for (int i = j->ith; i < j->n_rows; i += j->nth) {
+        float *row = j->logits + (size_t)i * j->V;
+        float target = row[j->next[i]]; /* read before an in-place log-softmax */
+        float *out = j->out ? j->out + (size_t)i * j->V : j->in_place ? row : NULL;
+        j->nll[i] = kld_log_softmax(row, (int)j->V, out) - target;
+    }
+    return NULL;
+}
+
+/* Runs score_rows on n_threads threads, this one included; a thread that cannot be started
+ * leaves its rows to this one. */
+static void score_parallel(const score_job *proto, int n_threads) {
+    enum { MAX_SCORE_THREADS = 64 };
+    pthread_t tid[MAX_SCORE_THREADS];
+    score_job jobs[MAX_SCORE_THREADS];
+    int started[MAX_SCORE_THREADS];
+    int nth = n_threads < 1 ? 1 : n_threads > MAX_SCORE_THREADS ? MAX_SCORE_THREADS : n_threads;
+    for (int i = 0; i < nth; i++) {
+        jobs[i] = *proto;
+        jobs[i].ith = i, jobs[i].nth = nth;
+        started[i] = i > 0 && pthread_create(&tid[i], NULL, score_rows, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < nth; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
+        else score_rows(&jobs[i]);
+}
+
 /* Scores positions c/2 .. c-2 of the chunk: each one's negative log-likelihood of the token that
- * follows; with `save`, the full log-prob rows go to r->rows; with `base`, they are compared with
- * the base's rows (already in r->rows). */
+ * follows; with `save`, the full log-prob rows go to r->rows; with `base`, this run's log-probs
+ * (made in place of the logits) are compared with the base's rows (already in r->rows). */
 static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_stats *base) {
     const int32_t *t = p->tokens + (size_t)chunk * p->n_ctx;
     size_t V = (size_t)p->vocab;
-    int first = p->n_ctx / 2;
+    int first = p->n_ctx / 2, n_rows = p->n_ctx - 1 - first;
     double t0 = g3_now();
-    for (int j = first; j < p->n_ctx - 1; j++) {
-        const float *row = r->logits + (size_t)(j - first) * V;
-        float *lp = r->rows + (size_t)(j - first) * V;
-        double lse = kld_log_softmax(row, p->vocab, save ? lp : base ? r->lq : NULL);
-        double nll = lse - row[t[j + 1]];
-        r->nll += nll;
-        r->nll2 += nll * nll;
+    score_job job = {.logits = r->logits, .out = save ? r->rows : NULL, .next = t + first + 1,
+                     .nll = r->nll_rows, .V = V, .n_rows = n_rows, .in_place = base != NULL};
+    score_parallel(&job, r->n_threads);
+    for (int i = 0; i < n_rows; i++) {
+        r->nll += r->nll_rows[i];
+        r->nll2 += r->nll_rows[i] * r->nll_rows[i];
         r->count++;
-        if (base) kld_stats_add(base, r->lq, lp, p->vocab, t[j + 1]);
+        if (base) kld_stats_add(base, r->logits + (size_t)i * V, r->rows + (size_t)i * V,
+                                p->vocab, job.next[i]);
     }
     r->t_score += g3_now() - t0;
 }
@@ -276,6 +318,7 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
 static int open_session(const gemma3_model *model, const cli_model_opts *mo, ppl_run *r) {
     if (gemma3_session_init(model, &mo->sp, &r->s) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    r->n_threads = gemma3_session_n_threads(r->s);
     return 0;
 }
 
@@ -358,7 +401,7 @@ done:
     free(p.tokens);
     free(r.logits);
     free(r.rows);
-    free(r.lq);
+    free(r.nll_rows);
     gemma3_session_free(r.s);
     gemma3_model_free(model);
     return rc;
