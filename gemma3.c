@@ -19,6 +19,7 @@
 #include "gemma3.h"
 #include "kernels.h"
 #include "quant.h"
+#include "session-view.h"
 #include "threads.h"
 #include "util.h"
 #include "weights.h"
@@ -171,6 +172,7 @@ struct gemma3_session {
     int n_ctx, n_batch, exact, kv_bf16;
     int quant;                     /* the model's matrices are Q8_0/Q4_0 blocks */
     int pos;                       /* tokens in the cache */
+    int32_t *tokens;               /* [n_ctx] the ids of those tokens (saved state, prefix reuse) */
 
     kv_layer kv[G3_MAX_LAYERS];
     void *kv_arena;                /* every layer's K and V */
@@ -246,6 +248,7 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
     s->inv_freq = bump_take(b, 2 * half * sizeof(float));
     s->logits = bump_take(b, (size_t)c->vocab_size * sizeof(float));
+    s->tokens = bump_take(b, (size_t)s->n_ctx * sizeof(int32_t));
 }
 
 static void carve_kv(gemma3_session *s, bump *b) {
@@ -370,6 +373,44 @@ int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
 void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
+const int32_t *gemma3_session_tokens(const gemma3_session *s) { return s->tokens; }
+
+/* A full layer keeps every position. A sliding layer's ring holds the last n_slots positions
+ * fed, and the first query after the cut (position n) reads keys n-W+1 .. n-1, so a cut is
+ * possible only while those are still in the ring: with n_slots = W, back to pos - 1 at most. */
+int gemma3_session_truncate(gemma3_session *s, int n_tokens) {
+    const g3_config *c = s->cfg;
+    if (n_tokens < 0 || n_tokens > s->pos)
+        return g3_error(GEMMA3_ERR_ARG, "truncate: %d tokens is not in [0, %d]", n_tokens, s->pos);
+    for (int l = 0; l < c->n_layers && n_tokens > 0; l++) {
+        int oldest_kept = s->pos - s->kv[l].n_slots;
+        int oldest_needed = n_tokens - c->sliding_window + 1;
+        if (oldest_kept > 0 && oldest_needed < oldest_kept)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                            "truncate: the sliding-window layers keep only the last %d of the %d "
+                            "positions, so the cache can be cut back to %d tokens at the least, not %d",
+                            s->kv[l].n_slots, s->pos, oldest_kept + c->sliding_window - 1, n_tokens);
+    }
+    s->pos = n_tokens;
+    return GEMMA3_OK;
+}
+
+void g3_session_get_view(gemma3_session *s, g3_session_view *v) {
+    const g3_config *c = s->cfg;
+    v->cfg = c;
+    v->w = &s->model->w;
+    v->n_ctx = s->n_ctx;
+    v->pos = s->pos;
+    v->exact = s->exact;
+    v->kv_bf16 = s->kv_bf16;
+    v->row_bytes = (size_t)c->n_kv_heads * c->head_dim * (s->kv_bf16 ? sizeof(uint16_t) : sizeof(float));
+    v->tokens = s->tokens;
+    v->logits = s->logits;
+    for (int l = 0; l < c->n_layers; l++)
+        v->kv[l] = (g3_kv_view){s->kv[l].k, s->kv[l].v, s->kv[l].n_slots};
+}
+
+void g3_session_set_pos(gemma3_session *s, int pos) { s->pos = pos; }
 /* The kernel set the matmuls run on: the quantized table's for quantized weights. */
 const char *gemma3_session_isa(const gemma3_session *s) {
     return s->quant ? s->qkern->name : s->kern->name;
@@ -723,6 +764,7 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
             return g3_error(GEMMA3_ERR_ARG, "forward: token %d at index %d is out of range [0, %d)",
                             tokens[i], i, c->vocab_size);
 
+    memcpy(s->tokens + s->pos, tokens, (size_t)n_tokens * sizeof *tokens);
     const size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
