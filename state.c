@@ -13,8 +13,9 @@
  *   trailer  u64 XXH64 of the payload
  *
  * Rows go in position order, not ring order: a session with another n_ctx has a ring of
- * min(W, n_ctx) slots, and needs the last min(pos, W, n_ctx) <= m positions, whatever slot
- * they occupied when saved. The position must fit the loading session's n_ctx.
+ * min(W, n_ctx) slots, where position p lives in slot p % min(W, n_ctx), whatever slot it
+ * occupied when saved. The position must fit the loading session's n_ctx, so that ring holds
+ * all m rows (m <= min(W, pos) <= min(W, n_ctx)).
  *
  * The model's fingerprint: the config's shape fields in clear (so a mismatch can be named), a
  * hash of the rest of the config (layer types, RoPE, norm epsilon, softcaps, tying), the
@@ -505,13 +506,12 @@ static int load_image(gemma3_session *s, const unsigned char *d, size_t size, co
     memcpy(v.logits, p, (size_t)v.cfg->vocab_size * sizeof(float));
     p += (size_t)v.cfg->vocab_size * sizeof(float);
     for (int l = 0; l < v.cfg->n_layers; l++) {
+        /* m <= n_slots: a ring has min(W, n_ctx) slots and pos <= n_ctx */
         const g3_kv_view *kv = &v.kv[l];
         int m = rows_kept(v.cfg, l, pos);
-        int need = m < kv->n_slots ? m : kv->n_slots; /* a smaller n_ctx: a smaller ring */
-        size_t skip = (size_t)(m - need) * v.row_bytes;
-        get_ring_rows(kv->k, kv->n_slots, v.row_bytes, pos - need, need, p + skip);
+        get_ring_rows(kv->k, kv->n_slots, v.row_bytes, pos - m, m, p);
         p += (size_t)m * v.row_bytes;
-        get_ring_rows(kv->v, kv->n_slots, v.row_bytes, pos - need, need, p + skip);
+        get_ring_rows(kv->v, kv->n_slots, v.row_bytes, pos - m, m, p);
         p += (size_t)m * v.row_bytes;
     }
     g3_session_set_pos(s, pos);
