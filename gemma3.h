@@ -170,6 +170,10 @@ typedef struct gemma3_session_params {
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
     const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
     int n_batch;        /* most tokens per prefill chunk (bounds the scratch); 0 = 512 */
+    int n_swa_extra;    /* positions a sliding-window layer keeps beyond its window W (0): its
+                         * ring has min(W + n_swa_extra, n_ctx) slots, so the cache can be cut
+                         * back up to n_swa_extra + 1 tokens (gemma3_session_truncate), as a
+                         * prompt cache wants; attention still sees only the window */
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
 
@@ -190,10 +194,12 @@ const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in us
 /* The ids of the tokens in the cache, [gemma3_session_pos]. Owned by the session. */
 const int32_t *gemma3_session_tokens(const gemma3_session *s);
 /* Keeps the first n_tokens of the cache (the next forward continues at position n_tokens; the
- * logits are stale until then). A sliding-window layer keeps a ring of the last W positions, so
- * the cache can be cut back by one token at most once more than W tokens were fed
- * (GEMMA3_ERR_UNSUPPORTED, session unchanged); before that, and for 0, any cut works. */
+ * logits are stale until then). A sliding-window layer keeps a ring of the last W +
+ * n_swa_extra positions (fewer after a load of a state that holds fewer), and the position cut
+ * back to needs the W - 1 before it: n_tokens below gemma3_session_truncate_min() is
+ * GEMMA3_ERR_UNSUPPORTED (session unchanged). 0 always works. */
 int gemma3_session_truncate(gemma3_session *s, int n_tokens);
+int gemma3_session_truncate_min(const gemma3_session *s);
 
 /* ---- saved state ------------------------------------------------------------------------- */
 /* A session's state (token ids, position, the last logits and every layer's KV cache, the

@@ -4,18 +4,19 @@
  *
  * Format, version 1. Header fields are little-endian u32/u64; the payload's arrays are the
  * session's own little-endian int32, f32 and bf16 values.
- *   header   "G3STATE\n", u32 version, u32 field count (16), the u64 fields of `fields` below
- *            (the model's and the session's fingerprint, then the saved n_ctx and position),
- *            u64 XXH64 of the header bytes before it
+ *   header   "G3STATE\n", u32 version, u32 field count (17), the u64 fields of `fields` below
+ *            (the model's and the session's fingerprint, then the saved n_ctx, position and
+ *            sliding rows), u64 XXH64 of the header bytes before it
  *   payload  int32 tokens[pos]; f32 logits[vocab_size]; then per layer the K rows, then the V
  *            rows, of its last m positions in ascending position order (m = pos on a full layer,
- *            min(pos, W) on a sliding one), each row nKV*hd elements of the cache type
+ *            the sliding rows field on a sliding one: what its ring held, min(pos, W) at least,
+ *            more with n_swa_extra), each row nKV*hd elements of the cache type
  *   trailer  u64 XXH64 of the payload
  *
- * Rows go in position order, not ring order: a session with another n_ctx has a ring of
- * min(W, n_ctx) slots, where position p lives in slot p % min(W, n_ctx), whatever slot it
- * occupied when saved. The position must fit the loading session's n_ctx, so that ring holds
- * all m rows (m <= min(W, pos) <= min(W, n_ctx)).
+ * Rows go in position order, not ring order: a session with another n_ctx or n_swa_extra has
+ * a ring of another size, where position p lives in slot p % n_slots, whatever slot it occupied
+ * when saved. It takes the last min(m, n_slots) rows: always the W - 1 the next query needs, as
+ * pos must fit its n_ctx; the rows beyond W are what lets it cut the cache back (truncate).
  *
  * The model's fingerprint: the config's shape fields in clear (so a mismatch can be named), a
  * hash of the rest of the config (layer types, RoPE, norm epsilon, softcaps, tying), the
@@ -153,7 +154,8 @@ enum field_scope { OF_MODEL, OF_SESSION, OF_CONTENTS };
 
 enum {
     FP_VOCAB, FP_HIDDEN, FP_INTER, FP_LAYERS, FP_HEADS, FP_KV_HEADS, FP_HEAD_DIM, FP_WINDOW,
-    FP_MAX_POS, FP_CONFIG, FP_WTYPE, FP_WEIGHTS, FP_EXACT, FP_KV_TYPE, FP_N_CTX, FP_POS, N_FIELDS
+    FP_MAX_POS, FP_CONFIG, FP_WTYPE, FP_WEIGHTS, FP_EXACT, FP_KV_TYPE, FP_N_CTX, FP_POS,
+    FP_RING_ROWS, N_FIELDS
 };
 _Static_assert(N_FIELDS == G3_STATE_N_FIELDS, "state.h's field count");
 
@@ -178,6 +180,7 @@ static const struct field {
     [FP_KV_TYPE] = {"KV cache type", F_KV, OF_SESSION},
     [FP_N_CTX] = {"n_ctx", F_INT, OF_CONTENTS},
     [FP_POS] = {"position", F_INT, OF_CONTENTS},
+    [FP_RING_ROWS] = {"sliding rows", F_INT, OF_CONTENTS},
 };
 
 static void hash_u64(g3_hasher *h, uint64_t v) { g3_hash64_update(h, &v, sizeof v); }
@@ -251,6 +254,15 @@ static uint64_t weights_hash(const g3_config *c, const g3_weights *w) {
     return g3_hash64_digest(&h);
 }
 
+/* Positions the session's sliding rings hold: the last n_slots, none before ring_first. */
+static int ring_rows(const g3_session_view *v) {
+    int oldest = v->ring_first;
+    for (int l = 0; l < v->cfg->n_layers; l++)
+        if (v->cfg->layer_types[l] == G3_LAYER_SLIDING && v->pos - v->kv[l].n_slots > oldest)
+            oldest = v->pos - v->kv[l].n_slots;
+    return v->pos - oldest;
+}
+
 static void fingerprint(const g3_session_view *v, uint64_t f[N_FIELDS]) {
     const g3_config *c = v->cfg;
     f[FP_VOCAB] = (uint64_t)c->vocab_size;
@@ -269,6 +281,7 @@ static void fingerprint(const g3_session_view *v, uint64_t f[N_FIELDS]) {
     f[FP_KV_TYPE] = (uint64_t)v->kv_bf16;
     f[FP_N_CTX] = (uint64_t)v->n_ctx;
     f[FP_POS] = (uint64_t)v->pos;
+    f[FP_RING_ROWS] = (uint64_t)ring_rows(v);
 }
 
 static const char *field_str(enum field_kind kind, uint64_t value, char *buf, size_t n) {
@@ -283,21 +296,21 @@ static const char *field_str(enum field_kind kind, uint64_t value, char *buf, si
 
 /* ==== layout ================================================================================== */
 
-/* Positions of layer l a state at position pos carries: all on a full layer, the last W on a
- * sliding one (the ring of min(W, n_ctx) slots holds that many, since pos <= n_ctx). */
-static int rows_kept(const g3_config *c, int l, int pos) {
-    if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window < pos) return c->sliding_window;
-    return pos;
+/* Positions of layer l a state at position pos carries: all on a full layer, the ring_rows the
+ * sliding rings hold on a sliding one. */
+static int rows_kept(const g3_config *c, int l, int pos, int ring_rows) {
+    return c->layer_types[l] == G3_LAYER_SLIDING ? ring_rows : pos;
 }
 
-static size_t payload_bytes(const g3_session_view *v, int pos) {
+static size_t payload_bytes(const g3_session_view *v, int pos, int ring_rows) {
     size_t n = (size_t)pos * sizeof(int32_t) + (size_t)v->cfg->vocab_size * sizeof(float);
-    for (int l = 0; l < v->cfg->n_layers; l++) n += 2 * (size_t)rows_kept(v->cfg, l, pos) * v->row_bytes;
+    for (int l = 0; l < v->cfg->n_layers; l++)
+        n += 2 * (size_t)rows_kept(v->cfg, l, pos, ring_rows) * v->row_bytes;
     return n;
 }
 
-static size_t state_bytes(const g3_session_view *v, int pos) {
-    return G3_STATE_HEADER_BYTES + payload_bytes(v, pos) + sizeof(uint64_t);
+static size_t state_bytes(const g3_session_view *v, int pos, int ring_rows) {
+    return G3_STATE_HEADER_BYTES + payload_bytes(v, pos, ring_rows) + sizeof(uint64_t);
 }
 
 /* ==== writing ================================================================================= */
@@ -356,7 +369,7 @@ static void write_state(const g3_session_view *v, sink *k) {
     put(k, v->tokens, (size_t)v->pos * sizeof(int32_t));
     put(k, v->logits, (size_t)v->cfg->vocab_size * sizeof(float));
     for (int l = 0; l < v->cfg->n_layers; l++) {
-        int m = rows_kept(v->cfg, l, v->pos);
+        int m = rows_kept(v->cfg, l, v->pos, ring_rows(v));
         const g3_kv_view *kv = &v->kv[l];
         put_ring_rows(k, kv->k, kv->n_slots, v->row_bytes, v->pos - m, m);
         put_ring_rows(k, kv->v, kv->n_slots, v->row_bytes, v->pos - m, m);
@@ -368,14 +381,14 @@ static void write_state(const g3_session_view *v, sink *k) {
 size_t gemma3_session_state_size(gemma3_session *s) {
     g3_session_view v;
     g3_session_get_view(s, &v);
-    return state_bytes(&v, v.pos);
+    return state_bytes(&v, v.pos, ring_rows(&v));
 }
 
 int gemma3_session_save_buffer(gemma3_session *s, void *buf, size_t cap) {
     if (!s || !buf) return g3_error(GEMMA3_ERR_ARG, "save state: no session or buffer");
     g3_session_view v;
     g3_session_get_view(s, &v);
-    size_t need = state_bytes(&v, v.pos);
+    size_t need = state_bytes(&v, v.pos, ring_rows(&v));
     if (cap < need)
         return g3_error(GEMMA3_ERR_ARG, "save state: the buffer holds %zu bytes, the state takes %zu",
                         cap, need);
@@ -482,7 +495,12 @@ static int load_image(gemma3_session *s, const unsigned char *d, size_t size, co
                         "%s: holds %llu tokens, more than this session's context of %d (raise n_ctx, -c)",
                         name, (unsigned long long)file[FP_POS], v.n_ctx);
     const int pos = (int)file[FP_POS];
-    const size_t want = state_bytes(&v, pos);
+    const int window_rows = v.cfg->sliding_window < pos ? v.cfg->sliding_window : pos;
+    if (file[FP_RING_ROWS] < (uint64_t)window_rows || file[FP_RING_ROWS] > (uint64_t)pos)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %llu sliding rows for position %d, not in [%d, %d]", name,
+                        (unsigned long long)file[FP_RING_ROWS], pos, window_rows, pos);
+    const int ring_rows_in = (int)file[FP_RING_ROWS];
+    const size_t want = state_bytes(&v, pos, ring_rows_in);
     if (size < want)
         return g3_error(GEMMA3_ERR_FORMAT, "%s: truncated: %zu bytes, a state of %d tokens takes %zu",
                         name, size, pos, want);
@@ -505,16 +523,21 @@ static int load_image(gemma3_session *s, const unsigned char *d, size_t size, co
     p += (size_t)pos * sizeof(int32_t);
     memcpy(v.logits, p, (size_t)v.cfg->vocab_size * sizeof(float));
     p += (size_t)v.cfg->vocab_size * sizeof(float);
+    int ring_first = 0;
     for (int l = 0; l < v.cfg->n_layers; l++) {
-        /* m <= n_slots: a ring has min(W, n_ctx) slots and pos <= n_ctx */
+        /* the last `need` of the m rows: all of them unless this ring is smaller; never fewer
+         * than the min(pos, W) the next query reads (pos <= n_ctx, W <= n_slots or n_ctx) */
         const g3_kv_view *kv = &v.kv[l];
-        int m = rows_kept(v.cfg, l, pos);
-        get_ring_rows(kv->k, kv->n_slots, v.row_bytes, pos - m, m, p);
+        int m = rows_kept(v.cfg, l, pos, ring_rows_in);
+        int need = m < kv->n_slots ? m : kv->n_slots;
+        size_t skip = (size_t)(m - need) * v.row_bytes;
+        get_ring_rows(kv->k, kv->n_slots, v.row_bytes, pos - need, need, p + skip);
         p += (size_t)m * v.row_bytes;
-        get_ring_rows(kv->v, kv->n_slots, v.row_bytes, pos - m, m, p);
+        get_ring_rows(kv->v, kv->n_slots, v.row_bytes, pos - need, need, p + skip);
         p += (size_t)m * v.row_bytes;
+        if (v.cfg->layer_types[l] == G3_LAYER_SLIDING && pos - need > ring_first) ring_first = pos - need;
     }
-    g3_session_set_pos(s, pos);
+    g3_session_set_pos(s, pos, ring_first);
     return GEMMA3_OK;
 }
 

@@ -9,7 +9,7 @@
 
 #define G3_STATE_MAGIC "G3STATE\n" /* 8 bytes */
 #define G3_STATE_VERSION 1u
-#define G3_STATE_N_FIELDS 16       /* u64 fingerprint and contents fields in the header */
+#define G3_STATE_N_FIELDS 17       /* u64 fingerprint and contents fields in the header */
 /* magic, u32 version, u32 field count, the fields, u64 hash of the header before it */
 #define G3_STATE_HEADER_BYTES (8 + 4 + 4 + 8 * G3_STATE_N_FIELDS + 8)
 

@@ -51,13 +51,19 @@ same_as "read-only" "$doc,$q,7,8,9" --prompt-cache "$C" --prompt-cache-ro
 has "read-only" "prompt cache: 47 of 50 tokens reused"
 cmp -s "$C" "$TMP/c47" && ok || bad "--prompt-cache-ro wrote the cache"
 
-# ---- cut back: one token after the rings wrapped; anywhere before; not further once wrapped ------
+# ---- cut back: the same document, another question (the rings of 8 keep 512 more positions) ----
+same_as "another question" "$doc,1,2,3" --prompt-cache "$C" --prompt-cache-ro
+has "another question" "prompt cache: 41 of 44 tokens reused"
 last_but_one=$(echo "$doc,$q" | cut -d, -f1-46)
 same_as "one token back" "$last_but_one,33" --prompt-cache "$C" --prompt-cache-ro
 has "one token back" "prompt cache: 46 of 47 tokens reused"
-same_as "diverges after the ring wrapped" "$doc,1,2,3" --prompt-cache "$C" --prompt-cache-ro
-has "diverges after the ring wrapped" "prompt cache: 0 of 44 tokens reused (the cache's 47 tokens match the prompt's first 41 only"
-has "diverges after the ring wrapped" "reused only from where it was saved"
+# ... but not further back than 8 + 512 positions: then the cache is reused only from its end
+long=$(seq 1000 1599 | paste -sd, -)
+same_as "long cache" "$long" --prompt-cache "$TMP/long.cache"
+same_as "departs too early" "$(seq 1000 1049 | paste -sd, -),7" --prompt-cache "$TMP/long.cache" --prompt-cache-ro
+has "departs too early" "prompt cache: 0 of 51 tokens reused (the cache's 600 tokens match only the prompt's first 50, and its sliding-window layers let it be cut back to 87 tokens at the least)"
+same_as "departs late enough" "$(seq 1000 1086 | paste -sd, -),7" --prompt-cache "$TMP/long.cache" --prompt-cache-ro
+has "departs late enough" "prompt cache: 87 of 88 tokens reused"
 same_as "short cache" "100,101,102,103,104" --prompt-cache "$TMP/short.cache"
 same_as "short cache, cut back" "100,101,102,7,8,9,10,11,12,13" --prompt-cache "$TMP/short.cache"
 has "short cache, cut back" "prompt cache: 3 of 10 tokens reused"

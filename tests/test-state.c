@@ -219,6 +219,75 @@ static void test_truncate(void) {
     gemma3_model_free(m);
 }
 
+/* n_swa_extra: rings of W + extra slots let the cache be cut back extra + 1 tokens; a state
+ * carries what its rings held, and a session that loads it can cut back no further than that,
+ * whatever its own ring size. */
+static gemma3_session *extra_session(const gemma3_model *m, int extra) {
+    gemma3_session_params sp = gemma3_session_default_params();
+    sp.n_ctx = 64;
+    sp.n_threads = 1;
+    sp.n_swa_extra = extra;
+    gemma3_session *s = NULL;
+    CHECK_MSG(gemma3_session_init(m, &sp, &s) == GEMMA3_OK, "%s", gemma3_last_error());
+    return s;
+}
+
+/* Cut s back to n and refeed toks[n..40): the last logits must be ref's, bit for bit. */
+static void cut_and_refeed(gemma3_session *s, const int32_t *toks, int n, const float *ref, int V, const char *label) {
+    CHECK_MSG(gemma3_session_truncate(s, n) == GEMMA3_OK, "%s: truncate %d: %s", label, n, gemma3_last_error());
+    CHECK(gemma3_session_forward(s, toks + n, 40 - n, NULL) == GEMMA3_OK);
+    CHECK_MSG(memcmp(gemma3_session_logits(s), ref + (size_t)39 * V, (size_t)V * sizeof(float)) == 0,
+              "%s: logits after cutting back to %d", label, n);
+}
+
+static void test_swa_extra(void) {
+    gemma3_model *m = load_model(GOLDEN "/tiny-knobs", GEMMA3_WEIGHTS_AS_STORED); /* W = 6 */
+    if (!m) return;
+    const int V = vocab_of(m);
+    int32_t toks[40];
+    make_tokens(toks, 40, V, 13);
+    float *ref = malloc((size_t)40 * V * sizeof(float));
+    gemma3_session *a = extra_session(m, 5), *a0 = extra_session(m, 0);
+    CHECK(gemma3_session_forward(a, toks, 40, ref) == GEMMA3_OK);
+    CHECK(gemma3_session_forward(a0, toks, 40, NULL) == GEMMA3_OK);
+    CHECK(memcmp(gemma3_session_logits(a), gemma3_session_logits(a0), (size_t)V * sizeof(float)) == 0);
+    CHECK_EQ_INT(gemma3_session_truncate_min(a), 34);  /* rings of 11 hold 29..39; 34 needs 29.. */
+    CHECK_EQ_INT(gemma3_session_truncate_min(a0), 39);
+    CHECK_EQ_INT(gemma3_session_truncate(a, 33), GEMMA3_ERR_UNSUPPORTED);
+    size_t n, n0;
+    unsigned char *st = snapshot(a, &n), *st0 = snapshot(a0, &n0);
+    CHECK(n > n0); /* 5 more rows per sliding layer */
+    cut_and_refeed(a, toks, 34, ref, V, "extra 5");
+
+    /* the state of rings of 11 into rings of 6 (extra 0) and of 16 (extra 10) */
+    gemma3_session *b = extra_session(m, 0), *c = extra_session(m, 10), *d = extra_session(m, 10);
+    CHECK(st && gemma3_session_load_buffer(b, st, n) == GEMMA3_OK);
+    CHECK(st && gemma3_session_load_buffer(c, st, n) == GEMMA3_OK);
+    CHECK(st0 && gemma3_session_load_buffer(d, st0, n0) == GEMMA3_OK);
+    CHECK_EQ_INT(gemma3_session_truncate_min(b), 39);
+    CHECK_EQ_INT(gemma3_session_truncate_min(c), 34); /* the file's 11 rows, not the ring's 16 */
+    CHECK_EQ_INT(gemma3_session_truncate_min(d), 39);
+    CHECK_EQ_INT(gemma3_session_truncate(c, 33), GEMMA3_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(gemma3_session_truncate(d, 38), GEMMA3_ERR_UNSUPPORTED);
+    cut_and_refeed(b, toks, 39, ref, V, "loaded into extra 0");
+    cut_and_refeed(c, toks, 34, ref, V, "loaded into extra 10");
+    cut_and_refeed(d, toks, 39, ref, V, "extra 0 state into extra 10");
+    /* fed on after the cut, c's rings fill again: 40 + 10 more tokens, then a cut 15 back */
+    int32_t more[10];
+    make_tokens(more, 10, V, 17);
+    CHECK(gemma3_session_forward(c, more, 10, NULL) == GEMMA3_OK);
+    CHECK_EQ_INT(gemma3_session_truncate_min(c), 39); /* rings of 16 hold 34..49 */
+    free(st);
+    free(st0);
+    free(ref);
+    gemma3_session_free(a);
+    gemma3_session_free(a0);
+    gemma3_session_free(b);
+    gemma3_session_free(c);
+    gemma3_session_free(d);
+    gemma3_model_free(m);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* Loads bytes (via a file) into s, which must refuse with a message containing `want` and stay
@@ -471,6 +540,7 @@ int main(void) {
     test_continuation("tiny-knobs", 6);
     test_continuation("tiny-causal", 8);
     test_truncate();
+    test_swa_extra();
     test_refusals();
     test_other_weights();
     test_file();
