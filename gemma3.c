@@ -155,8 +155,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
 
 #define ROW_GRAIN 16 /* matmul rows are handed to threads in multiples of this */
 
-/* Per-layer KV cache. A sliding layer keeps a ring of min(W, n_ctx) slots (position p lives in
- * slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
+/* Per-layer KV cache. A sliding layer keeps a ring of min(W + n_swa_extra, n_ctx) slots
+ * (position p lives in slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
  * in the cache dtype. */
 typedef struct kv_layer {
     void *k, *v;     /* [n_slots][nKV*hd], f32 or bf16 */
@@ -382,6 +382,12 @@ int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
 void gemma3_session_reset(gemma3_session *s) { s->pos = s->ring_first = 0; }
 const int32_t *gemma3_session_tokens(const gemma3_session *s) { return s->tokens; }
+/* The kernel set the matmuls run on: the quantized table's for quantized weights. */
+const char *gemma3_session_isa(const gemma3_session *s) {
+    return s->quant ? s->qkern->name : s->kern->name;
+}
+
+/* ==== cutting back and saved state (state.c, through session-view.h) ========================== */
 
 /* A full layer keeps every position. A sliding layer's ring holds the last n_slots positions
  * fed (from ring_first on), and the first query after the cut (position n) reads keys
@@ -433,10 +439,6 @@ void g3_session_get_view(gemma3_session *s, g3_session_view *v) {
 void g3_session_set_pos(gemma3_session *s, int pos, int ring_first) {
     s->pos = pos;
     s->ring_first = ring_first;
-}
-/* The kernel set the matmuls run on: the quantized table's for quantized weights. */
-const char *gemma3_session_isa(const gemma3_session *s) {
-    return s->quant ? s->qkern->name : s->kern->name;
 }
 
 /* ==== forward-pass helpers ==================================================================== */
