@@ -324,8 +324,7 @@ typedef struct sink {
     g3_hasher hash;
 } sink;
 
-static void put(sink *k, const void *p, size_t n) {
-    g3_hash64_update(&k->hash, p, n);
+static void put_raw(sink *k, const void *p, size_t n) { /* not hashed: the header, the checksums */
     if (k->f)
         fwrite(p, 1, n, k->f);
     else
@@ -333,12 +332,9 @@ static void put(sink *k, const void *p, size_t n) {
     k->len += n;
 }
 
-static void put_raw(sink *k, const void *p, size_t n) { /* not hashed: the checksums themselves */
-    if (k->f)
-        fwrite(p, 1, n, k->f);
-    else
-        memcpy(k->buf + k->len, p, n);
-    k->len += n;
+static void put(sink *k, const void *p, size_t n) {
+    g3_hash64_update(&k->hash, p, n);
+    put_raw(k, p, n);
 }
 
 /* n rows of a ring of n_slots, for positions first .. first+n-1, in position order. */
