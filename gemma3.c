@@ -19,6 +19,7 @@
 #include "gemma3.h"
 #include "kernels.h"
 #include "quant.h"
+#include "session-view.h"
 #include "threads.h"
 #include "util.h"
 #include "weights.h"
@@ -154,8 +155,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
 
 #define ROW_GRAIN 16 /* matmul rows are handed to threads in multiples of this */
 
-/* Per-layer KV cache. A sliding layer keeps a ring of min(W, n_ctx) slots (position p lives in
- * slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
+/* Per-layer KV cache. A sliding layer keeps a ring of min(W + n_swa_extra, n_ctx) slots
+ * (position p lives in slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
  * in the cache dtype. */
 typedef struct kv_layer {
     void *k, *v;     /* [n_slots][nKV*hd], f32 or bf16 */
@@ -169,8 +170,12 @@ struct gemma3_session {
     const g3_quant_kernels *qkern;
     g3_pool *pool;
     int n_ctx, n_batch, exact, kv_bf16;
+    int n_swa_extra;               /* sliding rings keep W + this many positions */
     int quant;                     /* the model's matrices are Q8_0/Q4_0 blocks */
     int pos;                       /* tokens in the cache */
+    int32_t *tokens;               /* [n_ctx] the ids of those tokens (saved state, prefix reuse) */
+    int ring_first;                /* the sliding rings hold no position before this (a loaded
+                                    * state may carry fewer than the ring's slots) */
 
     kv_layer kv[G3_MAX_LAYERS];
     void *kv_arena;                /* every layer's K and V */
@@ -204,6 +209,7 @@ gemma3_session_params gemma3_session_default_params(void) {
     p.exact = 0;
     p.isa = NULL;
     p.n_batch = 512;
+    p.n_swa_extra = 0;
     return p;
 }
 
@@ -246,6 +252,7 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
     s->inv_freq = bump_take(b, 2 * half * sizeof(float));
     s->logits = bump_take(b, (size_t)c->vocab_size * sizeof(float));
+    s->tokens = bump_take(b, (size_t)s->n_ctx * sizeof(int32_t));
 }
 
 static void carve_kv(gemma3_session *s, bump *b) {
@@ -254,8 +261,8 @@ static void carve_kv(gemma3_session *s, bump *b) {
     size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int l = 0; l < c->n_layers; l++) {
         int slots = s->n_ctx;
-        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window < slots)
-            slots = c->sliding_window;
+        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window + s->n_swa_extra < slots)
+            slots = c->sliding_window + s->n_swa_extra;
         s->kv[l].n_slots = slots;
         s->kv[l].k = bump_take(b, (size_t)slots * kvd * elt);
         s->kv[l].v = bump_take(b, (size_t)slots * kvd * elt);
@@ -294,6 +301,9 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
         return g3_error(GEMMA3_ERR_ARG, "session: n_threads %d is out of range [0, 1024]", p.n_threads);
     if (p.n_batch < 0 || p.n_batch > 65536)
         return g3_error(GEMMA3_ERR_ARG, "session: n_batch %d is out of range [0, 65536]", p.n_batch);
+    if (p.n_swa_extra < 0 || p.n_swa_extra > (1 << 20))
+        return g3_error(GEMMA3_ERR_ARG, "session: n_swa_extra %d is out of range [0, 1048576]",
+                        p.n_swa_extra);
     if (p.kv_type != GEMMA3_KV_F32 && p.kv_type != GEMMA3_KV_BF16)
         return g3_error(GEMMA3_ERR_ARG, "session: kv_type %d is not GEMMA3_KV_F32 or GEMMA3_KV_BF16",
                         p.kv_type);
@@ -324,6 +334,7 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->n_ctx = p.n_ctx ? p.n_ctx : 4096;
     if (s->n_ctx > c->max_position_embeddings) s->n_ctx = c->max_position_embeddings;
     s->n_batch = p.n_batch ? p.n_batch : 512;
+    s->n_swa_extra = p.n_swa_extra;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     int n_threads = p.n_threads ? p.n_threads : g3_n_cpus();
 
@@ -369,10 +380,65 @@ const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; 
 int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
-void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
+void gemma3_session_reset(gemma3_session *s) { s->pos = s->ring_first = 0; }
+const int32_t *gemma3_session_tokens(const gemma3_session *s) { return s->tokens; }
 /* The kernel set the matmuls run on: the quantized table's for quantized weights. */
 const char *gemma3_session_isa(const gemma3_session *s) {
     return s->quant ? s->qkern->name : s->kern->name;
+}
+
+/* ==== cutting back and saved state (state.c, through session-view.h) ========================== */
+
+/* A full layer keeps every position. A sliding layer's ring holds the last n_slots positions
+ * fed (from ring_first on), and the first query after the cut (position n) reads keys
+ * n-W+1 .. n-1, so a cut is possible only while those are still in the ring: with
+ * n_slots = W + extra, back to pos - extra - 1. */
+int gemma3_session_truncate_min(const gemma3_session *s) {
+    const g3_config *c = s->cfg;
+    int least = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_types[l] != G3_LAYER_SLIDING) continue;
+        int oldest_kept = s->pos - s->kv[l].n_slots > s->ring_first ? s->pos - s->kv[l].n_slots : s->ring_first;
+        if (oldest_kept > 0 && oldest_kept + c->sliding_window - 1 > least)
+            least = oldest_kept + c->sliding_window - 1;
+    }
+    return least < s->pos ? least : s->pos;
+}
+
+int gemma3_session_truncate(gemma3_session *s, int n_tokens) {
+    if (n_tokens < 0 || n_tokens > s->pos)
+        return g3_error(GEMMA3_ERR_ARG, "truncate: %d tokens is not in [0, %d]", n_tokens, s->pos);
+    int least = gemma3_session_truncate_min(s);
+    if (n_tokens > 0 && n_tokens < least)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "truncate: cutting back to %d tokens needs positions %d.. in the sliding-window "
+                        "rings, which hold %d.. only: the cache of %d tokens can be cut back to %d at the least",
+                        n_tokens, n_tokens - s->cfg->sliding_window + 1,
+                        least - s->cfg->sliding_window + 1, s->pos, least);
+    s->pos = n_tokens;
+    if (n_tokens == 0) s->ring_first = 0;
+    return GEMMA3_OK;
+}
+
+void g3_session_get_view(gemma3_session *s, g3_session_view *v) {
+    const g3_config *c = s->cfg;
+    v->cfg = c;
+    v->w = &s->model->w;
+    v->n_ctx = s->n_ctx;
+    v->pos = s->pos;
+    v->ring_first = s->ring_first;
+    v->exact = s->exact;
+    v->kv_bf16 = s->kv_bf16;
+    v->row_bytes = (size_t)c->n_kv_heads * c->head_dim * (s->kv_bf16 ? sizeof(uint16_t) : sizeof(float));
+    v->tokens = s->tokens;
+    v->logits = s->logits;
+    for (int l = 0; l < c->n_layers; l++)
+        v->kv[l] = (g3_kv_view){s->kv[l].k, s->kv[l].v, s->kv[l].n_slots};
+}
+
+void g3_session_set_pos(gemma3_session *s, int pos, int ring_first) {
+    s->pos = pos;
+    s->ring_first = ring_first;
 }
 
 /* ==== forward-pass helpers ==================================================================== */
@@ -727,6 +793,7 @@ int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_
             return g3_error(GEMMA3_ERR_ARG, "forward: token %d at index %d is out of range [0, %d)",
                             tokens[i], i, c->vocab_size);
 
+    memcpy(s->tokens + s->pos, tokens, (size_t)n_tokens * sizeof *tokens);
     const size_t V = (size_t)c->vocab_size;
     const int first_out = n_tokens - n_logits; /* index of the first token with logits */
     for (int done = 0; done < n_tokens;) {

@@ -170,6 +170,10 @@ typedef struct gemma3_session_params {
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
     const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
     int n_batch;        /* most tokens per prefill chunk (bounds the scratch); 0 = 512 */
+    int n_swa_extra;    /* positions a sliding-window layer keeps beyond its window W (0): its
+                         * ring has min(W + n_swa_extra, n_ctx) slots, so the cache can be cut
+                         * back up to n_swa_extra + 1 tokens (gemma3_session_truncate), as a
+                         * prompt cache wants; attention still sees only the window */
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
 
@@ -191,6 +195,33 @@ int gemma3_session_n_ctx(const gemma3_session *s);
 int gemma3_session_n_threads(const gemma3_session *s);
 void gemma3_session_reset(gemma3_session *s);      /* empties the cache; position 0 */
 const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in use */
+/* The ids of the tokens in the cache, [gemma3_session_pos]. Owned by the session. */
+const int32_t *gemma3_session_tokens(const gemma3_session *s);
+/* Keeps the first n_tokens of the cache (the next forward continues at position n_tokens; the
+ * logits are stale until then). A sliding-window layer keeps a ring of the last W +
+ * n_swa_extra positions (fewer after a load of a state that holds fewer), and the position cut
+ * back to needs the W - 1 before it: n_tokens below gemma3_session_truncate_min() is
+ * GEMMA3_ERR_UNSUPPORTED (session unchanged). 0 always works. */
+int gemma3_session_truncate(gemma3_session *s, int n_tokens);
+int gemma3_session_truncate_min(const gemma3_session *s);
+
+/* ---- saved state ------------------------------------------------------------------------- */
+/* A session's state (token ids, position, the last logits and every layer's KV cache, the
+ * sliding layers' rings included) saved so that a session of the same model, weight type, KV
+ * type and mode continues bit-identically: logits after load + N tokens equal those of an
+ * uninterrupted run. The file starts with a magic, a format version and a fingerprint of the
+ * model (config, weight type, and a hash of the weights' types, sizes and sampled bytes) and of
+ * the session settings (KV type, exact); a load refuses any difference with one line naming it,
+ * as well as a file that is truncated or fails its checksums, and leaves the session as it was.
+ * n_ctx may differ as long as the saved tokens fit. Saving writes a temporary file and renames
+ * it over path, so an interrupted save never destroys the previous file. */
+int gemma3_session_save(gemma3_session *s, const char *path);
+int gemma3_session_load(gemma3_session *s, const char *path);
+/* The same as bytes in memory: the size the state takes now, the state written into buf
+ * (GEMMA3_ERR_ARG if cap is less than that size), and a state read back from size bytes. */
+size_t gemma3_session_state_size(gemma3_session *s);
+int gemma3_session_save_buffer(gemma3_session *s, void *buf, size_t cap);
+int gemma3_session_load_buffer(gemma3_session *s, const void *buf, size_t size);
 
 /* ---- tokenizer --------------------------------------------------------------------------- */
 

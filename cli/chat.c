@@ -28,7 +28,9 @@ static const char commands_help[] =
     "/reset         forget the conversation (the system prompt stays)\n"
     "/system TEXT   set the system prompt and start a new conversation\n"
     "/stats         tokens in the context, speeds\n"
-    "/save FILE     write the transcript (JSON: every turn's text and token ids)\n"
+    "/save FILE     write the transcript (JSON: every turn's text and token ids) and the\n"
+    "               session's state to FILE.state\n"
+    "/load FILE     continue a saved conversation (transcript and state), with no prefill\n"
     "/quit          exit (as does Ctrl-D)\n";
 
 typedef struct {
@@ -46,6 +48,7 @@ typedef struct {
     int n_turns, cap_turns;
     int first_live;        /* turns before this are no longer in the cache */
     int context_shift;
+    const char *resume;    /* --resume FILE */
     int interactive;       /* stdin is a terminal */
     int32_t *reply_ids;    /* scratch, n_ctx + 1 */
     double last_reply_tps;
@@ -254,10 +257,48 @@ static cJSON *ids_json(const int32_t *ids, int n) {
     return a;
 }
 
-static void save_transcript(const chat *c, const char *path) {
+/* Writes text to path through a temporary file and a rename, so an interrupted write never
+ * leaves a half-written transcript in place of the previous one. */
+static int write_atomically(const char *path, const char *text) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return g3_error(GEMMA3_ERR_ARG, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    int failed = fputs(text, f) < 0 || fputc('\n', f) < 0;
+    failed |= fclose(f) != 0;
+    if (failed || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err));
+    }
+    return GEMMA3_OK;
+}
+
+/* The state file beside a transcript: FILE.state. */
+static int state_path(const char *transcript, char *buf, size_t n) {
+    if (snprintf(buf, n, "%s.state", transcript) >= (int)n)
+        return g3_error(GEMMA3_ERR_ARG, "%s: path too long", transcript);
+    return GEMMA3_OK;
+}
+
+/* The transcript (system prompt, seed, turns with their ids, the first turn still in the
+ * context) to path, and the session's state to path.state, the state first: a transcript
+ * always names a state that was written. */
+static void save_transcript(chat *c, const char *path) {
+    char spath[4096];
+    int rc = state_path(path, spath, sizeof spath);
+    if (rc == GEMMA3_OK) rc = gemma3_session_save(c->g.session, spath);
+    if (rc != GEMMA3_OK) {
+        fprintf(stderr, "gemma3: /save: %s\n", gemma3_last_error());
+        return;
+    }
     cJSON *root = cJSON_CreateObject();
     if (c->system_prompt) cJSON_AddStringToObject(root, "system", c->system_prompt);
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(c->g.sampler));
+    const char *slash = strrchr(spath, '/');
+    cJSON_AddStringToObject(root, "state", slash ? slash + 1 : spath); /* beside the transcript */
+    cJSON_AddNumberToObject(root, "in_context_from", c->first_live);
     cJSON *turns = cJSON_AddArrayToObject(root, "turns");
     for (int i = 0; i < c->n_turns; i++) {
         cJSON *t = cJSON_CreateObject();
@@ -266,15 +307,134 @@ static void save_transcript(const chat *c, const char *path) {
         cJSON_AddItemToObject(t, "ids", ids_json(c->turns[i].ids, c->turns[i].n_ids));
         cJSON_AddItemToArray(turns, t);
     }
-    char *s = cJSON_Print(root);
-    FILE *f = fopen(path, "w");
-    if (!f || !s || fputs(s, f) < 0 || fputc('\n', f) < 0)
-        fprintf(stderr, "gemma3: /save: cannot write %s: %s\n", path, strerror(errno));
+    char *text = cJSON_Print(root);
+    rc = text ? write_atomically(path, text) : g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    if (rc != GEMMA3_OK)
+        fprintf(stderr, "gemma3: /save: %s\n", gemma3_last_error());
     else
-        fprintf(stderr, "[saved %d turns to %s]\n", c->n_turns, path);
-    if (f) fclose(f);
-    free(s);
+        fprintf(stderr, "[saved %d turns to %s, the state (%d tokens) to %s]\n", c->n_turns, path,
+                gemma3_session_pos(c->g.session), spath);
+    free(text);
     cJSON_Delete(root);
+}
+
+/* A transcript read back by /load or --resume, before anything of the chat is replaced. */
+typedef struct saved_chat {
+    char *system_prompt;
+    turn *turns;
+    int n_turns, first_live;
+    char state[4096];
+} saved_chat;
+
+static void saved_chat_free(saved_chat *sc) {
+    for (int i = 0; i < sc->n_turns; i++) turn_free(&sc->turns[i]);
+    free(sc->turns);
+    free(sc->system_prompt);
+    memset(sc, 0, sizeof *sc);
+}
+
+static int transcript_error(const char *path, const char *what) {
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: not a chat transcript of /save: %s", path, what);
+}
+
+/* One turn of the transcript's "turns" array. */
+static int read_turn(const cJSON *t, const char *path, int vocab, turn *out) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(t, "role");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(t, "text");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(t, "ids");
+    if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "model")))
+        return transcript_error(path, "a turn's \"role\" is not \"user\" or \"model\"");
+    if (!cJSON_IsString(text) || !cJSON_IsArray(ids))
+        return transcript_error(path, "a turn lacks its \"text\" or \"ids\"");
+    int n = cJSON_GetArraySize(ids);
+    out->is_model = role->valuestring[0] == 'm';
+    out->text = strdup(text->valuestring);
+    out->ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->ids);
+    out->n_ids = 0;
+    if (!out->text || !out->ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    const cJSON *id;
+    cJSON_ArrayForEach(id, ids) {
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= vocab ||
+            id->valuedouble != (int32_t)id->valuedouble)
+            return transcript_error(path, "a token id is not an integer in the vocabulary");
+        out->ids[out->n_ids++] = (int32_t)id->valuedouble;
+    }
+    return GEMMA3_OK;
+}
+
+static int read_transcript(const char *path, int vocab, saved_chat *sc) {
+    memset(sc, 0, sizeof *sc);
+    cJSON *root = NULL;
+    int rc = g3_json_load(path, &root);
+    if (rc != GEMMA3_OK) return rc;
+    const cJSON *sys = cJSON_GetObjectItemCaseSensitive(root, "system");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "state");
+    const cJSON *live = cJSON_GetObjectItemCaseSensitive(root, "in_context_from");
+    const cJSON *turns = cJSON_GetObjectItemCaseSensitive(root, "turns");
+    if (!cJSON_IsArray(turns) || (sys && !cJSON_IsString(sys))) {
+        rc = transcript_error(path, "no \"turns\" array");
+    } else if (!cJSON_IsString(state)) {
+        rc = transcript_error(path, "no \"state\" file named (written before /save saved states?)");
+    } else {
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash && state->valuestring[0] != '/' ? (int)(slash - path) + 1 : 0;
+        if (snprintf(sc->state, sizeof sc->state, "%.*s%s", dir_len, path, state->valuestring) >=
+            (int)sizeof sc->state)
+            rc = g3_error(GEMMA3_ERR_ARG, "%s: state path too long", path);
+    }
+    int n = rc == GEMMA3_OK ? cJSON_GetArraySize(turns) : 0;
+    if (rc == GEMMA3_OK) {
+        sc->turns = calloc((size_t)(n > 0 ? n : 1), sizeof *sc->turns);
+        if (!sc->turns) rc = g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    }
+    const cJSON *t;
+    if (rc == GEMMA3_OK) cJSON_ArrayForEach(t, turns) {
+        rc = read_turn(t, path, vocab, &sc->turns[sc->n_turns++]);
+        if (rc != GEMMA3_OK) break;
+    }
+    if (rc == GEMMA3_OK && live) {
+        if (!cJSON_IsNumber(live) || live->valuedouble < 0 || live->valuedouble > n)
+            rc = transcript_error(path, "\"in_context_from\" is not a turn index");
+        else
+            sc->first_live = (int)live->valuedouble;
+    }
+    if (rc == GEMMA3_OK && sys) {
+        sc->system_prompt = strdup(sys->valuestring);
+        if (!sc->system_prompt) rc = g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    }
+    cJSON_Delete(root);
+    if (rc != GEMMA3_OK) saved_chat_free(sc);
+    return rc;
+}
+
+/* Loads sc's state into the session (which refuses any mismatch and is then left as it was)
+ * and, only once that worked, replaces the conversation with sc's. The sampler's history is
+ * the restored tokens, as if they had been fed. */
+static int resume_chat(chat *c, saved_chat *sc, const char *path) {
+    if (gemma3_session_load(c->g.session, sc->state) != GEMMA3_OK) return GEMMA3_ERR_FORMAT;
+    for (int i = 0; i < c->n_turns; i++) turn_free(&c->turns[i]);
+    free(c->turns);
+    free(c->system_prompt);
+    c->turns = sc->turns;
+    c->n_turns = c->cap_turns = sc->n_turns;
+    c->first_live = sc->first_live;
+    c->system_prompt = sc->system_prompt;
+    memset(sc, 0, sizeof *sc);
+    gemma3_sampler_reset(c->g.sampler);
+    const int32_t *tokens = gemma3_session_tokens(c->g.session);
+    int pos = gemma3_session_pos(c->g.session);
+    for (int i = 0; i < pos; i++) gemma3_sampler_accept(c->g.sampler, tokens[i]);
+    fprintf(stderr, "[loaded %d turns from %s: %d tokens in the context, nothing to prefill]\n",
+            c->n_turns, path, pos);
+    return GEMMA3_OK;
+}
+
+static void load_transcript(chat *c, const char *path) {
+    saved_chat sc;
+    if (read_transcript(path, c->g.info.vocab_size, &sc) != GEMMA3_OK ||
+        resume_chat(c, &sc, path) != GEMMA3_OK)
+        fprintf(stderr, "gemma3: /load: %s\n", gemma3_last_error());
+    saved_chat_free(&sc);
 }
 
 static void print_stats(const chat *c) {
@@ -305,6 +465,8 @@ static int run_command(chat *c, const char *line) {
         print_stats(c);
     } else if (!strncmp(line, "/save ", 6) && line[6]) {
         save_transcript(c, line + 6);
+    } else if (!strncmp(line, "/load ", 6) && line[6]) {
+        load_transcript(c, line + 6);
     } else {
         fprintf(stderr, "gemma3: unknown command '%s' (try /help)\n", line);
     }
@@ -338,6 +500,9 @@ static char *read_line(chat *c) {
 static const cli_option chat_options[] = {
     {"--context-shift", NULL, CLI_SWITCH, offsetof(chat, context_shift), .value = 1,
      .help = "when the context is full, drop the oldest turns without asking"},
+    {"--resume", "FILE", CLI_TEXT, offsetof(chat, resume),
+     .help = "continue the conversation /save wrote to FILE (and FILE.state), with no prefill; "
+             "its seed unless -s is given"},
     {"-i, -cnv, --interactive, --conversation", NULL, CLI_SWITCH, CLI_NOWHERE,
      .help = "chat (what gemma3 chat does anyway; for gemma3 -i -m DIR)"},
 };
@@ -347,7 +512,7 @@ static const cli_group chat_group = CLI_GROUP("chat", chat_options);
 static const cli_command chat_command = {
     "usage: gemma3 chat -m DIR [options]       (also: gemma3 -i / -cnv -m DIR)\n"
     "An interactive chat. Ctrl-C stops the current reply; Ctrl-D (EOF) or /quit exits.\n"
-    "Commands: /help, /reset, /system TEXT, /stats, /save FILE, /quit.\n",
+    "Commands: /help, /reset, /system TEXT, /stats, /save FILE, /load FILE, /quit.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
     {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
 };
@@ -360,7 +525,24 @@ int cmd_chat(int argc, char **argv) {
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    saved_chat resumed = {0};
+    if (c.resume) {
+        /* the transcript first (its ids are checked against the vocabulary once it is known):
+         * its seed goes into the sampler unless -s was given */
+        cJSON *probe = NULL;
+        if (g3_json_load(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", gemma3_last_error());
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(probe, "seed");
+        if (c.opts.cs.params.seed == GEMMA3_SEED_RANDOM && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
+            seed->valuedouble < GEMMA3_SEED_RANDOM)
+            c.opts.cs.params.seed = (uint32_t)seed->valuedouble;
+        cJSON_Delete(probe);
+    }
     status = gen_open(&c.g, &c.opts);
+    if (!status && c.resume &&
+        (read_transcript(c.resume, c.g.info.vocab_size, &resumed) != GEMMA3_OK ||
+         resume_chat(&c, &resumed, c.resume) != GEMMA3_OK))
+        status = cli_fail("--resume: %s", gemma3_last_error());
+    saved_chat_free(&resumed);
     if (status) {
         gen_close(&c.g);
         return status;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reply.h"
 #include "util.h"
@@ -13,6 +14,8 @@ typedef struct generate_args {
     const char *prompt, *prompt_file, *prompt_ids;
     int raw;
     int json; /* --output-format: 0 text, 1 json */
+    const char *prompt_cache;
+    int prompt_cache_all, prompt_cache_ro;
 } generate_args;
 
 #define A(field) offsetof(generate_args, field)
@@ -26,6 +29,13 @@ static const cli_option generate_options[] = {
     {"--output-format", "F", CLI_CHOICE, A(json), .choices = "text|json",
      .help = "json: one object at the end (text, prompt_ids, generated_ids, seed, timings, "
              "stop_reason ...)"},
+    {"--prompt-cache", "FILE", CLI_TEXT, A(prompt_cache),
+     .help = "reuse the saved state in FILE when its tokens begin the prompt (prefill only the "
+             "rest), then save the state after the prompt to FILE"},
+    {"--prompt-cache-all", NULL, CLI_SWITCH, A(prompt_cache_all), .value = 1,
+     .help = "with --prompt-cache: save again after the generation (its tokens included)"},
+    {"--prompt-cache-ro", NULL, CLI_SWITCH, A(prompt_cache_ro), .value = 1,
+     .help = "with --prompt-cache: use FILE but never write it"},
 };
 #undef A
 
@@ -54,8 +64,16 @@ static cJSON *ids_array(const int32_t *ids, int n) {
     return a;
 }
 
+/* What --prompt-cache did, for the summary line and the JSON. */
+typedef struct cache_report {
+    int used;             /* --prompt-cache given */
+    int reused;           /* prompt tokens restored from the file, not prefilled */
+    char note[256];       /* why not more, or "" */
+    double load_seconds, save_seconds;
+} cache_report;
+
 static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
-                      const int32_t *gen, int n_gen, gen_stop stop) {
+                      const int32_t *gen, int n_gen, gen_stop stop, const cache_report *cache) {
     int need = gemma3_tokenizer_decode(g->tok, gen, n_gen, NULL, 0);
     char *text = malloc((size_t)(need > 0 ? need : 0) + 1);
     if (!text || need < 0) {
@@ -84,6 +102,11 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
     cJSON_AddNumberToObject(t, "predicted_ms", g->gen_seconds * 1e3);
     cJSON_AddNumberToObject(t, "predicted_per_second",
                             g->gen_seconds > 0 ? g->n_gen_tokens / g->gen_seconds : 0);
+    if (cache->used) {
+        cJSON_AddNumberToObject(root, "prompt_cache_reused", cache->reused);
+        cJSON_AddNumberToObject(t, "prompt_cache_load_ms", cache->load_seconds * 1e3);
+        cJSON_AddNumberToObject(t, "prompt_cache_save_ms", cache->save_seconds * 1e3);
+    }
     char *s = cJSON_PrintUnformatted(root);
     if (s) puts(s);
     free(s);
@@ -121,7 +144,85 @@ static int prompt_from_args(const gen_state *g, const generate_args *args, const
     return build_prompt(g, text, len, args->raw, system_prompt, ids, n_ids);
 }
 
-/* Generates the reply to prompt and prints it (streamed text + summary, or one JSON object). */
+/* With --prompt-cache the sliding-window layers keep this many positions beyond their window,
+ * so a cache can be cut back that far to where a new prompt departs from it (a new question
+ * after the same document, the chat template's closing tokens): 512 rows more per sliding layer
+ * (11.5 MB for the 1b shape in BF16). */
+#define PROMPT_CACHE_SWA_EXTRA 512
+
+/* 1900 -> "1,900" */
+static const char *with_commas(int n, char *buf, size_t cap) {
+    char digits[16];
+    int len = snprintf(digits, sizeof digits, "%d", n < 0 ? 0 : n), at = 0;
+    for (int i = 0; i < len && at + 2 < (int)cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* --prompt-cache, as llama.cpp: when FILE exists, load it and keep as much of it as begins the
+ * prompt. Whole, when its tokens are a prefix of the prompt; otherwise cut back to the common
+ * prefix (the common case: the same long document, another question), which the sliding-window
+ * layers' rings allow only while they still hold the window before that position (up to
+ * PROMPT_CACHE_SWA_EXTRA + 1 tokens back), else nothing is reused. The reused tokens go into the sampler's history
+ * as if they had been fed. A file of another model or settings is an error, as in llama.cpp. */
+static int restore_prompt_cache(gen_state *g, const char *path, const int32_t *prompt, int n_prompt,
+                                cache_report *cache) {
+    cache->used = 1;
+    if (access(path, F_OK) != 0) {
+        snprintf(cache->note, sizeof cache->note, "%s does not exist yet", path);
+        return 0;
+    }
+    double t0 = g3_now();
+    if (gemma3_session_load(g->session, path) != GEMMA3_OK)
+        return cli_fail("--prompt-cache: %s", gemma3_last_error());
+    const int n_cached = gemma3_session_pos(g->session);
+    const int32_t *cached = gemma3_session_tokens(g->session);
+    int common = 0;
+    while (common < n_cached && common < n_prompt && cached[common] == prompt[common]) common++;
+    if (common == n_cached) {
+        cache->reused = n_cached; /* all of it; when it is the whole prompt, its logits too */
+    } else {
+        /* the whole prompt is cached but the file runs on: recompute the last prompt token */
+        int keep = common == n_prompt ? n_prompt - 1 : common;
+        char a[16], b[16], c[16];
+        if (gemma3_session_truncate(g->session, keep) == GEMMA3_OK) {
+            cache->reused = keep;
+        } else {
+            snprintf(cache->note, sizeof cache->note,
+                     "the cache's %s tokens match only the prompt's first %s, and its sliding-window "
+                     "layers let it be cut back to %s tokens at the least",
+                     with_commas(n_cached, a, sizeof a), with_commas(common, b, sizeof b),
+                     with_commas(gemma3_session_truncate_min(g->session), c, sizeof c));
+            gemma3_session_reset(g->session);
+        }
+    }
+    for (int i = 0; i < cache->reused; i++) gemma3_sampler_accept(g->sampler, prompt[i]);
+    cache->load_seconds = g3_now() - t0;
+    return 0;
+}
+
+static int save_prompt_cache(gen_state *g, const char *path, cache_report *cache) {
+    double t0 = g3_now();
+    if (gemma3_session_save(g->session, path) != GEMMA3_OK)
+        return cli_fail("--prompt-cache: %s", gemma3_last_error());
+    cache->save_seconds += g3_now() - t0;
+    return 0;
+}
+
+static void print_cache_summary(const cache_report *cache, int n_prompt, FILE *f) {
+    char a[16], b[16];
+    fprintf(f, "prompt cache: %s of %s tokens reused", with_commas(cache->reused, a, sizeof a),
+            with_commas(n_prompt, b, sizeof b));
+    if (cache->note[0]) fprintf(f, " (%s)", cache->note);
+    fprintf(f, " | load %.3f s | save %.3f s\n", cache->load_seconds, cache->save_seconds);
+}
+
+/* Generates the reply to prompt and prints it (streamed text + summary, or one JSON object).
+ * With --prompt-cache the prompt is prefilled first (what the cache did not hold), the state
+ * saved, then the reply generated. */
 static int generate(gen_state *g, const gen_opts *opts, const generate_args *args,
                     const int32_t *prompt, int n_prompt) {
     int n_ctx = gemma3_session_n_ctx(g->session);
@@ -129,21 +230,41 @@ static int generate(gen_state *g, const gen_opts *opts, const generate_args *arg
     if (n_prompt > n_ctx)
         return cli_fail("the prompt has %d tokens but the context holds %d (raise -c)", n_prompt,
                         n_ctx);
+    cache_report cache = {0};
+    const char *cache_path = args->prompt_cache;
+    int status = cache_path ? restore_prompt_cache(g, cache_path, prompt, n_prompt, &cache) : 0;
+    if (status) return status;
     int max_gen = opts->n_predict >= 0 ? opts->n_predict : n_ctx - n_prompt + 1;
     int32_t *gen_ids = malloc((size_t)(max_gen > 0 ? max_gen : 1) * sizeof *gen_ids);
     if (!gen_ids) return cli_fail("out of memory");
-    int n_gen = 0, status = 0;
+    int n_gen = 0;
     gen_stop stop = GEN_STOP_LIMIT;
-    if (gen_reply(g, prompt, n_prompt, opts->n_predict, args->json ? NULL : stdout, NULL, gen_ids,
-                  max_gen, &n_gen, &stop) != GEMMA3_OK) {
+    FILE *out = args->json ? NULL : stdout;
+    int rc = GEMMA3_OK;
+    if (cache_path) {
+        rc = gen_reply(g, prompt + cache.reused, n_prompt - cache.reused, 0, NULL, NULL, gen_ids,
+                       max_gen, &n_gen, &stop);
+        if (rc == GEMMA3_OK && !args->prompt_cache_ro && cache.reused < n_prompt)
+            status = save_prompt_cache(g, cache_path, &cache);
+        if (rc == GEMMA3_OK && !status)
+            rc = gen_reply(g, NULL, 0, opts->n_predict, out, NULL, gen_ids, max_gen, &n_gen, &stop);
+        if (rc == GEMMA3_OK && !status && !args->prompt_cache_ro && args->prompt_cache_all)
+            status = save_prompt_cache(g, cache_path, &cache);
+    } else {
+        rc = gen_reply(g, prompt, n_prompt, opts->n_predict, out, NULL, gen_ids, max_gen, &n_gen, &stop);
+    }
+    if (status) {
+        /* the error line is printed */
+    } else if (rc != GEMMA3_OK) {
         status = cli_fail("%s", gemma3_last_error());
     } else if (args->json) {
-        status = print_json(g, prompt, n_prompt, gen_ids, n_gen, stop);
+        status = print_json(g, prompt, n_prompt, gen_ids, n_gen, stop, &cache);
     } else {
         fputc('\n', stdout);
         if (stop == GEN_STOP_CONTEXT)
             fprintf(stderr, "gemma3: stopped: the context (-c %d) is full\n", n_ctx);
         gen_print_summary(g, stderr);
+        if (cache.used) print_cache_summary(&cache, n_prompt, stderr);
     }
     free(gen_ids);
     return status;
@@ -159,6 +280,10 @@ int cmd_generate(int argc, char **argv) {
     if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
     if (!!args.prompt + !!args.prompt_file + !!args.prompt_ids != 1)
         return cli_usage_error("-p: give exactly one of -p, -f, --prompt-ids");
+    if ((args.prompt_cache_all || args.prompt_cache_ro) && !args.prompt_cache)
+        return cli_usage_error("%s: needs --prompt-cache FILE",
+                               args.prompt_cache_all ? "--prompt-cache-all" : "--prompt-cache-ro");
+    if (args.prompt_cache) opts.mo.sp.n_swa_extra = PROMPT_CACHE_SWA_EXTRA;
 
     char *text = (char *)args.prompt;
     size_t len = text ? strlen(text) : 0;

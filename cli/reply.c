@@ -88,6 +88,7 @@ int gen_is_stop(const gen_state *g, int32_t token) {
 }
 
 static int feed(gen_state *g, const int32_t *ids, int n) {
+    if (n == 0) return GEMMA3_OK; /* a prompt restored whole from a saved state */
     int rc = gemma3_session_forward(g->session, ids, n, NULL);
     if (rc != GEMMA3_OK) return rc;
     for (int i = 0; i < n; i++) gemma3_sampler_accept(g->sampler, ids[i]);

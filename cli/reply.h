@@ -49,7 +49,8 @@ extern const cli_group gen_group;
 int gen_open(gen_state *g, gen_opts *opts);
 void gen_close(gen_state *g);
 
-/* Feeds prompt[0..n_prompt) to the model (prefill), then samples up to n_predict tokens, feeding
+/* Feeds prompt[0..n_prompt) to the model (prefill; n_prompt may be 0 when the session already
+ * holds the prompt, its logits included), then samples up to n_predict tokens, feeding
  * each back, until a stop token, the limit, a full context or *interrupt. Every token fed to the
  * model is also accepted by the sampler (penalty history). Text is streamed to `out` (if not
  * NULL) in complete UTF-8 sequences as it is produced. Generated ids (stop token excluded) are
