@@ -10,6 +10,7 @@
  * does not depend on how the work was split, and attention visits keys in ascending position
  * whatever the chunking. So, within one ISA table and one precision mode, logits are
  * bit-identical for any thread count and for any split of a sequence into forward calls. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "gemma3.h"
 #include "kernels.h"
 #include "quant.h"
+#include "safetensors.h"
 #include "threads.h"
 #include "util.h"
 #include "weights.h"
@@ -45,8 +47,25 @@ static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     char path[4096];
     int rc = g3_path_join(path, sizeof path, dir, "tokenizer.model");
     if (rc != GEMMA3_OK) return rc;
-    if (access(path, F_OK) != 0) return GEMMA3_OK;
+    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
     return gemma3_tokenizer_load(path, tok);
+}
+
+/* Every special id of the tokenizer must be a row of the model: a config whose vocab_size is
+ * below them cannot embed the chat markers (the reverse, more rows than pieces, is the real
+ * Gemma 3's 262,208 rows for 262,144 pieces: the front end samples only ids with a piece). */
+static int check_vocab(const char *dir, const g3_config *c, const gemma3_tokenizer *tok) {
+    static const char *const names[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>",
+                                        "<end_of_turn>"};
+    for (int k = GEMMA3_SPECIAL_PAD; k <= GEMMA3_SPECIAL_END_OF_TURN; k++) {
+        int32_t id = gemma3_tokenizer_special(tok, (enum gemma3_special)k);
+        if (id >= c->vocab_size)
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: config.json vocab_size %d is smaller than the tokenizer's "
+                            "(%d pieces; %s is id %d)",
+                            dir, c->vocab_size, gemma3_tokenizer_vocab_size(tok), names[k], (int)id);
+    }
+    return GEMMA3_OK;
 }
 
 int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
@@ -81,7 +100,7 @@ int gemma3_weight_type_parse(const char *name) {
 
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out) {
     *out = NULL;
-    if (!dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given");
+    if (!dir || !*dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given (an empty name)");
     gemma3_model *m = calloc(1, sizeof *m);
     if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
     char path[4096];
@@ -97,7 +116,10 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
     if (rc == GEMMA3_OK)
         rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want, n_threads, &m->w);
+    if (rc == GEMMA3_OK)
+        rc = g3_weights_check(dir, &m->cfg, &m->w, params && params->check_tensors, n_threads);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
+    if (rc == GEMMA3_OK && m->tok) rc = check_vocab(dir, &m->cfg, m->tok);
     m->load_auto = st_load_mode(params) == G3_ST_LOAD_AUTO;
     if (rc != GEMMA3_OK) {
         gemma3_model_free(m);
@@ -173,7 +195,8 @@ struct gemma3_session {
     int pos;                       /* tokens in the cache */
 
     kv_layer kv[G3_MAX_LAYERS];
-    void *kv_arena;                /* every layer's K and V */
+    void *kv_arena;                /* every layer's K and V (reserved address space) */
+    size_t kv_bytes;
 
     /* Scratch for one chunk of T <= n_batch tokens (q width qd = nH*hd, kv width kvd = nKV*hd). */
     float *h;        /* [T][H]  residual stream */
@@ -253,30 +276,20 @@ static void carve_kv(gemma3_session *s, bump *b) {
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int l = 0; l < c->n_layers; l++) {
-        int slots = s->n_ctx;
-        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window < slots)
-            slots = c->sliding_window;
+        int slots = g3_kv_slots(c, l, s->n_ctx);
         s->kv[l].n_slots = slots;
         s->kv[l].k = bump_take(b, (size_t)slots * kvd * elt);
         s->kv[l].v = bump_take(b, (size_t)slots * kvd * elt);
     }
 }
 
-/* inv_freq[i] = 1 / theta^(2i/hd) / factor, in fp32 as HF computes it (the exponent is an fp32
- * division; linear rope_scaling divides the frequency). Type 0 = sliding, 1 = full. */
+/* RoPE frequencies of both layer types (type 0 = sliding, 1 = full), as the config defines and
+ * validated them at load. */
 static void init_inv_freq(gemma3_session *s) {
-    const g3_config *c = s->cfg;
-    int half = c->head_dim / 2;
-    for (int type = 0; type < 2; type++) {
-        float theta = type == G3_LAYER_FULL ? c->rope_theta_full : c->rope_theta_sliding;
-        float factor = type == G3_LAYER_FULL ? c->rope_factor_full : c->rope_factor_sliding;
-        if (!(factor > 0.0f)) factor = 1.0f;
-        for (int i = 0; i < half; i++) {
-            float e = (float)(2 * i) / (float)c->head_dim;
-            float base_pow = (float)pow((double)theta, (double)e);
-            s->inv_freq[type * half + i] = (1.0f / base_pow) / factor;
-        }
-    }
+    int half = s->cfg->head_dim / 2;
+    for (int type = 0; type < 2; type++)
+        for (int i = 0; i < half; i++)
+            s->inv_freq[type * half + i] = g3_rope_inv_freq(s->cfg, type == G3_LAYER_FULL, i);
 }
 
 /* Allocates everything a session will ever need: the KV cache (one arena) and the scratch for
@@ -330,11 +343,23 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     int rc = g3_pool_create(n_threads, &s->pool);
     if (rc != GEMMA3_OK) goto fail;
 
+    /* The cache is address space sized for the whole context, not memory: a slot's pages fault
+     * in when store_kv first writes it, and attention reads only slots written before (positions
+     * < pos), so a short conversation in a long context costs only what it holds. */
     bump b = {0};
     carve_kv(s, &b);
-    s->kv_arena = g3_alloc_aligned(b.used);
+    size_t kv_limit = g3_mem_available();
+    if (b.used > kv_limit) {
+        rc = g3_error(GEMMA3_ERR_NOMEM,
+                      "session: the KV cache for a context of %d tokens needs %zu bytes, more than "
+                      "the %zu bytes of memory available",
+                      s->n_ctx, b.used, kv_limit);
+        goto fail;
+    }
+    s->kv_arena = g3_reserve(b.used);
+    s->kv_bytes = b.used;
     if (!s->kv_arena) {
-        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of KV cache", b.used);
+        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot reserve %zu bytes of KV cache", b.used);
         goto fail;
     }
     b = (bump){s->kv_arena, 0};
@@ -360,7 +385,7 @@ fail:
 void gemma3_session_free(gemma3_session *s) {
     if (!s) return;
     g3_pool_free(s->pool);
-    g3_free_aligned(s->kv_arena);
+    g3_unreserve(s->kv_arena, s->kv_bytes);
     g3_free_aligned(s->scratch_arena);
     free(s);
 }
@@ -707,9 +732,22 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
             }
 }
 
+/* Whatever slipped past the checks at load (a NaN weight with --check-tensors off, an overflow
+ * in the activations) stops here, as a status, instead of becoming a token: the final norm's
+ * output of token t (an infinity anywhere in the residual stream becomes NaN there, even where a
+ * final softcap would map the logits back into range) and its logits, one pass over each. */
+static int check_finite(const gemma3_session *s, int t, const float *logits, int position) {
+    const size_t H = (size_t)s->cfg->hidden_size;
+    if (g3_first_nonfinite(s->x + (size_t)t * H, H) >= 0 ||
+        g3_first_nonfinite(logits, (size_t)s->cfg->vocab_size) >= 0)
+        return g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", position);
+    return GEMMA3_OK;
+}
+
 /* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
- * head runs for the last token only, or for every token when all_logits is given. On any error
- * the session is unchanged. */
+ * head runs for the last token only, or for every token when all_logits is given. On an error
+ * in the arguments the session is unchanged; after GEMMA3_ERR_NUMERIC the tokens are in the
+ * cache (the caller resets). */
 int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits) {
     const g3_config *c = s->cfg;
     if (n_tokens <= 0 || !tokens)
@@ -726,15 +764,22 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
     const size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
-        forward_chunk(s, tokens + done, T, s->pos);
+        int p0 = s->pos;
+        forward_chunk(s, tokens + done, T, p0);
         s->pos += T;
+        int rc = GEMMA3_OK;
         if (all_logits) {
-            lm_head(s, 0, T, all_logits + (size_t)done * V, V);
-            if (done + T == n_tokens)
+            float *rows = all_logits + (size_t)done * V;
+            lm_head(s, 0, T, rows, V);
+            for (int t = 0; t < T && rc == GEMMA3_OK; t++)
+                rc = check_finite(s, t, rows + (size_t)t * V, p0 + t);
+            if (rc == GEMMA3_OK && done + T == n_tokens)
                 memcpy(s->logits, all_logits + (size_t)(n_tokens - 1) * V, V * sizeof(float));
         } else if (done + T == n_tokens) {
             lm_head(s, T - 1, 1, s->logits, V);
+            rc = check_finite(s, T - 1, s->logits, p0 + T - 1);
         }
+        if (rc != GEMMA3_OK) return rc;
         done += T;
     }
     return GEMMA3_OK;

@@ -438,6 +438,124 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     return rc;
 }
 
+/* ---- non-finite values ------------------------------------------------------------------- */
+
+/* One matrix scanned on the pool: each thread its rows, recording its first bad element. */
+typedef struct scan_job {
+    const uint8_t *data;
+    g3_wtype type;
+    int64_t rows, cols;
+    int64_t *first_bad; /* [nth] row * cols + element (BF16) or row * blocks + block; -1 none */
+} scan_job;
+
+/* Is the element (BF16) or block scale (fp16 d of Q8_0/Q4_0) at p a NaN or an infinity? */
+static int bad_bf16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (h & 0x7f80u) == 0x7f80u;
+}
+static int bad_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (h & 0x7c00u) == 0x7c00u;
+}
+
+static void task_scan(void *ctx, int ith, int nth) {
+    scan_job *j = ctx;
+    int lo, hi;
+    g3_split((int)j->rows, ith, nth, 1, &lo, &hi);
+    const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    const int bf16 = j->type == G3_WTYPE_BF16;
+    const int64_t per_row = bf16 ? j->cols : j->cols / G3_QK;
+    const size_t step = bf16 ? 2 : rb / (size_t)per_row; /* an element, or a whole block */
+    j->first_bad[ith] = -1;
+    for (int64_t r = lo; r < hi; r++) {
+        const uint8_t *row = j->data + (size_t)r * rb;
+        int any = 0;
+        for (int64_t e = 0; e < per_row; e++) any |= bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step);
+        if (!any) continue;
+        for (int64_t e = 0; e < per_row; e++)
+            if (bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step)) {
+                j->first_bad[ith] = r * per_row + e;
+                return;
+            }
+    }
+}
+
+/* The first bad element of the matrix, or -1; in element units (BF16) or blocks. */
+static int64_t scan_matrix(g3_pool *pool, int64_t *first_bad, g3_matrix m, int64_t rows, int64_t cols) {
+    scan_job j = {m.data, m.type, rows, cols, first_bad};
+    g3_pool_run(pool, task_scan, &j);
+    for (int t = 0; t < g3_pool_size(pool); t++) /* thread order is row order */
+        if (first_bad[t] >= 0) return first_bad[t];
+    return -1;
+}
+
+static int check_norm(const char *dir, const char *prefix, const char *name, const float *w, int n) {
+    int64_t at = g3_first_nonfinite(w, (size_t)n);
+    if (at < 0) return GEMMA3_OK;
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: element %lld is %g (not finite)", dir,
+                    prefix, name, (long long)at, (double)w[at] - 1.0);
+}
+
+static int check_matrix(const char *dir, g3_pool *pool, int64_t *first_bad, const char *prefix,
+                        const char *name, g3_matrix m, int64_t rows, int64_t cols) {
+    int64_t at = scan_matrix(pool, first_bad, m, rows, cols);
+    if (at < 0) return GEMMA3_OK;
+    if (m.type == G3_WTYPE_BF16)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: element [%lld, %lld] is not finite "
+                        "(NaN or infinity)", dir, prefix, name, (long long)(at / cols),
+                        (long long)(at % cols));
+    int64_t blocks = cols / G3_QK;
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: row %lld, block %lld: the %s scale is not "
+                    "finite (NaN or infinity)", dir, prefix, name, (long long)(at / blocks),
+                    (long long)(at % blocks), g3_wtype_name(m.type));
+}
+
+int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w, int matrices,
+                     int n_threads) {
+    const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size;
+    const int64_t q = (int64_t)cfg->n_heads * cfg->head_dim, kv = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    const char *pre = w->prefix ? w->prefix : "";
+    char lp[96];
+    int rc = check_norm(dir, pre, "norm.weight", w->final_norm, (int)H);
+    for (int l = 0; l < cfg->n_layers && rc == GEMMA3_OK; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        snprintf(lp, sizeof lp, "%slayers.%d.", pre, l);
+        if ((rc = check_norm(dir, lp, "input_layernorm.weight", lw->attn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "self_attn.q_norm.weight", lw->q_norm, cfg->head_dim)) ||
+            (rc = check_norm(dir, lp, "self_attn.k_norm.weight", lw->k_norm, cfg->head_dim)) ||
+            (rc = check_norm(dir, lp, "post_attention_layernorm.weight", lw->post_attn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "pre_feedforward_layernorm.weight", lw->pre_ffn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "post_feedforward_layernorm.weight", lw->post_ffn_norm, (int)H)))
+            break;
+    }
+    if (rc != GEMMA3_OK || !matrices) return rc;
+
+    g3_pool *pool = NULL;
+    rc = g3_pool_create(n_threads > 0 ? n_threads : g3_n_cpus(), &pool);
+    int64_t *first_bad = rc == GEMMA3_OK ? malloc((size_t)g3_pool_size(pool) * sizeof *first_bad) : NULL;
+    if (rc == GEMMA3_OK && !first_bad) rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
+    if (rc == GEMMA3_OK) rc = check_matrix(dir, pool, first_bad, pre, "embed_tokens.weight", w->embed, V, H);
+    if (rc == GEMMA3_OK && w->lm_head.data != w->embed.data)
+        rc = check_matrix(dir, pool, first_bad, "", "lm_head.weight", w->lm_head, V, H);
+    for (int l = 0; l < cfg->n_layers && rc == GEMMA3_OK; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        snprintf(lp, sizeof lp, "%slayers.%d.", pre, l);
+        if ((rc = check_matrix(dir, pool, first_bad, lp, "self_attn.q_proj.weight", lw->wq, q, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.k_proj.weight", lw->wk, kv, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.v_proj.weight", lw->wv, kv, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.o_proj.weight", lw->wo, H, q)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.gate_proj.weight", lw->w_gate, I, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.up_proj.weight", lw->w_up, I, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.down_proj.weight", lw->w_down, H, I)))
+            break;
+    }
+    free(first_bad);
+    g3_pool_free(pool);
+    return rc;
+}
+
 /* ---- writing a quantized checkpoint ------------------------------------------------------ */
 
 #define WRITE_CHUNK_BYTES ((size_t)16 << 20) /* quantized bytes per write: bounds the buffer */
