@@ -216,6 +216,7 @@ struct gemma3_session {
     float *inv_freq; /* [2 layer types][hd/2] */
     float *logits;   /* [V] last token's logits */
     void *scratch_arena;
+    size_t scratch_bytes;
 };
 
 gemma3_session_params gemma3_session_default_params(void) {
@@ -365,9 +366,12 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     b = (bump){s->kv_arena, 0};
     carve_kv(s, &b);
 
+    /* Scratch too is reserved rather than zero-filled: the attention scores are sized for the
+     * whole context (one row per thread) but only a row's first pos entries are ever used. */
     b = (bump){0};
     carve_scratch(s, &b, n_threads);
-    s->scratch_arena = g3_alloc_aligned(b.used);
+    s->scratch_arena = g3_reserve(b.used);
+    s->scratch_bytes = b.used;
     if (!s->scratch_arena) {
         rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of scratch", b.used);
         goto fail;
@@ -386,7 +390,7 @@ void gemma3_session_free(gemma3_session *s) {
     if (!s) return;
     g3_pool_free(s->pool);
     g3_unreserve(s->kv_arena, s->kv_bytes);
-    g3_free_aligned(s->scratch_arena);
+    g3_unreserve(s->scratch_arena, s->scratch_bytes);
     free(s);
 }
 
@@ -394,7 +398,11 @@ const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; 
 int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
-void gemma3_session_reset(gemma3_session *s) { s->pos = 0; }
+/* The cache's pages go back to the system: a session's memory follows the tokens it holds. */
+void gemma3_session_reset(gemma3_session *s) {
+    s->pos = 0;
+    g3_release(s->kv_arena, s->kv_bytes);
+}
 /* The kernel set the matmuls run on: the quantized table's for quantized weights. */
 const char *gemma3_session_isa(const gemma3_session *s) {
     return s->quant ? s->qkern->name : s->kern->name;

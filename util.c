@@ -68,6 +68,10 @@ void *g3_reserve(size_t n) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+void g3_release(void *p, size_t n) {
+    if (p) madvise(p, n, MADV_DONTNEED);
+}
+
 void g3_unreserve(void *p, size_t n) {
     if (p) munmap(p, n);
 }

@@ -46,6 +46,8 @@ void g3_free_aligned(void *p);
  * failure or n == 0. Free with g3_unreserve(p, n). */
 void *g3_reserve(size_t n);
 void g3_unreserve(void *p, size_t n);
+/* Gives the pages of a reservation back (they read as zeros and fault in again when written). */
+void g3_release(void *p, size_t n);
 
 /* Index of the first NaN or infinity in x[0..n), or -1 when every element is finite. One pass
  * of integer tests on the exponent bits, which the compiler vectorises (~30 us for 262,144
