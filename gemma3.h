@@ -179,6 +179,10 @@ typedef struct gemma3_session_params {
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
 
+/* The KV cache is reserved address space for the whole n_ctx (no memory committed, nothing
+ * zero-filled): its pages fault in as tokens are written, so a session's memory follows the
+ * tokens it holds. A cache larger than the memory that can be had (MemAvailable capped by the
+ * cgroup, or GEMMA3_MEM_AVAILABLE) is refused with GEMMA3_ERR_NOMEM naming both sizes. */
 int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *params,
                         gemma3_session **out);
 void gemma3_session_free(gemma3_session *s);
@@ -195,7 +199,8 @@ const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);
 int gemma3_session_n_threads(const gemma3_session *s);
-void gemma3_session_reset(gemma3_session *s);      /* empties the cache; position 0 */
+void gemma3_session_reset(gemma3_session *s);      /* empties the cache (its pages given back);
+                                                      position 0 */
 const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in use */
 
 /* ---- tokenizer --------------------------------------------------------------------------- */
