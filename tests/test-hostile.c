@@ -308,6 +308,42 @@ static void test_markers(void) {
     gemma3_tokenizer_free(tok);
 }
 
+/* The front end samples over a prefix of the logits (the ids that have a piece): every sampler
+ * and draw must read only its n_vocab entries. The buffer here is exactly that long, so under
+ * AddressSanitizer a read past it is a failure. */
+static void test_sampler_reads_prefix(void) {
+    enum { V = 1000 };
+    float *logits = malloc(V * sizeof *logits);
+    for (int i = 0; i < V; i++) logits[i] = (float)((i * 7919) % 1000) / 100.0f;
+    const char *chains[] = {GEMMA3_SAMPLER_SEQ_DEFAULT, GEMMA3_SAMPLER_SEQ_LLAMA};
+    for (int c = 0; c < 2; c++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int variant = 0; variant < 4; variant++) {
+                gemma3_sampler_params p = gemma3_sampler_default_params();
+                p.seed = 7;
+                p.mode = (enum gemma3_sampler_mode)mode;
+                CHECK(gemma3_sampler_chain_from_seq(chains[c], &p) == GEMMA3_OK);
+                if (variant == 1) p.temperature = 0;
+                if (variant == 2) p.mirostat = 2;
+                if (variant == 3) {
+                    p.top_k = 0, p.top_p = 1, p.min_p = 0.01f, p.typical_p = 0.9f;
+                    p.xtc_probability = 0.5f, p.top_n_sigma = 2, p.repeat_penalty = 1.1f;
+                    p.dry_multiplier = 0.8f, p.frequency_penalty = 0.1f;
+                }
+                gemma3_sampler *smp = NULL;
+                CHECK(gemma3_sampler_init(&p, V, &smp) == GEMMA3_OK);
+                int in_range = 1;
+                for (int pos = 0; pos < 20 && smp; pos++) {
+                    int32_t t = gemma3_sampler_sample(smp, logits, pos);
+                    in_range &= t >= 0 && t < V;
+                    gemma3_sampler_accept(smp, t);
+                }
+                CHECK_MSG(in_range, "chain %s mode %d variant %d", chains[c], mode, variant);
+                gemma3_sampler_free(smp);
+            }
+    free(logits);
+}
+
 int main(void) {
     if (!mkdtemp(tmp)) {
         CHECK_SKIP("mkdtemp failed: %s", strerror(errno));
@@ -318,6 +354,7 @@ int main(void) {
     test_numeric_status();
     test_kv_reserved();
     test_markers();
+    test_sampler_reads_prefix();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
