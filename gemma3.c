@@ -349,8 +349,8 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
      * < pos), so a short conversation in a long context costs only what it holds. */
     bump b = {0};
     carve_kv(s, &b);
-    size_t kv_limit = g3_mem_available();
-    if (b.used > kv_limit) {
+    size_t kv_limit = g3_mem_available(); /* 0: could not be read, no limit known */
+    if (kv_limit && b.used > kv_limit) {
         rc = g3_error(GEMMA3_ERR_NOMEM,
                       "session: the KV cache for a context of %d tokens needs %zu bytes, more than "
                       "the %zu bytes of memory available",

@@ -99,7 +99,7 @@ void cli_warn_threads(const char *flag, int n_threads) {
 int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32) {
     uint64_t need = g3_kv_bytes(cfg, n_ctx, kv_f32 ? 4 : 2);
     size_t avail = g3_mem_available();
-    if (need > avail)
+    if (avail && need > avail) /* 0: could not be read */
         return cli_usage_error("-c: %d tokens need a KV cache of %.2f GB (%s), more than the %.2f GB "
                                "of memory available", n_ctx, (double)need / 1e9,
                                kv_f32 ? "f32" : "bf16", (double)avail / 1e9);

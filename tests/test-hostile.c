@@ -152,8 +152,9 @@ static void test_first_nonfinite(void) {
     CHECK_EQ_INT(g3_first_nonfinite(x, N), -1);
 }
 
-/* A copy of the golden checkpoint with one BF16 element of `tensor` set to NaN. */
-static int poke_nan(const char *dst, const char *tensor, size_t element) {
+/* A copy of the golden checkpoint with `count` BF16 elements of `tensor` from `element` set to
+ * the bits `bf16`. */
+static int poke(const char *dst, const char *tensor, size_t element, size_t count, uint16_t bf16) {
     char path[512], *data = NULL, *cfg = NULL;
     size_t n = 0, n_cfg = 0;
     snprintf(path, sizeof path, "%s/model.safetensors", GOLDEN);
@@ -166,8 +167,7 @@ static int poke_nan(const char *dst, const char *tensor, size_t element) {
     int rc = -1;
     if (off && cJSON_IsArray(off)) {
         size_t at = 8 + (size_t)hlen + (size_t)off->child->valuedouble + 2 * element;
-        data[at] = (char)0xc0; /* 0x7fc0: a quiet NaN */
-        data[at + 1] = 0x7f;
+        for (size_t i = 0; i < count; i++) memcpy(data + at + 2 * i, &bf16, 2);
         mkdir(dst, 0700);
         snprintf(path, sizeof path, "%s/model.safetensors", dst);
         rc = write_file(path, data, n);
@@ -186,7 +186,7 @@ static int poke_nan(const char *dst, const char *tensor, size_t element) {
 static void test_numeric_status(void) {
     char dir[256];
     snprintf(dir, sizeof dir, "%s/nan", tmp);
-    CHECK(poke_nan(dir, "model.layers.1.mlp.down_proj.weight", 3) == 0);
+    CHECK(poke(dir, "model.layers.1.mlp.down_proj.weight", 3, 1, 0x7fc0) == 0); /* a NaN */
     gemma3_model *m = NULL;
     CHECK_MSG(gemma3_model_load(dir, &m) == GEMMA3_OK, "%s", gemma3_last_error());
     gemma3_session_params sp = gemma3_session_default_params();
@@ -219,6 +219,23 @@ static void test_numeric_status(void) {
     CHECK(m == NULL);
     /* the clean checkpoint passes the same check */
     CHECK_MSG(gemma3_model_load_ex(GOLDEN, &mp, &m) == GEMMA3_OK, "%s", gemma3_last_error());
+    gemma3_model_free(m);
+
+    /* finite weights whose LM-head product overflows: the hidden state is finite, one logit is
+     * not (the embedding row of id 500, tied to the head, all the largest bf16, 3.39e38) */
+    snprintf(dir, sizeof dir, "%s/huge", tmp);
+    CHECK(poke(dir, "model.embed_tokens.weight", 500 * 64, 64, 0x7f7f) == 0);
+    m = NULL;
+    CHECK_MSG(gemma3_model_load_ex(dir, &mp, &m) == GEMMA3_OK, "%s", gemma3_last_error());
+    s = NULL;
+    CHECK(m && gemma3_session_init(m, &sp, &s) == GEMMA3_OK);
+    if (s) {
+        const int32_t tokens[] = {2, 17, 305};
+        CHECK_EQ_INT(gemma3_session_forward(s, tokens, 3, NULL), GEMMA3_ERR_NUMERIC);
+        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 2") == 0, "%s",
+                  gemma3_last_error());
+    }
+    gemma3_session_free(s);
     gemma3_model_free(m);
 }
 
