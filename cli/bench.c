@@ -279,7 +279,16 @@ int cmd_bench(int argc, char **argv) {
     if (mo.sp.n_ctx && mo.sp.n_ctx < longest)
         return cli_usage_error("-c: %d is smaller than the longest test (%d tokens of -p/-n)",
                                mo.sp.n_ctx, longest);
-    if (!mo.sp.n_ctx) mo.sp.n_ctx = longest;
+    if (!mo.sp.n_ctx) {
+        char path[4096];
+        g3_config cfg;
+        if (g3_path_join(path, sizeof path, mo.model_dir, "config.json") == GEMMA3_OK &&
+            g3_config_load(path, &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
+            return cli_usage_error("-p/-n: the longest test (%d tokens) exceeds the model's "
+                                   "max_position_embeddings %d", longest,
+                                   cfg.max_position_embeddings);
+        mo.sp.n_ctx = longest; /* a config that cannot be read is reported by the load */
+    }
     for (int i = 0; i < args.threads.n; i++) cli_warn_threads("-t", args.threads.values[i]);
     gemma3_model *model = NULL;
     if ((status = cli_model_load(&mo, &model))) return status;

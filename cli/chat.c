@@ -438,7 +438,10 @@ int cmd_chat(int argc, char **argv) {
         char *line = read_line(&c, &len);
         if (!line) break;
         int quit = 0, fatal = 0;
-        if (commands && line[0] == '/') quit = run_command(&c, line);
+        long nul = gen_find_nul(line, len);
+        if (commands && line[0] == '/' && nul >= 0) /* its text would be cut at the NUL */
+            fprintf(stderr, "gemma3: the command has a NUL byte at byte %ld: ignored\n", nul);
+        else if (commands && line[0] == '/') quit = run_command(&c, line);
         else if (len > 0) fatal = send_message(&c, line, len);
         free(line);
         if (fatal) status = CLI_EXIT_FAIL;

@@ -98,6 +98,9 @@ rc=$?
 expect_in "nul chat line" "the message has a NUL byte at byte 2: not sent" "$TMP/err"
 if [ $rc -eq 1 ] && grep -q "1 of 2 messages were not answered" "$TMP/err"; then ok; else bad "nul chat: rc $rc $(cat "$TMP/err")"; fi
 
+printf '/system be\000brief\nhello\n' | "$G3" chat --commands -m "$M" -n 2 -t 1 >"$TMP/out" 2>"$TMP/err"
+expect_in "nul command" "the command has a NUL byte at byte 10: ignored" "$TMP/err"
+
 # ---- files that are not regular files: read to EOF, or refused by name ----------------------------
 "$G3" -m "$M" -p "Say hi" -n 8 -s 4 -t 1 >"$TMP/p.txt" 2>/dev/null
 printf 'Say hi' | "$G3" -m "$M" -f - -n 8 -s 4 -t 1 >"$TMP/stdin.txt" 2>"$TMP/err"
@@ -190,6 +193,8 @@ if [ "$(json_get "$TMP/mk2.json" "j['prompt_ids'].count(106)")" = 1 ]; then ok; 
 # ---- bench: sizes checked against the context and each other, before loading --------------------
 expect_error "bench nothing" 2 "bench: -p and -n are all 0: no test to run" "$G3" bench -m "$TMP/nokv" -p 0 -n 0
 expect_error "bench small ctx" 2 "-c: 16 is smaller than the longest test (32 tokens of -p/-n)" "$G3" bench -m "$TMP/nokv" -c 16 -p 32 -n 8
+expect_error "bench beyond the model" 2 "-p/-n: the longest test (40000 tokens) exceeds the model's max_position_embeddings 32768" \
+    "$G3" bench -m "$M" -p 40000 -n 0
 expect_ok "bench ctx" "$G3" bench -m "$M" -c 64 -p 16 -n 4 -r 1 -t 1
 
 # ---- smaller -------------------------------------------------------------------------------------
