@@ -124,6 +124,8 @@ for f in config.json tokenizer.model generation_config.json; do
     rm "$TMP/dir-$f/$f" && mkdir "$TMP/dir-$f/$f"
     expect_error "$f as directory" 1 "dir-$f/$f: is a directory, not a file" "$G3" -m "$TMP/dir-$f" -p hi -n 1 -t 1
 done
+expect_error "kld base directory" 1 "--kl-divergence-base: '$TMP' is a directory, not a file" \
+    "$G3" perplexity -m "$M" -f "$TMP/text.txt" -c 32 --kl-divergence-base "$TMP" --kl-divergence -t 1
 copy_model "$TMP/loop-cfg"
 rm "$TMP/loop-cfg/tokenizer.model" && ln -s tokenizer.model "$TMP/loop-cfg/tokenizer.model"
 expect_error "tokenizer loop" 1 "tokenizer.model: cannot open: a loop of symbolic links" "$G3" -m "$TMP/loop-cfg" -p hi -n 1 -t 1
