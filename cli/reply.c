@@ -83,8 +83,9 @@ int gen_open(gen_state *g, gen_opts *opts) {
     for (int i = 0; i < g->n_stop && sp.n_eos < GEMMA3_SAMPLER_MAX_EOS; i++)
         if (g->stop_ids[i] < n_sample) sp.eos_ids[sp.n_eos++] = g->stop_ids[i];
     if (sp.n_ctx == 0) sp.n_ctx = gemma3_session_n_ctx(g->session);
-    if (gemma3_sampler_init(&sp, n_sample, &g->sampler) != GEMMA3_OK)
-        return cli_usage_error("%s", gemma3_last_error());
+    int src = gemma3_sampler_init(&sp, n_sample, &g->sampler);
+    if (src == GEMMA3_ERR_ARG) return cli_usage_error("%s", gemma3_last_error()); /* a flag's value */
+    if (src != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     return 0;
 }
 
