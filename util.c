@@ -137,7 +137,14 @@ int g3_read_file(const char *path, char **out, size_t *len) {
     size_t got = 0;
     int err = buf ? 0 : ENOMEM;
     while (!err) {
-        if (got + 1 == cap) {
+        if (got + 1 == cap) { /* full: grow only if a byte follows (a file read by its size is not copied) */
+            char probe;
+            ssize_t n = read(fd, &probe, 1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                err = n < 0 ? errno : 0;
+                break;
+            }
             size_t grown = cap * 2 > G3_READ_MAX + 1 ? G3_READ_MAX + 1 : cap * 2;
             char *nb = grown > cap ? realloc(buf, grown) : NULL;
             if (!nb) {
@@ -146,6 +153,8 @@ int g3_read_file(const char *path, char **out, size_t *len) {
             }
             buf = nb;
             cap = grown;
+            buf[got++] = probe;
+            continue;
         }
         ssize_t n = read(fd, buf + got, cap - 1 - got);
         if (n < 0 && errno == EINTR) continue;

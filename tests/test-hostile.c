@@ -112,6 +112,13 @@ static void test_read_file(void) {
     snprintf(path, sizeof path, "%s/absent", tmp);
     expect_read_error(path, GEMMA3_ERR_IO, "absent: cannot open: No such file or directory");
     expect_read_error("", GEMMA3_ERR_ARG, "an empty file name");
+    /* more than G3_READ_MAX is refused by its size, before a byte is read (a sparse file) */
+    snprintf(path, sizeof path, "%s/huge", tmp);
+    int hfd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(hfd >= 0 && ftruncate(hfd, (off_t)G3_READ_MAX + 1) == 0);
+    if (hfd >= 0) close(hfd);
+    expect_read_error(path, GEMMA3_ERR_IO, "huge: larger than 1 GiB");
+    unlink(path);
     /* the tokenizer and config readers go through it */
     gemma3_tokenizer *tok = NULL;
     CHECK_EQ_INT(gemma3_tokenizer_load(tmp, &tok), GEMMA3_ERR_IO);
