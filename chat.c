@@ -48,6 +48,7 @@ typedef struct {
     const gemma3_tokenizer *tok;
     int32_t *ids;
     int max_ids, count;
+    int flags; /* tokenizer flags of the text: 0 or GEMMA3_TOK_MARKERS_AS_TEXT */
 } chat_out;
 
 static int chat_ids(chat_out *c, const int32_t *ids, int n) {
@@ -63,7 +64,7 @@ static int chat_ids(chat_out *c, const int32_t *ids, int n) {
 static int chat_text(chat_out *c, const char *s, size_t n) {
     if (n == 0) return GEMMA3_OK;
     int room = c->count < c->max_ids ? c->max_ids - c->count : 0;
-    int got = gemma3_tokenizer_encode(c->tok, s, n, 0, room ? c->ids + c->count : NULL, room);
+    int got = gemma3_tokenizer_encode(c->tok, s, n, c->flags, room ? c->ids + c->count : NULL, room);
     if (got < 0) return got;
     if (got > INT_MAX - c->count) return g3_error(GEMMA3_ERR_ARG, "chat encode: too many ids");
     c->count += got;
@@ -76,10 +77,19 @@ static int chat_text(chat_out *c, const char *s, size_t n) {
  * user turn. The template does not trim the system text, so neither do we (a system message
  * alone renders nothing). The turn markers are the vocabulary's own
  * <start_of_turn>/<end_of_turn> ids; the text between them is encoded without control-token
- * parsing, so a message cannot smuggle in a <bos> or <eos>. */
+ * parsing, so a message cannot smuggle in a <bos> or <eos>. Turn markers typed in a message do
+ * match (they are user-defined pieces: SentencePiece and Hugging Face encode them as the marker
+ * ids too) unless flags has GEMMA3_TOK_MARKERS_AS_TEXT, for text that must not end its turn. */
 int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
                        int add_bos, int add_generation_prompt, int32_t *ids, int max_ids) {
-    if (!tok || n_msgs < 0 || (!msgs && n_msgs) || max_ids < 0 || (!ids && max_ids))
+    return gemma3_chat_encode_ex(tok, msgs, n_msgs, add_bos, add_generation_prompt, 0, ids, max_ids);
+}
+
+int gemma3_chat_encode_ex(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
+                          int add_bos, int add_generation_prompt, int flags, int32_t *ids,
+                          int max_ids) {
+    if (!tok || n_msgs < 0 || (!msgs && n_msgs) || max_ids < 0 || (!ids && max_ids) ||
+        (flags & ~GEMMA3_TOK_MARKERS_AS_TEXT))
         return g3_error(GEMMA3_ERR_ARG, "chat encode: bad arguments");
     int32_t bos = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_BOS);
     int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
@@ -122,7 +132,7 @@ int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs,
     }
     char *turn = malloc(cap + longest);
     if (!turn) return g3_error(GEMMA3_ERR_NOMEM, "chat encode: out of memory");
-    chat_out c = {tok, ids, max_ids, 0};
+    chat_out c = {tok, ids, max_ids, 0, flags};
     int rc = add_bos ? chat_ids(&c, &bos, 1) : GEMMA3_OK;
     for (int i = first; i < n_msgs && !rc; i++) {
         int is_user = strcmp(msgs[i].role, "user") == 0;

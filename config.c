@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,75 @@ static int detect_layout(const cJSON *root, const char *path, g3_config *c, cons
     return GEMMA3_OK;
 }
 
+float g3_rope_inv_freq(const g3_config *c, int full, int i) {
+    float theta = full ? c->rope_theta_full : c->rope_theta_sliding;
+    float factor = full ? c->rope_factor_full : c->rope_factor_sliding;
+    float e = (float)(2 * i) / (float)c->head_dim;
+    float base_pow = (float)pow((double)theta, (double)e);
+    return (1.0f / base_pow) / factor;
+}
+
+int g3_kv_slots(const g3_config *c, int layer, int n_ctx, int n_swa_extra) {
+    if (c->layer_types[layer] == G3_LAYER_SLIDING && c->sliding_window + n_swa_extra < n_ctx)
+        return c->sliding_window + n_swa_extra;
+    return n_ctx;
+}
+
+uint64_t g3_kv_bytes(const g3_config *c, int n_ctx, int n_swa_extra, size_t elem_bytes) {
+    uint64_t row = (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim * elem_bytes;
+    uint64_t bytes = 0;
+    for (int l = 0; l < c->n_layers; l++) /* K and V, each buffer cache-line aligned */
+        bytes += 2 * (((uint64_t)g3_kv_slots(c, l, n_ctx, n_swa_extra) * row + 63) & ~(uint64_t)63);
+    return bytes;
+}
+
+/* The constants the forward pass derives from the config must be finite numbers: a factor or
+ * theta that is representable as a double but not as the float the model computes in (1e-300
+ * becomes 0, 1e300 infinity) would otherwise give NaN logits with exit 0. Checked here, once,
+ * in the precision the forward pass uses: every RoPE frequency and the largest angle it forms
+ * (max_position_embeddings - 1 times the frequency), and the attention scale. */
+static int check_derived(const scope *s, const g3_config *c) {
+    static const char *const type_key[2] = {"rope_local_base_freq / sliding_attention",
+                                            "rope_theta / rope_scaling / full_attention"};
+    for (int full = 0; full < 2; full++) {
+        float factor = full ? c->rope_factor_full : c->rope_factor_sliding;
+        if (!(factor > 0.0f) || !isfinite(factor))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: the RoPE scaling factor %g is not a positive "
+                            "finite float", s->path, type_key[full], (double)factor);
+        for (int i = 0; i < c->head_dim / 2; i++) {
+            float f = g3_rope_inv_freq(c, full, i);
+            float angle = (float)(c->max_position_embeddings - 1) * f;
+            if (!isfinite(f) || !isfinite(angle))
+                return g3_error(GEMMA3_ERR_FORMAT,
+                                "%s: %s: RoPE frequency %d is %g (angle %g at position %d): not "
+                                "finite in float", s->path, type_key[full], i, (double)f,
+                                (double)angle, c->max_position_embeddings - 1);
+        }
+    }
+    float scale = 1.0f / sqrtf(c->query_pre_attn_scalar);
+    if (!isfinite(scale) || !(scale > 0.0f))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %squery_pre_attn_scalar: %g gives the attention "
+                        "scale %g, not a positive finite float", s->path, s->prefix,
+                        (double)c->query_pre_attn_scalar, (double)scale);
+    return GEMMA3_OK;
+}
+
+/* Token ids the config names must be rows of the embedding. */
+static int check_ids(const scope *s, const g3_config *c) {
+    const char *where = c->multimodal ? "" : s->prefix;
+    if (c->bos_id < 0 || c->bos_id >= c->vocab_size)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %sbos_token_id: %d is not in [0, vocab_size %d)",
+                        s->path, where, c->bos_id, c->vocab_size);
+    if (c->pad_id < 0 || c->pad_id >= c->vocab_size)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %spad_token_id: %d is not in [0, vocab_size %d)",
+                        s->path, where, c->pad_id, c->vocab_size);
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] >= c->vocab_size)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: %seos_token_id: %d is not in [0, vocab_size %d)",
+                            s->path, where, c->eos_ids[i], c->vocab_size);
+    return GEMMA3_OK;
+}
+
 static int parse_root(const cJSON *root, const char *path, g3_config *c) {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsObject(root))
@@ -403,16 +473,18 @@ static int parse_root(const cJSON *root, const char *path, g3_config *c) {
         (rc = require_string(&s, "hidden_act", "gelu_pytorch_tanh")) ||
         (rc = refuse_true(&s, "attention_bias")) ||
         (rc = refuse_true(&s, "use_bidirectional_attention")) ||
-        (rc = parse_rope(&s, c)) || (rc = parse_layer_types(&s, c)))
+        (rc = parse_rope(&s, c)) || (rc = parse_layer_types(&s, c)) ||
+        (rc = check_ids(&s, c)) || (rc = check_derived(&s, c)))
         return rc;
     return GEMMA3_OK;
 }
 
 int g3_config_parse(const char *json, size_t len, const char *path, g3_config *cfg) {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) {
+    cJSON *root;
+    int parsed = g3_json_parse(json, len, path, &root);
+    if (parsed != GEMMA3_OK) {
         memset(cfg, 0, sizeof *cfg);
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
+        return parsed;
     }
     int rc = parse_root(root, path, cfg);
     cJSON_Delete(root);
@@ -431,20 +503,37 @@ int g3_config_load(const char *path, g3_config *cfg) {
 
 /* ---- generation_config.json --------------------------------------------------------------- */
 
-static int gen_number(const scope *s, const char *key, int *has, float *out) {
+/* A value of generation_config.json must lie in the range the sampler accepts for its field
+ * (gemma3_sampler_param_range: the one table the command line checks its flags against). */
+static int gen_in_range(const scope *s, const char *key, size_t field, double v) {
+    const gemma3_param_range *r = gemma3_sampler_param_range(field);
+    if (r && (v < r->min || v > r->max))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: %.10g is out of range [%.10g, %.10g]", s->path, key, v,
+                        r->min, r->max);
+    return GEMMA3_OK;
+}
+
+static int gen_number(const scope *s, const char *key, size_t field, int *has, float *out) {
     const cJSON *j = item(s, key);
     if (!j) return GEMMA3_OK;
-    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+    if (!cJSON_IsNumber(j))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected a number, got %s", s->path, key,
                         g3_json_type_name(j));
-    *out = (float)j->valuedouble;
+    if (!isfinite((float)j->valuedouble))
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: %g is not a finite float", s->path, key,
+                        j->valuedouble);
+    float v = (float)j->valuedouble;
+    int rc = gen_in_range(s, key, field, (double)v);
+    if (rc != GEMMA3_OK) return rc;
+    *out = v;
     *has = 1;
     return GEMMA3_OK;
 }
 
+#define P(field) offsetof(gemma3_sampler_params, field)
 int g3_gen_config_load(const char *path, g3_gen_config *gc) {
     memset(gc, 0, sizeof *gc);
-    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
+    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK; /* a loop is ELOOP */
     cJSON *root;
     int rc = g3_json_load(path, &root);
     if (rc != GEMMA3_OK) return rc;
@@ -452,14 +541,16 @@ int g3_gen_config_load(const char *path, g3_gen_config *gc) {
     if (!cJSON_IsObject(root)) {
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
                       g3_json_type_name(root));
-    } else if (!(rc = gen_number(&s, "temperature", &gc->has_temperature, &gc->temperature)) &&
-               !(rc = gen_number(&s, "top_p", &gc->has_top_p, &gc->top_p)) &&
-               !(rc = gen_number(&s, "min_p", &gc->has_min_p, &gc->min_p)) &&
-               !(rc = gen_number(&s, "repetition_penalty", &gc->has_repetition_penalty,
-                                 &gc->repetition_penalty))) {
+    } else if (!(rc = gen_number(&s, "temperature", P(temperature), &gc->has_temperature,
+                                 &gc->temperature)) &&
+               !(rc = gen_number(&s, "top_p", P(top_p), &gc->has_top_p, &gc->top_p)) &&
+               !(rc = gen_number(&s, "min_p", P(min_p), &gc->has_min_p, &gc->min_p)) &&
+               !(rc = gen_number(&s, "repetition_penalty", P(repeat_penalty),
+                                 &gc->has_repetition_penalty, &gc->repetition_penalty))) {
         if (item(&s, "top_k")) {
             gc->top_k = 0;
             rc = get_int(&s, "top_k", 0, &gc->top_k);
+            if (rc == GEMMA3_OK) rc = gen_in_range(&s, "top_k", P(top_k), gc->top_k);
             gc->has_top_k = rc == GEMMA3_OK;
         }
         if (rc == GEMMA3_OK) rc = get_ids(&s, "eos_token_id", gc->eos_ids, &gc->n_eos);
@@ -468,3 +559,4 @@ int g3_gen_config_load(const char *path, g3_gen_config *gc) {
     if (rc != GEMMA3_OK) memset(gc, 0, sizeof *gc);
     return rc;
 }
+#undef P

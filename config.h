@@ -42,7 +42,23 @@ typedef struct g3_config {
  * the message) what the engine does not implement: hidden_activation other than
  * gelu_pytorch_tanh, rope types other than default/linear, attention_bias, bidirectional attention. */
 int g3_config_parse(const char *json, size_t len, const char *path, g3_config *cfg);
+/* The config is read strictly (g3_json_parse: a key given twice or bytes after the closing
+ * brace are refused, naming the key), its token ids must be below vocab_size, and the constants
+ * the forward pass derives from it (RoPE frequencies and angles, the attention scale) must be
+ * finite floats: all checked here, so a config that parses is one the forward pass can run. */
 int g3_config_load(const char *path, g3_config *cfg);
+
+/* RoPE frequency i of a layer type: 1 / theta^(2i/hd) / factor, in fp32 as HF computes it (the
+ * exponent an fp32 division; linear rope_scaling divides the frequency). */
+float g3_rope_inv_freq(const g3_config *c, int full, int i);
+
+/* KV cache slots of a layer for a context of n_ctx tokens: a sliding layer keeps a ring of
+ * min(sliding_window + n_swa_extra, n_ctx) (the extra positions let a cache be cut back), a
+ * full layer n_ctx. */
+int g3_kv_slots(const g3_config *c, int layer, int n_ctx, int n_swa_extra);
+/* Bytes of the whole KV cache (K and V of every layer, each buffer rounded up to 64 bytes as
+ * the session lays them out) for n_ctx tokens of elem_bytes each (2 bf16, 4 f32). */
+uint64_t g3_kv_bytes(const g3_config *c, int n_ctx, int n_swa_extra, size_t elem_bytes);
 
 /* Sampling defaults from generation_config.json; fields absent from the file keep has_* = 0. */
 typedef struct g3_gen_config {
@@ -53,7 +69,9 @@ typedef struct g3_gen_config {
     int n_eos;
     int eos_ids[G3_MAX_EOS];
 } g3_gen_config;
-/* GEMMA3_OK with everything unset if the file does not exist; an error if it is malformed. */
+/* GEMMA3_OK with everything unset if the file does not exist; an error naming the file and the
+ * key if it is malformed or a value lies outside the range the sampler (and the command line's
+ * flag) accepts, gemma3_sampler_param_range. */
 int g3_gen_config_load(const char *path, g3_gen_config *gc);
 
 #endif

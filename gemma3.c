@@ -10,6 +10,7 @@
  * does not depend on how the work was split, and attention visits keys in ascending position
  * whatever the chunking. So, within one ISA table and one precision mode, logits are
  * bit-identical for any thread count and for any split of a sequence into forward calls. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "gemma3.h"
 #include "kernels.h"
 #include "quant.h"
+#include "safetensors.h"
 #include "session-view.h"
 #include "threads.h"
 #include "util.h"
@@ -46,8 +48,25 @@ static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     char path[4096];
     int rc = g3_path_join(path, sizeof path, dir, "tokenizer.model");
     if (rc != GEMMA3_OK) return rc;
-    if (access(path, F_OK) != 0) return GEMMA3_OK;
+    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
     return gemma3_tokenizer_load(path, tok);
+}
+
+/* Every special id of the tokenizer must be a row of the model: a config whose vocab_size is
+ * below them cannot embed the chat markers (the reverse, more rows than pieces, is the real
+ * Gemma 3's 262,208 rows for 262,144 pieces: the front end samples only ids with a piece). */
+static int check_vocab(const char *dir, const g3_config *c, const gemma3_tokenizer *tok) {
+    static const char *const names[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>",
+                                        "<end_of_turn>"};
+    for (int k = GEMMA3_SPECIAL_PAD; k <= GEMMA3_SPECIAL_END_OF_TURN; k++) {
+        int32_t id = gemma3_tokenizer_special(tok, (enum gemma3_special)k);
+        if (id >= c->vocab_size)
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "%s: config.json vocab_size %d is smaller than the tokenizer's "
+                            "(%d pieces; %s is id %d)",
+                            dir, c->vocab_size, gemma3_tokenizer_vocab_size(tok), names[k], (int)id);
+    }
+    return GEMMA3_OK;
 }
 
 int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
@@ -82,7 +101,7 @@ int gemma3_weight_type_parse(const char *name) {
 
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out) {
     *out = NULL;
-    if (!dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given");
+    if (!dir || !*dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given (an empty name)");
     gemma3_model *m = calloc(1, sizeof *m);
     if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
     char path[4096];
@@ -98,7 +117,10 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
     if (rc == GEMMA3_OK)
         rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want, n_threads, &m->w);
+    if (rc == GEMMA3_OK)
+        rc = g3_weights_check(dir, &m->cfg, &m->w, params && params->check_tensors, n_threads);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
+    if (rc == GEMMA3_OK && m->tok) rc = check_vocab(dir, &m->cfg, m->tok);
     m->load_auto = st_load_mode(params) == G3_ST_LOAD_AUTO;
     if (rc != GEMMA3_OK) {
         gemma3_model_free(m);
@@ -178,7 +200,8 @@ struct gemma3_session {
                                     * state may carry fewer than the ring's slots) */
 
     kv_layer kv[G3_MAX_LAYERS];
-    void *kv_arena;                /* every layer's K and V */
+    void *kv_arena;                /* every layer's K and V (reserved address space) */
+    size_t kv_bytes;
 
     /* Scratch for one chunk of T <= n_batch tokens (q width qd = nH*hd, kv width kvd = nKV*hd). */
     float *h;        /* [T][H]  residual stream */
@@ -198,6 +221,7 @@ struct gemma3_session {
     float *inv_freq; /* [2 layer types][hd/2] */
     float *logits;   /* [V] last token's logits */
     void *scratch_arena;
+    size_t scratch_bytes;
 };
 
 gemma3_session_params gemma3_session_default_params(void) {
@@ -260,30 +284,20 @@ static void carve_kv(gemma3_session *s, bump *b) {
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int l = 0; l < c->n_layers; l++) {
-        int slots = s->n_ctx;
-        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window + s->n_swa_extra < slots)
-            slots = c->sliding_window + s->n_swa_extra;
+        int slots = g3_kv_slots(c, l, s->n_ctx, s->n_swa_extra);
         s->kv[l].n_slots = slots;
         s->kv[l].k = bump_take(b, (size_t)slots * kvd * elt);
         s->kv[l].v = bump_take(b, (size_t)slots * kvd * elt);
     }
 }
 
-/* inv_freq[i] = 1 / theta^(2i/hd) / factor, in fp32 as HF computes it (the exponent is an fp32
- * division; linear rope_scaling divides the frequency). Type 0 = sliding, 1 = full. */
+/* RoPE frequencies of both layer types (type 0 = sliding, 1 = full), as the config defines and
+ * validated them at load. */
 static void init_inv_freq(gemma3_session *s) {
-    const g3_config *c = s->cfg;
-    int half = c->head_dim / 2;
-    for (int type = 0; type < 2; type++) {
-        float theta = type == G3_LAYER_FULL ? c->rope_theta_full : c->rope_theta_sliding;
-        float factor = type == G3_LAYER_FULL ? c->rope_factor_full : c->rope_factor_sliding;
-        if (!(factor > 0.0f)) factor = 1.0f;
-        for (int i = 0; i < half; i++) {
-            float e = (float)(2 * i) / (float)c->head_dim;
-            float base_pow = (float)pow((double)theta, (double)e);
-            s->inv_freq[type * half + i] = (1.0f / base_pow) / factor;
-        }
-    }
+    int half = s->cfg->head_dim / 2;
+    for (int type = 0; type < 2; type++)
+        for (int i = 0; i < half; i++)
+            s->inv_freq[type * half + i] = g3_rope_inv_freq(s->cfg, type == G3_LAYER_FULL, i);
 }
 
 /* Allocates everything a session will ever need: the KV cache (one arena) and the scratch for
@@ -341,19 +355,34 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     int rc = g3_pool_create(n_threads, &s->pool);
     if (rc != GEMMA3_OK) goto fail;
 
+    /* The cache is address space sized for the whole context, not memory: a slot's pages fault
+     * in when store_kv first writes it, and attention reads only slots written before (positions
+     * < pos), so a short conversation in a long context costs only what it holds. */
     bump b = {0};
     carve_kv(s, &b);
-    s->kv_arena = g3_alloc_aligned(b.used);
+    size_t kv_limit = g3_mem_available(); /* 0: could not be read, no limit known */
+    if (kv_limit && b.used > kv_limit) {
+        rc = g3_error(GEMMA3_ERR_NOMEM,
+                      "session: the KV cache for a context of %d tokens needs %zu bytes, more than "
+                      "the %zu bytes of memory available",
+                      s->n_ctx, b.used, kv_limit);
+        goto fail;
+    }
+    s->kv_arena = g3_reserve(b.used);
+    s->kv_bytes = b.used;
     if (!s->kv_arena) {
-        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of KV cache", b.used);
+        rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot reserve %zu bytes of KV cache", b.used);
         goto fail;
     }
     b = (bump){s->kv_arena, 0};
     carve_kv(s, &b);
 
+    /* Scratch too is reserved rather than zero-filled: the attention scores are sized for the
+     * whole context (one row per thread) but only a row's first pos entries are ever used. */
     b = (bump){0};
     carve_scratch(s, &b, n_threads);
-    s->scratch_arena = g3_alloc_aligned(b.used);
+    s->scratch_arena = g3_reserve(b.used);
+    s->scratch_bytes = b.used;
     if (!s->scratch_arena) {
         rc = g3_error(GEMMA3_ERR_NOMEM, "session: cannot allocate %zu bytes of scratch", b.used);
         goto fail;
@@ -371,8 +400,8 @@ fail:
 void gemma3_session_free(gemma3_session *s) {
     if (!s) return;
     g3_pool_free(s->pool);
-    g3_free_aligned(s->kv_arena);
-    g3_free_aligned(s->scratch_arena);
+    g3_unreserve(s->kv_arena, s->kv_bytes);
+    g3_unreserve(s->scratch_arena, s->scratch_bytes);
     free(s);
 }
 
@@ -380,7 +409,11 @@ const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; 
 int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
-void gemma3_session_reset(gemma3_session *s) { s->pos = s->ring_first = 0; }
+/* The cache's pages go back to the system: a session's memory follows the tokens it holds. */
+void gemma3_session_reset(gemma3_session *s) {
+    s->pos = s->ring_first = 0;
+    g3_release(s->kv_arena, s->kv_bytes);
+}
 const int32_t *gemma3_session_tokens(const gemma3_session *s) { return s->tokens; }
 /* The kernel set the matmuls run on: the quantized table's for quantized weights. */
 const char *gemma3_session_isa(const gemma3_session *s) {
@@ -773,9 +806,22 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
             }
 }
 
+/* Whatever slipped past the checks at load (a NaN weight with --check-tensors off, an overflow
+ * in the activations) stops here, as a status, instead of becoming a token: the final norm's
+ * output of token t (an infinity anywhere in the residual stream becomes NaN there, even where a
+ * final softcap would map the logits back into range) and its logits, one pass over each. */
+static int check_finite(const gemma3_session *s, int t, const float *logits, int position) {
+    const size_t H = (size_t)s->cfg->hidden_size;
+    if (g3_first_nonfinite(s->x + (size_t)t * H, H) >= 0 ||
+        g3_first_nonfinite(logits, (size_t)s->cfg->vocab_size) >= 0)
+        return g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", position);
+    return GEMMA3_OK;
+}
+
 /* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
  * head runs only for the last n_logits tokens, whichever chunks they fall in (it is a large share
- * of the work: a 262k-row matrix). On any error the session is unchanged. */
+ * of the work: a 262k-row matrix). On an error in the arguments the session is unchanged; after
+ * GEMMA3_ERR_NUMERIC the tokens are in the cache (the caller resets). */
 int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
                                 int n_logits, float *logits) {
     const g3_config *c = s->cfg;
@@ -798,10 +844,18 @@ int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_
     const int first_out = n_tokens - n_logits; /* index of the first token with logits */
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
-        forward_chunk(s, tokens + done, T, s->pos);
+        int p0 = s->pos;
+        forward_chunk(s, tokens + done, T, p0);
         s->pos += T;
         int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with logits */
-        if (t0 < T) lm_head(s, t0, T - t0, logits + (size_t)(done + t0 - first_out) * V, V);
+        if (t0 < T) {
+            float *rows = logits + (size_t)(done + t0 - first_out) * V;
+            lm_head(s, t0, T - t0, rows, V);
+            for (int t = t0; t < T; t++) {
+                int rc = check_finite(s, t, rows + (size_t)(t - t0) * V, p0 + t);
+                if (rc != GEMMA3_OK) return rc;
+            }
+        }
         done += T;
     }
     if (logits != s->logits)

@@ -42,6 +42,7 @@ enum gemma3_status {
     GEMMA3_ERR_ARG = -5,         /* a caller passed an invalid value */
     GEMMA3_ERR_CONTEXT = -6,     /* the context window is full */
     GEMMA3_ERR_ABORTED = -7,     /* stopped by the caller's abort callback */
+    GEMMA3_ERR_NUMERIC = -8,     /* the model produced a NaN or an infinity (bad weights) */
 };
 
 /* The message of this thread's last error ("" if none). Valid until the next error. */
@@ -97,6 +98,11 @@ typedef struct gemma3_model_params {
     enum gemma3_weight_type weight_type;
     int n_threads; /* threads for reading, populating or quantizing at load, including the
                       caller; 0 = all online CPUs */
+    /* 1: scan every weight at load (BF16 values, the fp16 scales of Q8_0/Q4_0 blocks) on
+     * n_threads threads, and refuse a NaN or an infinity with the tensor and the element named
+     * (GEMMA3_ERR_FORMAT; as llama.cpp's --check-tensors). The norms are always checked, and
+     * the config's derived constants (RoPE frequencies, the attention scale) always validated. */
+    int check_tensors;
 } gemma3_model_params;
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
@@ -177,13 +183,21 @@ typedef struct gemma3_session_params {
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
 
+/* The KV cache is reserved address space for the whole n_ctx (no memory committed, nothing
+ * zero-filled): its pages fault in as tokens are written, so a session's memory follows the
+ * tokens it holds. A cache larger than the memory that can be had (MemAvailable capped by the
+ * cgroup, or GEMMA3_MEM_AVAILABLE) is refused with GEMMA3_ERR_NOMEM naming both sizes. */
 int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *params,
                         gemma3_session **out);
 void gemma3_session_free(gemma3_session *s);
 
 /* Appends n_tokens at the session's position and runs the model over them. Afterwards
  * gemma3_session_logits() holds the last token's logits. If all_logits is not NULL it receives
- * [n_tokens][vocab_size] floats, row-major. GEMMA3_ERR_CONTEXT if the tokens do not fit. */
+ * [n_tokens][vocab_size] floats, row-major. GEMMA3_ERR_CONTEXT if the tokens do not fit (the
+ * session is then unchanged). GEMMA3_ERR_NUMERIC ("logits are not finite at position N", N the
+ * position of the token whose logits they are) the moment a step yields a NaN or an infinity in
+ * the logits or in the final norm's output that feeds them: the tokens stay in the cache, so
+ * reset the session before reusing it. Every returned logit is finite. */
 int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits);
 /* The same, with the logits of the last n_logits tokens only ([n_logits][vocab_size] floats
  * into logits): what a perplexity pass over a chunk's scored half needs, in one call. */
@@ -193,7 +207,8 @@ const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);
 int gemma3_session_n_threads(const gemma3_session *s);
-void gemma3_session_reset(gemma3_session *s);      /* empties the cache; position 0 */
+void gemma3_session_reset(gemma3_session *s);      /* empties the cache (its pages given back);
+                                                      position 0 */
 const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in use */
 /* The ids of the tokens in the cache, [gemma3_session_pos]. Owned by the session. */
 const int32_t *gemma3_session_tokens(const gemma3_session *s);
@@ -230,6 +245,10 @@ enum gemma3_tok_flags {
     GEMMA3_TOK_PARSE_SPECIAL = 2, /* text of control/unknown pieces (<bos>, <eos>, <pad>, <unk>)
                                      becomes their id, as HF tokenizers do; off for user text.
                                      User-defined pieces (<start_of_turn>...) always match. */
+    GEMMA3_TOK_MARKERS_AS_TEXT = 4, /* the turn markers <start_of_turn> and <end_of_turn> in the
+                                     text are encoded as plain text (their first byte and the
+                                     rest as two runs of BPE, so never as the marker ids), for
+                                     untrusted text that must not open or close a turn */
 };
 
 /* Loads a SentencePiece tokenizer.model (BPE, with or without byte fallback). Other model
@@ -290,6 +309,12 @@ typedef struct gemma3_chat_msg {
  * encoded without GEMMA3_TOK_PARSE_SPECIAL. Count/return convention as gemma3_tokenizer_encode. */
 int gemma3_chat_encode(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
                        int add_bos, int add_generation_prompt, int32_t *ids, int max_ids);
+/* The same with tokenizer flags for the message text: 0 (gemma3_chat_encode: turn markers typed
+ * in a message become the marker ids, as SentencePiece and Hugging Face encode them) or
+ * GEMMA3_TOK_MARKERS_AS_TEXT (they stay text). */
+int gemma3_chat_encode_ex(const gemma3_tokenizer *tok, const gemma3_chat_msg *msgs, int n_msgs,
+                          int add_bos, int add_generation_prompt, int flags, int32_t *ids,
+                          int max_ids);
 
 /* ---- sampling ---------------------------------------------------------------------------- */
 /* A sampler turns a logits vector into a token id. It knows nothing of the model: logits

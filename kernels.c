@@ -67,12 +67,22 @@ static void gelu_tanh_mul_scalar(float *out, const float *gate, const float *up,
     for (int i = 0; i < n; i++) out[i] = gelu_tanh(gate[i]) * up[i];
 }
 
+/* No score above -inf. Masked positions alone: all zeros. But scores that are NaN (a NaN weight
+ * upstream) also never exceed -inf, and zeros would hide them: they stay NaN, so the forward
+ * pass's check of the logits sees them. Every table takes this (rare) path the same way. */
+static void softmax_nothing_visible(float *x, int n) {
+    float fill = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (isnan(x[i])) fill = NAN;
+    for (int i = 0; i < n; i++) x[i] = fill;
+}
+
 static void softmax_scalar(float *x, int n) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
         if (x[i] > max) max = x[i];
-    if (max == -INFINITY) { /* nothing visible: define the result as all zeros */
-        memset(x, 0, (size_t)n * sizeof *x);
+    if (max == -INFINITY) { /* nothing visible: all zeros (NaN stays NaN) */
+        softmax_nothing_visible(x, n);
         return;
     }
     float sum = 0.0f;
@@ -432,8 +442,8 @@ static AVX2 void softmax_avx2(float *x, int n) {
     for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
     if (i < n) vmax = _mm256_max_ps(vmax, load_partial_avx2(x + i, n - i, -INFINITY));
     float max = hmax_avx2(vmax);
-    if (max == -INFINITY) { /* nothing visible: all zeros, as the reference */
-        memset(x, 0, (size_t)n * sizeof *x);
+    if (max == -INFINITY) { /* nothing visible: as the reference */
+        softmax_nothing_visible(x, n);
         return;
     }
     __m256 vm = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
@@ -905,8 +915,8 @@ static AVX512 void softmax_512(float *x, int n) {
         vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, m, x + i));
     }
     float max = _mm512_reduce_max_ps(vmax);
-    if (max == -INFINITY) { /* nothing visible: all zeros, as the reference */
-        memset(x, 0, (size_t)n * sizeof *x);
+    if (max == -INFINITY) { /* nothing visible: as the reference */
+        softmax_nothing_visible(x, n);
         return;
     }
     __m512 vm = _mm512_set1_ps(max), sum = _mm512_setzero_ps();

@@ -677,29 +677,15 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     return GEMMA3_OK;
 }
 
-/* The file is mapped rather than read: parsing copies what it keeps, so the mapping is dropped
- * right after (and the kernel need not copy 4.5 MB). Non-regular files are read instead. */
+/* Read through g3_read_file, as every input file is: it refuses directories and devices by
+ * name and reads streams (a FIFO, /dev/stdin) to their end. Parsing copies what it keeps. */
 int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
     *out = NULL;
     if (!path) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        close(fd);
-        if (map == MAP_FAILED)
-            return g3_error(GEMMA3_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-        rc = g3_tokenizer_load_buffer(map, (size_t)st.st_size, path, out);
-        munmap(map, (size_t)st.st_size);
-        return rc;
-    }
-    close(fd);
     char *buf;
     size_t size;
-    rc = g3_read_file(path, &buf, &size);
+    int rc = g3_read_file(path, &buf, &size);
     if (rc) return rc;
     rc = g3_tokenizer_load_buffer((const uint8_t *)buf, size, path, out);
     free(buf);
@@ -1064,7 +1050,7 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     if (!text && len) return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: text is NULL");
     if (max_ids < 0 || (!ids && max_ids > 0))
         return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: bad output buffer (max_ids %d)", max_ids);
-    if (flags & ~(GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL))
+    if (flags & ~(GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL | GEMMA3_TOK_MARKERS_AS_TEXT))
         return g3_error(GEMMA3_ERR_ARG, "tokenizer encode: unknown flags 0x%x", (unsigned)flags);
     /* every byte gives at most one id, so the count fits an int */
     if (len > (size_t)(INT_MAX / 4))
@@ -1082,6 +1068,9 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
     e.base = norm;
     int rc = n > 4 * CACHE_MAX_WORD ? cache_grow(&e, n) : GEMMA3_OK;
     int special = (flags & GEMMA3_TOK_PARSE_SPECIAL) != 0;
+    int as_text = (flags & GEMMA3_TOK_MARKERS_AS_TEXT) != 0;
+    int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
+    int32_t eot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN);
     const unsigned char *u = (const unsigned char *)norm;
     size_t seg = 0;
     for (size_t i = 0; i < n && !rc;) {
@@ -1092,7 +1081,14 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
             continue;
         }
         rc = encode_segment(tok, &e, norm + seg, i - seg);
-        emit(&e, id);
+        if (as_text && (id == sot || id == eot)) {
+            /* the marker's text as text: its first byte and the rest apart, so that no merge
+             * can rebuild the marker piece */
+            if (!rc) rc = encode_segment(tok, &e, norm + i, 1);
+            if (!rc) rc = encode_segment(tok, &e, norm + i + 1, m - 1);
+        } else {
+            emit(&e, id);
+        }
         i += m;
         seg = i;
     }

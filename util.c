@@ -4,10 +4,15 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Thread_local char last_error[512];
 
@@ -56,45 +61,124 @@ void *g3_alloc_aligned(size_t n) {
 
 void g3_free_aligned(void *p) { free(p); }
 
+void *g3_reserve(size_t n) {
+    if (n == 0) return NULL;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void g3_release(void *p, size_t n) {
+    if (p) madvise(p, n, MADV_DONTNEED);
+}
+
+void g3_unreserve(void *p, size_t n) {
+    if (p) munmap(p, n);
+}
+
+/* Does the block of G3_SCAN floats at x hold a NaN or an infinity (all exponent bits set)? A
+ * constant trip count of integer tests: the compiler vectorises it even at -O2. */
+#define G3_SCAN 256
+static int block_nonfinite(const float *x) {
+    uint32_t any = 0;
+    for (int i = 0; i < G3_SCAN; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return any != 0;
+}
+
+int64_t g3_first_nonfinite(const float *x, size_t n) {
+    size_t at = 0;
+    while (at + G3_SCAN <= n && !block_nonfinite(x + at)) at += G3_SCAN;
+    for (; at < n; at++) /* the block that has one, or the tail */
+        if (!isfinite(x[at])) return (int64_t)at;
+    return -1;
+}
+
 double g3_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Why path cannot be read as a file, or NULL: refused by its type, before reading a byte. */
+static const char *refused_type(const struct stat *st, int fd) {
+    if (S_ISDIR(st->st_mode)) return "is a directory, not a file";
+    if (S_ISBLK(st->st_mode)) return "is a block device, not a file";
+    if (S_ISCHR(st->st_mode) && !isatty(fd)) return "is a character device, not a file";
+    return NULL;
+}
+
 int g3_read_file(const char *path, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    if (!path || !*path) return g3_error(GEMMA3_ERR_ARG, "an empty file name");
+    int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "standard input" : path;
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: a loop of symbolic links", path);
+        return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
-    long size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot read size (not a regular file?)", path);
+    struct stat st;
+    const char *why = fstat(fd, &st) != 0 ? strerror(errno) : refused_type(&st, fd);
+    if (!why && S_ISREG(st.st_mode) && (uint64_t)st.st_size > G3_READ_MAX)
+        why = "larger than 1 GiB, the most an input file may hold";
+    if (why) {
+        if (!is_stdin) close(fd);
+        return g3_error(GEMMA3_ERR_IO, "%s: %s", name, why);
     }
-    char *buf = malloc((size_t)size + 1);
-    if (!buf) {
-        fclose(f);
-        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
+    /* The size is a hint: a regular file is read until read() says its end is reached, so a
+     * file that reports 0 (/proc) or grows is read whole; a stream grows the buffer. */
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
+    char *buf = malloc(cap);
+    size_t got = 0;
+    int err = buf ? 0 : ENOMEM;
+    while (!err) {
+        if (got + 1 == cap) { /* full: grow only if a byte follows (a file read by its size is not copied) */
+            char probe;
+            ssize_t n = read(fd, &probe, 1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                err = n < 0 ? errno : 0;
+                break;
+            }
+            size_t grown = cap * 2 > G3_READ_MAX + 1 ? G3_READ_MAX + 1 : cap * 2;
+            char *nb = grown > cap ? realloc(buf, grown) : NULL;
+            if (!nb) {
+                err = grown > cap ? ENOMEM : EFBIG;
+                break;
+            }
+            buf = nb;
+            cap = grown;
+            buf[got++] = probe;
+            continue;
+        }
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) err = errno;
+        else if (n == 0) break;
+        else got += (size_t)n;
     }
-    size_t got = fread(buf, 1, (size_t)size, f);
-    int read_error = ferror(f);
-    fclose(f);
-    if (got != (size_t)size || read_error) {
+    if (!is_stdin) close(fd);
+    if (err) {
         free(buf);
-        return g3_error(GEMMA3_ERR_IO, "%s: short read (%zu of %ld bytes)", path, got, size);
+        if (err == EFBIG)
+            return g3_error(GEMMA3_ERR_IO, "%s: larger than 1 GiB, the most an input file may hold", name);
+        if (err == ENOMEM)
+            return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory after reading %zu bytes", name, got);
+        return g3_error(GEMMA3_ERR_IO, "%s: read failed after %zu bytes: %s", name, got, strerror(err));
     }
-    buf[size] = '\0';
+    buf[got] = '\0';
     *out = buf;
-    *len = (size_t)size;
+    *len = got;
     return GEMMA3_OK;
 }
 
 int g3_path_join(char *buf, size_t n, const char *dir, const char *name) {
+    if (!*dir) return g3_error(GEMMA3_ERR_ARG, "an empty directory name (for %s)", name);
     size_t dl = strlen(dir);
     const char *sep = (dl > 0 && dir[dl - 1] == '/') ? "" : "/";
     int w = snprintf(buf, n, "%s%s%s", dir, sep, name);
@@ -112,16 +196,62 @@ const char *g3_json_type_name(const cJSON *j) {
     return "invalid JSON";
 }
 
+/* The dotted path of the first key that appears twice in one object of j ("a.b"), written to
+ * buf; 0 when there is none. Hugging Face's loader keeps the last of two equal keys, cJSON the
+ * first: a file that says both cannot be read one way. */
+static int find_duplicate_key(const cJSON *j, char *buf, size_t n, size_t at) {
+    for (const cJSON *x = j->child; x; x = x->next) {
+        if (cJSON_IsObject(j) && x->string) {
+            for (const cJSON *y = x->next; y; y = y->next)
+                if (y->string && strcmp(x->string, y->string) == 0) {
+                    snprintf(buf + at, n - at, "%s%s", at ? "." : "", x->string);
+                    return 1;
+                }
+        }
+        if (cJSON_IsObject(x) || cJSON_IsArray(x)) {
+            size_t w = at;
+            if (cJSON_IsObject(j) && x->string) {
+                int k = snprintf(buf + at, n - at, "%s%s", at ? "." : "", x->string);
+                w = k > 0 && (size_t)k < n - at ? at + (size_t)k : n - 1;
+            }
+            if (find_duplicate_key(x, buf, n, w)) return 1;
+        }
+    }
+    return 0;
+}
+
+int g3_json_parse(const char *text, size_t len, const char *path, cJSON **out) {
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON (near byte %zu)", path, at);
+    }
+    for (const char *p = end; p < text + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(root);
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: bytes after the end of the JSON value (at byte %zu)",
+                            path, (size_t)(p - text));
+        }
+    char key[256] = "";
+    if (find_duplicate_key(root, key, sizeof key, 0)) {
+        cJSON_Delete(root);
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: key '%s' appears twice", path, key);
+    }
+    *out = root;
+    return GEMMA3_OK;
+}
+
 int g3_json_load(const char *path, cJSON **out) {
     *out = NULL;
     char *text;
     size_t len;
     int rc = g3_read_file(path, &text, &len);
     if (rc != GEMMA3_OK) return rc;
-    *out = cJSON_ParseWithLength(text, len);
+    rc = g3_json_parse(text, len, path, out);
     free(text);
-    if (!*out) return g3_error(GEMMA3_ERR_FORMAT, "%s: not valid JSON", path);
-    return GEMMA3_OK;
+    return rc;
 }
 
 const char *g3_shape_str(char *buf, size_t n, const int64_t *shape, int n_dims) {

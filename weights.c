@@ -177,7 +177,30 @@ typedef struct quant_job {
     uint8_t *dst;
     float *rowbuf;
     g3_quantize_row_fn quantize; /* g3_quantize_row or its byte-identical fast version */
+    int64_t *first_bad; /* [nth]: the thread's first non-finite source element (r * cols + c), or -1 */
 } quant_job;
+
+/* Column of the first NaN or infinity in a source row of cols elements, or -1. Quantizing would
+ * turn one into a finite block (the scale ignores it, the cast of NaN is undefined): a silent
+ * change of the model, so a source that holds one is refused instead. */
+static int64_t first_bad_source(const g3_tensor *t, const uint8_t *src, const float *widened,
+                                int64_t cols) {
+    if (widened) return g3_first_nonfinite(widened, (size_t)cols);
+    if (t->dtype == G3_DTYPE_F32) {
+        for (int64_t i = 0; i < cols; i++) {
+            uint32_t u;
+            memcpy(&u, src + 4 * i, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return i;
+        }
+        return -1;
+    }
+    for (int64_t i = 0; i < cols; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        if ((h & 0x7f80u) == 0x7f80u) return i;
+    }
+    return -1;
+}
 
 static void task_quantize(void *ctx, int ith, int nth) {
     const quant_job *j = ctx;
@@ -186,58 +209,84 @@ static void task_quantize(void *ctx, int ith, int nth) {
     const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
     const size_t src_row = (size_t)j->cols * g3_dtype_size(j->t->dtype);
     float *buf = j->rowbuf + (size_t)ith * (size_t)j->cols;
+    j->first_bad[ith] = -1;
     for (int64_t r = lo; r < hi; r++) {
         uint8_t *dst = j->dst + (size_t)r * rb;
         const uint8_t *src = (const uint8_t *)j->t->data + (size_t)(j->r0 + r) * src_row;
-        if (j->t->dtype == G3_DTYPE_F16) { /* widened first (F16 checkpoints are rare) */
-            row_to_f32(j->t, j->r0 + r, j->cols, buf);
-            j->quantize(j->type, buf, 0, dst, j->cols);
-        } else {
-            j->quantize(j->type, src, j->t->dtype == G3_DTYPE_BF16, dst, j->cols);
+        const int f16 = j->t->dtype == G3_DTYPE_F16; /* widened first (F16 checkpoints are rare) */
+        if (f16) row_to_f32(j->t, j->r0 + r, j->cols, buf);
+        int64_t bad = first_bad_source(j->t, src, f16 ? buf : NULL, j->cols);
+        if (bad >= 0) {
+            j->first_bad[ith] = (j->r0 + r) * j->cols + bad;
+            return;
         }
+        if (f16) j->quantize(j->type, buf, 0, dst, j->cols);
+        else j->quantize(j->type, src, j->t->dtype == G3_DTYPE_BF16, dst, j->cols);
     }
 }
 
 #define RELEASE_CHUNK_BYTES ((size_t)32 << 20) /* source bytes quantized between two releases */
 
+/* The first non-finite source element the threads of a quant_job met, or -1. */
+static int64_t job_first_bad(const quant_job *j, g3_pool *pool) {
+    for (int t = 0; t < g3_pool_size(pool); t++) /* thread order is row order */
+        if (j->first_bad[t] >= 0) return j->first_bad[t];
+    return -1;
+}
+
+/* "tensor NAME: element [r, c] is not finite": why a source cannot be quantized. */
+static int bad_source_error(const char *dir, const char *name, int64_t at, int64_t cols, g3_wtype type) {
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: element [%lld, %lld] is not finite (NaN or "
+                    "infinity): cannot be quantized to %s", dir, name, (long long)(at / cols),
+                    (long long)(at % cols), g3_wtype_name(type));
+}
+
 /* Quantizes rows [0, rows) of t into dst on the pool, in pieces of about RELEASE_CHUNK_BYTES of
  * source, dropping each piece's pages once it is done: a mapped source never holds more than
- * one piece (the embedding of a 12B model is 2 GB of bf16). */
-static void quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
-                            int64_t rows, int64_t cols, uint8_t *dst, float *rowbuf) {
+ * one piece (the embedding of a 12B model is 2 GB of bf16). Returns the first non-finite source
+ * element (r * cols + c; nothing after it is quantized), or -1. */
+static int64_t quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
+                               int64_t rows, int64_t cols, uint8_t *dst, float *rowbuf,
+                               int64_t *first_bad) {
     const size_t src_row = (size_t)cols * g3_dtype_size(t->dtype);
     const size_t rb = g3_wtype_row_bytes(type, cols);
     int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row);
     if (step < 1) step = 1;
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
-        quant_job j = {t, type, cols, r0, r1, dst + (size_t)r0 * rb, rowbuf, g3_quantize_row_best()};
+        quant_job j = {t, type, cols, r0, r1, dst + (size_t)r0 * rb, rowbuf, g3_quantize_row_best(),
+                       first_bad};
         g3_pool_run(pool, task_quantize, &j);
         g3_tensor piece = *t; /* the view of just these rows, to release */
         piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row;
         piece.n_bytes = (size_t)(r1 - r0) * src_row;
         g3_st_release(st, &piece);
+        int64_t bad = job_first_bad(&j, pool);
+        if (bad >= 0) return bad;
     }
+    return -1;
 }
 
-static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
-                         g3_pool *pool, float *rowbuf, const g3_st *st) {
+/* Returns -1, or (quantizing) the first non-finite source element, which stops the load. */
+static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
+                            g3_pool *pool, float *rowbuf, int64_t *first_bad, const g3_st *st) {
     const g3_tensor *t = b->t;
     if (b->kind == BIND_MATRIX) b->dst_m->type = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
     if (b->arena_offset == (size_t)-1) {
         b->dst_m->data = t->data;
-        return;
+        return -1;
     }
     size_t n = (size_t)t->n_elements;
     if (b->kind == BIND_NORM) {
         float *out = (float *)(arena + b->arena_offset);
         for (size_t i = 0; i < n; i++) out[i] = 1.0f + load_elem(t, i);
         *b->dst_n = out;
-        return;
+        return -1;
     }
     uint8_t *out = arena + b->arena_offset;
     if (src == SRC_QUANTIZE) {
-        quantize_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out, rowbuf);
+        int64_t bad = quantize_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out, rowbuf, first_bad);
+        if (bad >= 0) return bad;
     } else if (src == SRC_QFILE || t->dtype == G3_DTYPE_BF16) {
         memcpy(out, t->data, t->n_bytes);
     } else {
@@ -245,6 +294,7 @@ static void fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype q
         for (size_t i = 0; i < n; i++) o16[i] = g3_f32_to_bf16(load_elem(t, i));
     }
     b->dst_m->data = out;
+    return -1;
 }
 
 /* The arena: anonymous memory (zero-filled by the kernel, so never touched twice), asked for in
@@ -393,9 +443,12 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     }
     g3_pool *pool = NULL;
     float *rowbuf = NULL;
+    int64_t *first_bad = NULL;
     if (rc == GEMMA3_OK && src == SRC_QUANTIZE) {
         if (n_threads <= 0) n_threads = g3_n_cpus();
         rc = g3_pool_create(n_threads, &pool);
+        if (rc == GEMMA3_OK && !(first_bad = malloc((size_t)n_threads * sizeof *first_bad)))
+            rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
         if (rc == GEMMA3_OK) {
             /* per-thread fp32 rows, in the arena's tail (still one allocation) */
             arena_bytes += ((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63;
@@ -411,10 +464,14 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
             rowbuf = (float *)(void *)((uint8_t *)w->owned + arena_bytes -
                                        (((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63));
     }
+    double t0 = g3_now();
     if (rc == GEMMA3_OK) {
-        double t0 = g3_now();
-        for (int i = 0; i < n; i++) {
-            fill_binding(&b[i], w->owned, src, qtype, pool, rowbuf, st);
+        for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+            int64_t bad = fill_binding(&b[i], w->owned, src, qtype, pool, rowbuf, first_bad, st);
+            if (bad >= 0) {
+                rc = bad_source_error(dir, b[i].name, bad, b[i].shape[1], qtype);
+                break;
+            }
             w->n_params += b[i].t->n_elements;
             w->n_bytes += (int64_t)b[i].t->n_bytes;
             w->n_bytes_used += (int64_t)b[i].used_bytes;
@@ -433,8 +490,127 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
         }
     }
     g3_pool_free(pool);
+    free(first_bad);
     free(b);
     if (rc != GEMMA3_OK) g3_weights_free(w);
+    return rc;
+}
+
+/* ---- non-finite values ------------------------------------------------------------------- */
+
+/* One matrix scanned on the pool: each thread its rows, recording its first bad element. */
+typedef struct scan_job {
+    const uint8_t *data;
+    g3_wtype type;
+    int64_t rows, cols;
+    int64_t *first_bad; /* [nth] row * cols + element (BF16) or row * blocks + block; -1 none */
+} scan_job;
+
+/* Is the element (BF16) or block scale (fp16 d of Q8_0/Q4_0) at p a NaN or an infinity? */
+static int bad_bf16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (h & 0x7f80u) == 0x7f80u;
+}
+static int bad_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (h & 0x7c00u) == 0x7c00u;
+}
+
+static void task_scan(void *ctx, int ith, int nth) {
+    scan_job *j = ctx;
+    int lo, hi;
+    g3_split((int)j->rows, ith, nth, 1, &lo, &hi);
+    const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    const int bf16 = j->type == G3_WTYPE_BF16;
+    const int64_t per_row = bf16 ? j->cols : j->cols / G3_QK;
+    const size_t step = bf16 ? 2 : rb / (size_t)per_row; /* an element, or a whole block */
+    j->first_bad[ith] = -1;
+    for (int64_t r = lo; r < hi; r++) {
+        const uint8_t *row = j->data + (size_t)r * rb;
+        int any = 0;
+        for (int64_t e = 0; e < per_row; e++) any |= bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step);
+        if (!any) continue;
+        for (int64_t e = 0; e < per_row; e++)
+            if (bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step)) {
+                j->first_bad[ith] = r * per_row + e;
+                return;
+            }
+    }
+}
+
+/* The first bad element of the matrix, or -1; in element units (BF16) or blocks. */
+static int64_t scan_matrix(g3_pool *pool, int64_t *first_bad, g3_matrix m, int64_t rows, int64_t cols) {
+    scan_job j = {m.data, m.type, rows, cols, first_bad};
+    g3_pool_run(pool, task_scan, &j);
+    for (int t = 0; t < g3_pool_size(pool); t++) /* thread order is row order */
+        if (first_bad[t] >= 0) return first_bad[t];
+    return -1;
+}
+
+static int check_norm(const char *dir, const char *prefix, const char *name, const float *w, int n) {
+    int64_t at = g3_first_nonfinite(w, (size_t)n);
+    if (at < 0) return GEMMA3_OK;
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: element %lld is %g (not finite)", dir,
+                    prefix, name, (long long)at, (double)w[at] - 1.0);
+}
+
+static int check_matrix(const char *dir, g3_pool *pool, int64_t *first_bad, const char *prefix,
+                        const char *name, g3_matrix m, int64_t rows, int64_t cols) {
+    int64_t at = scan_matrix(pool, first_bad, m, rows, cols);
+    if (at < 0) return GEMMA3_OK;
+    if (m.type == G3_WTYPE_BF16)
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: element [%lld, %lld] is not finite "
+                        "(NaN or infinity)", dir, prefix, name, (long long)(at / cols),
+                        (long long)(at % cols));
+    int64_t blocks = cols / G3_QK;
+    return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: row %lld, block %lld: the %s scale is not "
+                    "finite (NaN or infinity)", dir, prefix, name, (long long)(at / blocks),
+                    (long long)(at % blocks), g3_wtype_name(m.type));
+}
+
+int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w, int matrices,
+                     int n_threads) {
+    const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size;
+    const int64_t q = (int64_t)cfg->n_heads * cfg->head_dim, kv = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    const char *pre = w->prefix ? w->prefix : "";
+    char lp[96];
+    int rc = check_norm(dir, pre, "norm.weight", w->final_norm, (int)H);
+    for (int l = 0; l < cfg->n_layers && rc == GEMMA3_OK; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        snprintf(lp, sizeof lp, "%slayers.%d.", pre, l);
+        if ((rc = check_norm(dir, lp, "input_layernorm.weight", lw->attn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "self_attn.q_norm.weight", lw->q_norm, cfg->head_dim)) ||
+            (rc = check_norm(dir, lp, "self_attn.k_norm.weight", lw->k_norm, cfg->head_dim)) ||
+            (rc = check_norm(dir, lp, "post_attention_layernorm.weight", lw->post_attn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "pre_feedforward_layernorm.weight", lw->pre_ffn_norm, (int)H)) ||
+            (rc = check_norm(dir, lp, "post_feedforward_layernorm.weight", lw->post_ffn_norm, (int)H)))
+            break;
+    }
+    if (rc != GEMMA3_OK || !matrices) return rc;
+
+    g3_pool *pool = NULL;
+    rc = g3_pool_create(n_threads > 0 ? n_threads : g3_n_cpus(), &pool);
+    int64_t *first_bad = rc == GEMMA3_OK ? malloc((size_t)g3_pool_size(pool) * sizeof *first_bad) : NULL;
+    if (rc == GEMMA3_OK && !first_bad) rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
+    if (rc == GEMMA3_OK) rc = check_matrix(dir, pool, first_bad, pre, "embed_tokens.weight", w->embed, V, H);
+    if (rc == GEMMA3_OK && w->lm_head.data != w->embed.data)
+        rc = check_matrix(dir, pool, first_bad, "", "lm_head.weight", w->lm_head, V, H);
+    for (int l = 0; l < cfg->n_layers && rc == GEMMA3_OK; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        snprintf(lp, sizeof lp, "%slayers.%d.", pre, l);
+        if ((rc = check_matrix(dir, pool, first_bad, lp, "self_attn.q_proj.weight", lw->wq, q, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.k_proj.weight", lw->wk, kv, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.v_proj.weight", lw->wv, kv, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "self_attn.o_proj.weight", lw->wo, H, q)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.gate_proj.weight", lw->w_gate, I, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.up_proj.weight", lw->w_up, I, H)) ||
+            (rc = check_matrix(dir, pool, first_bad, lp, "mlp.down_proj.weight", lw->w_down, H, I)))
+            break;
+    }
+    free(first_bad);
+    g3_pool_free(pool);
     return rc;
 }
 
@@ -495,6 +671,8 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     if (chunk_rows < 1) chunk_rows = 1;
     size_t rowbuf_bytes = ((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63;
     if (rc == GEMMA3_OK) rc = g3_pool_create(n_threads, &pool);
+    int64_t *first_bad = rc == GEMMA3_OK ? malloc((size_t)n_threads * sizeof *first_bad) : NULL;
+    if (rc == GEMMA3_OK && !first_bad) rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
     if (rc == GEMMA3_OK && !(buf = g3_alloc_aligned(chunk_rows * max_row + rowbuf_bytes)))
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for a %zu-byte write buffer", path,
                       chunk_rows * max_row + rowbuf_bytes);
@@ -509,9 +687,12 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
             size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
             for (int64_t r = 0; r < b[i].shape[0] && rc == GEMMA3_OK; r += (int64_t)chunk_rows) {
                 int64_t r1 = r + (int64_t)chunk_rows < b[i].shape[0] ? r + (int64_t)chunk_rows : b[i].shape[0];
-                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best()};
+                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best(),
+                               first_bad};
                 g3_pool_run(pool, task_quantize, &j);
-                rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
+                int64_t bad = job_first_bad(&j, pool);
+                if (bad >= 0) rc = bad_source_error(src_dir, b[i].name, bad, b[i].shape[1], type);
+                if (rc == GEMMA3_OK) rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
                 g3_tensor piece = *t; /* these rows' source pages are done with */
                 piece.data = (const uint8_t *)t->data + (size_t)r * (t->n_bytes / (size_t)b[i].shape[0]);
                 piece.n_bytes = (size_t)(r1 - r) * (t->n_bytes / (size_t)b[i].shape[0]);
@@ -527,6 +708,7 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     g3_st_writer_abort(wr);
     g3_free_aligned(buf);
     g3_pool_free(pool);
+    free(first_bad);
     free(entries);
     free(b);
     g3_st_close(st);

@@ -73,6 +73,13 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
  * matrices are used in place. */
 void g3_weights_free(g3_weights *w);
 
+/* Refuses a NaN or an infinity in the weights as bound (GEMMA3_ERR_FORMAT naming the tensor
+ * and the element): the norms always (a few KB), and with `matrices` every matrix too, the
+ * embedding and head included, on n_threads threads (0 = all CPUs): BF16 values, or the fp16
+ * scale of every Q8_0/Q4_0 block (their integer values are always finite). */
+int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w, int matrices,
+                     int n_threads);
+
 /* Writes the text model of the plain checkpoint in src_dir, every matrix quantized to type, as
  * one SafeTensors file at path: quantized matrices as U8 [rows, g3_wtype_row_bytes(type, cols)]
  * (each row its blocks in llama.cpp's byte layout), norms copied as stored, HF names kept,

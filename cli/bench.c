@@ -235,9 +235,8 @@ static int run_bench(gemma3_model *model, const cli_model_opts *mo, const bench_
     if (!results || !tokens) status = cli_fail("bench: out of memory");
     if (!status && args->format == OUT_MD) print_md_header();
     for (int ti = 0; ti < args->threads.n && !status; ti++) {
-        gemma3_session_params sp = mo->sp;
+        gemma3_session_params sp = mo->sp; /* n_ctx: -c, or the longest test (cmd_bench) */
         sp.n_threads = args->threads.values[ti];
-        sp.n_ctx = max_tokens(args);
         gemma3_session *s = NULL;
         if (gemma3_session_init(model, &sp, &s) != GEMMA3_OK) {
             status = cli_fail("%s", gemma3_last_error());
@@ -270,6 +269,27 @@ int cmd_bench(int argc, char **argv) {
     if (cli_parse(&bench_command, argc, argv, dst, &status)) return status;
     if (!mo.model_dir) return cli_usage_error("bench: -m: a model directory is required");
     if (args.threads.n == 0) args.threads = (int_list){{mo.sp.n_threads}, 1};
+    /* Refused before anything is loaded: a run that would measure nothing, and a -c the tests
+     * do not fit in (each runs from an empty cache; without -c the cache is the longest test). */
+    int any = 0;
+    for (int i = 0; i < args.prompts.n; i++) any |= args.prompts.values[i] > 0;
+    for (int i = 0; i < args.gens.n; i++) any |= args.gens.values[i] > 0;
+    if (!any) return cli_usage_error("bench: -p and -n are all 0: no test to run");
+    int longest = max_tokens(&args);
+    if (mo.sp.n_ctx && mo.sp.n_ctx < longest)
+        return cli_usage_error("-c: %d is smaller than the longest test (%d tokens of -p/-n)",
+                               mo.sp.n_ctx, longest);
+    if (!mo.sp.n_ctx) {
+        char path[4096];
+        g3_config cfg;
+        if (g3_path_join(path, sizeof path, mo.model_dir, "config.json") == GEMMA3_OK &&
+            g3_config_load(path, &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
+            return cli_usage_error("-p/-n: the longest test (%d tokens) exceeds the model's "
+                                   "max_position_embeddings %d", longest,
+                                   cfg.max_position_embeddings);
+        mo.sp.n_ctx = longest; /* a config that cannot be read is reported by the load */
+    }
+    for (int i = 0; i < args.threads.n; i++) cli_warn_threads("-t", args.threads.values[i]);
     gemma3_model *model = NULL;
     if ((status = cli_model_load(&mo, &model))) return status;
     status = run_bench(model, &mo, &args);

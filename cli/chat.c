@@ -50,6 +50,8 @@ typedef struct {
     int context_shift;
     const char *resume;    /* --resume FILE */
     int interactive;       /* stdin is a terminal */
+    int commands;          /* --commands: slash commands even when stdin is not a terminal */
+    int n_messages, n_unanswered; /* messages read; those dropped without a reply */
     int32_t *reply_ids;    /* scratch, n_ctx + 1 */
     double last_reply_tps;
 } chat;
@@ -137,11 +139,12 @@ static int encode_live_conversation(chat *c, const char *text, int32_t **ids, in
     for (int i = c->first_live; i < c->n_turns; i++)
         msgs[n_msgs++] = (gemma3_chat_msg){c->turns[i].is_model ? "model" : "user", c->turns[i].text};
     msgs[n_msgs++] = (gemma3_chat_msg){"user", text};
-    int need = gemma3_chat_encode(c->g.tok, msgs, n_msgs, 1, 1, NULL, 0);
+    int flags = c->g.chat_flags;
+    int need = gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, NULL, 0);
     int rc = need;
     if (need >= 0) {
         *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
-        rc = *ids ? gemma3_chat_encode(c->g.tok, msgs, n_msgs, 1, 1, *ids, need)
+        rc = *ids ? gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, *ids, need)
                   : g3_error(GEMMA3_ERR_NOMEM, "out of memory");
         *n_ids = rc;
     }
@@ -171,6 +174,20 @@ static int make_room(chat *c, const char *text, int32_t **ids, int *n_ids) {
     int n_ctx = gemma3_session_n_ctx(c->g.session);
     int pos = gemma3_session_pos(c->g.session);
     if (pos + *n_ids + reply_reserve(c) <= n_ctx) return 0;
+    /* The message as the first turn of an empty context: if even that leaves no room for one
+     * token of reply, dropping turns cannot help, and it is the message that is too long. */
+    int32_t *alone = NULL;
+    int n_alone = 0;
+    if (gen_encode_chat(&c->g, c->system_prompt, text, 1, &alone, &n_alone) != GEMMA3_OK) {
+        fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
+        return -1;
+    }
+    free(alone);
+    if (n_alone + 1 > n_ctx) {
+        fprintf(stderr, "gemma3: the message is too long (%d tokens, context %d)\n", n_alone, n_ctx);
+        return -1;
+    }
+    if (pos == 0) return 0; /* nothing to drop: the reply gets what is left */
     if (!c->context_shift &&
         !ask_yes_no(c, "context full: drop the oldest turns to make room? [y/N] ")) {
         fprintf(stderr, "gemma3: context full (%d of %d tokens): use /reset, or --context-shift to "
@@ -186,7 +203,7 @@ static int make_room(chat *c, const char *text, int32_t **ids, int *n_ids) {
         if (n_all + reply_reserve(c) <= n_ctx / 2 || c->first_live >= c->n_turns) {
             if (n_all + 1 > n_ctx) {
                 free(all);
-                fprintf(stderr, "gemma3: this message alone (%d tokens) does not fit the context (%d)\n",
+                fprintf(stderr, "gemma3: the message is too long (%d tokens, context %d)\n",
                         n_all, n_ctx);
                 return -1;
             }
@@ -203,17 +220,20 @@ static int make_room(chat *c, const char *text, int32_t **ids, int *n_ids) {
     }
 }
 
+/* Answers one message. Returns 0 when it was answered, 1 when it was dropped (the reason
+ * printed), -1 when the chat cannot go on (out of memory, or non-finite logits: the model is
+ * broken, and every later turn would be too). */
 static int run_turn(chat *c, const char *text) {
     int32_t *ids = NULL;
     int n_ids = 0;
     if (encode_next_turn(c, text, &ids, &n_ids) != GEMMA3_OK) {
         fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
-        return 0;
+        return 1;
     }
     int rebuilt = make_room(c, text, &ids, &n_ids);
     if (rebuilt < 0) {
         free(ids);
-        return 0;
+        return 1;
     }
     if (rebuilt) fprintf(stderr, "[dropped the oldest turns; %d turns kept]\n", c->n_turns - c->first_live);
 
@@ -230,7 +250,7 @@ static int run_turn(chat *c, const char *text) {
     if (rc != GEMMA3_OK) {
         free(ids);
         fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
-        return 0;
+        return rc == GEMMA3_ERR_NUMERIC ? -1 : 1;
     }
     c->last_reply_tps = dt > 0 ? n_gen / dt : 0;
     if (stop == GEN_STOP_INTERRUPTED) fprintf(stderr, "[interrupted]\n");
@@ -468,19 +488,23 @@ static int run_command(chat *c, const char *line) {
     } else if (!strncmp(line, "/load ", 6) && line[6]) {
         load_transcript(c, line + 6);
     } else {
-        fprintf(stderr, "gemma3: unknown command '%s' (try /help)\n", line);
+        char shown[256];
+        fprintf(stderr, "gemma3: unknown command '%s' (try /help)\n",
+                cli_escape(line, strlen(line), shown, sizeof shown));
     }
     return 0;
 }
 
-/* One line of input (without the newline), malloc'd; NULL at EOF. */
-static char *read_line(chat *c) {
+/* One line of input (without the newline), malloc'd, its length in *len (NUL bytes counted);
+ * NULL at EOF. */
+static char *read_line(chat *c, size_t *len) {
     if (c->interactive) {
         for (;;) {
             interrupted = 0;
             char *line = readline("> ");
             if (line || !interrupted) {
                 if (line && *line) add_history(line);
+                if (line) *len = strlen(line);
                 return line;
             }
             fputc('\n', stdout); /* Ctrl-C at the prompt: a fresh prompt, not an exit */
@@ -494,7 +518,21 @@ static char *read_line(chat *c) {
         return NULL;
     }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    *len = (size_t)n;
     return line;
+}
+
+/* A message: answered, or counted as unanswered with the reason printed. Returns 1 to quit. */
+static int send_message(chat *c, const char *line, size_t len) {
+    c->n_messages++;
+    long nul = gen_find_nul(line, len);
+    int rc = 1;
+    if (nul >= 0)
+        fprintf(stderr, "gemma3: the message has a NUL byte at byte %ld: not sent\n", nul);
+    else
+        rc = run_turn(c, line);
+    if (rc != 0) c->n_unanswered++;
+    return rc < 0;
 }
 
 static const cli_option chat_options[] = {
@@ -503,6 +541,9 @@ static const cli_option chat_options[] = {
     {"--resume", "FILE", CLI_TEXT, offsetof(chat, resume),
      .help = "continue the conversation /save wrote to FILE (and FILE.state), with no prefill; "
              "its seed unless -s is given"},
+    {"--commands", NULL, CLI_SWITCH, offsetof(chat, commands), .value = 1,
+     .help = "run /commands even when the input is not a terminal (else every piped line is a "
+             "message)"},
     {"-i, -cnv, --interactive, --conversation", NULL, CLI_SWITCH, CLI_NOWHERE,
      .help = "chat (what gemma3 chat does anyway; for gemma3 -i -m DIR)"},
 };
@@ -512,7 +553,9 @@ static const cli_group chat_group = CLI_GROUP("chat", chat_options);
 static const cli_command chat_command = {
     "usage: gemma3 chat -m DIR [options]       (also: gemma3 -i / -cnv -m DIR)\n"
     "An interactive chat. Ctrl-C stops the current reply; Ctrl-D (EOF) or /quit exits.\n"
-    "Commands: /help, /reset, /system TEXT, /stats, /save FILE, /load FILE, /quit.\n",
+    "Commands (at a terminal, or with --commands): /help, /reset, /system TEXT, /stats,\n"
+    "/save FILE, /load FILE, /quit. Piped input: every line is a message; exit 1 if any went\n"
+    "unanswered.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
     {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
 };
@@ -548,6 +591,7 @@ int cmd_chat(int argc, char **argv) {
         return status;
     }
     c.interactive = isatty(STDIN_FILENO);
+    int commands = c.interactive || c.commands;
     c.reply_ids = malloc(((size_t)gemma3_session_n_ctx(c.g.session) + 1) * sizeof *c.reply_ids);
     if (c.opts.system_prompt) c.system_prompt = strdup(c.opts.system_prompt);
     if (!c.reply_ids || (c.opts.system_prompt && !c.system_prompt)) {
@@ -567,15 +611,23 @@ int cmd_chat(int argc, char **argv) {
     }
 
     for (;;) {
-        char *line = read_line(&c);
+        size_t len = 0;
+        char *line = read_line(&c, &len);
         if (!line) break;
-        int quit = 0;
-        if (line[0] == '/') quit = run_command(&c, line);
-        else if (line[0] != '\0') quit = run_turn(&c, line) < 0;
+        int quit = 0, fatal = 0;
+        long nul = gen_find_nul(line, len);
+        if (commands && line[0] == '/' && nul >= 0) /* its text would be cut at the NUL */
+            fprintf(stderr, "gemma3: the command has a NUL byte at byte %ld: ignored\n", nul);
+        else if (commands && line[0] == '/') quit = run_command(&c, line);
+        else if (len > 0) fatal = send_message(&c, line, len);
         free(line);
-        if (quit) break;
+        if (fatal) status = CLI_EXIT_FAIL;
+        if (quit || fatal) break;
     }
     if (c.interactive) fputc('\n', stdout);
+    /* a script must learn that its conversation is not the one it sent */
+    if (!status && !c.interactive && c.n_unanswered)
+        status = cli_fail("%d of %d messages were not answered", c.n_unanswered, c.n_messages);
 done:
     for (int i = 0; i < c.n_turns; i++) turn_free(&c.turns[i]);
     free(c.turns);

@@ -32,6 +32,11 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_FAIL. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* s[0..len) for an error line: control bytes (and DEL) as \n, \t, \r or \xNN, and a
+ * backslash doubled, so hostile input cannot rewrite the terminal or forge lines; cut with
+ * "..." to fit buf (n >= 8). Returns buf. */
+const char *cli_escape(const char *s, size_t len, char *buf, size_t n);
+
 /* Strict parsers: the whole string must be a number in [min, max] (a bound of +-INFINITY is
  * printed "inf"). On error they print "gemma3: <flag>: '<val>' is not ... in [min, max]" and
  * return CLI_EXIT_USAGE; else 0. */
@@ -118,9 +123,16 @@ extern const cli_group cli_model_group;
 void cli_model_opts_init(cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
+/* A warning line (not an error) when n_threads is more than the online CPUs. */
+void cli_warn_threads(const char *flag, int n_threads);
+/* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (g3_mem_available):
+ * prints the error naming -c and both sizes, returns CLI_EXIT_USAGE; else 0. */
+int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32);
 /* " (N GB/s)" of the load, or "" when it took no measurable time (a mapping), into buf. */
 const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n);
-/* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. */
+/* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. First,
+ * from config.json alone, refuses (CLI_EXIT_USAGE) a -c beyond max_position_embeddings or whose
+ * KV cache cannot fit in the memory available (cli_check_kv), before any weight is read. */
 int cli_model_load(const cli_model_opts *o, gemma3_model **model);
 
 /* ---- sampling flags (sampling-options.c) ---------------------------------------------------- */

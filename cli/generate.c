@@ -21,7 +21,8 @@ typedef struct generate_args {
 #define A(field) offsetof(generate_args, field)
 static const cli_option generate_options[] = {
     {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt"},
-    {"-f, --file", "FILE", CLI_TEXT, A(prompt_file), .help = "read the prompt from FILE"},
+    {"-f, --file", "FILE", CLI_TEXT, A(prompt_file),
+     .help = "read the prompt from FILE (- = standard input)"},
     {"--prompt-ids", "IDS", CLI_TEXT, A(prompt_ids),
      .help = "the prompt as comma-separated token ids, used as given (no template, no BOS added)"},
     {"--raw", NULL, CLI_SWITCH, A(raw), .value = 1,
@@ -119,6 +120,10 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
 static int build_prompt(const gen_state *g, const char *text, size_t text_len, int raw,
                         const char *system_prompt, int32_t **ids, int *n_ids) {
     if (!raw) {
+        long nul = gen_find_nul(text, text_len);
+        if (nul >= 0)
+            return cli_fail("the prompt has a NUL byte at byte %ld: the chat template takes text "
+                            "(--raw keeps every byte)", nul);
         char *z = malloc(text_len + 1);
         if (!z) return cli_fail("out of memory");
         memcpy(z, text, text_len);

@@ -53,15 +53,9 @@ static const cli_command info_command = {
     {&info_group, NULL},
 };
 
-/* K and V for every layer: a sliding layer keeps min(W, ctx) positions, a full layer ctx. */
+/* K and V for every layer, as the session lays them out (g3_kv_bytes: the one formula). */
 static int64_t kv_cache_bytes(const g3_config *c, int ctx, int elem_bytes) {
-    int64_t slots = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        int keep = ctx;
-        if (c->layer_types[l] == G3_LAYER_SLIDING && c->sliding_window < ctx) keep = c->sliding_window;
-        slots += keep;
-    }
-    return 2 * slots * c->n_kv_heads * c->head_dim * (int64_t)elem_bytes;
+    return (int64_t)g3_kv_bytes(c, ctx, 0, (size_t)elem_bytes);
 }
 
 /* "SSSSSF SSSSSF S": groups of six for readability. */
@@ -193,6 +187,7 @@ int cmd_info(int argc, char **argv) {
     const char *dir = args.dir;
     int ctx = args.ctx, kv_type = args.kv_type, json = args.json, speed = args.speed;
     if (!dir) return cli_usage_error("info: -m DIR is required (try gemma3 info --help)");
+    if (!*dir) return cli_usage_error("-m: the model directory name is empty");
     if (speed && json) return cli_usage_error("--speed: not with --json (gemma3 bench -o json measures for scripts)");
 
     char path[4096];

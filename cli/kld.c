@@ -128,7 +128,11 @@ int kld_read_open(kld_reader *r, const char *path, int32_t **tokens) {
     }
     unsigned char b[KLD_HEADER_BYTES];
     int rc = 0;
-    if ((uint64_t)st.st_size < KLD_HEADER_BYTES || fread(b, 1, sizeof b, r->f) != sizeof b)
+    /* read by its size, checked against the header: a directory or a stream cannot be */
+    if (!S_ISREG(st.st_mode))
+        rc = cli_fail(FLAG ": '%s' is %s, not a file written by --kl-divergence-base", path,
+                      S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    else if ((uint64_t)st.st_size < KLD_HEADER_BYTES || fread(b, 1, sizeof b, r->f) != sizeof b)
         rc = cli_fail(FLAG ": '%s' is truncated: %lld bytes, shorter than the %d-byte header",
                       path, (long long)st.st_size, KLD_HEADER_BYTES);
     if (!rc) {

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "safetensors.h"
+#include "threads.h"
+#include "util.h"
 
 #define M(field) offsetof(cli_model_opts, field)
 
@@ -66,6 +69,8 @@ static const cli_option model_options[] = {
     {"--no-mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_READ,
      .help = "read the weights into memory (by default: read if they fit in 3/4 of the "
              "memory available, else map)"},
+    {"--check-tensors", NULL, CLI_SWITCH, M(mp.check_tensors), .value = 1,
+     .help = "check every weight for NaN and infinity at load (as llama.cpp; norms always are)"},
     {"-v, --verbose", NULL, CLI_SWITCH, M(verbose), .value = 1,
      .help = "print the kernels, threads and timings to stderr"},
 };
@@ -84,6 +89,41 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
     return 0;
 }
 
+void cli_warn_threads(const char *flag, int n_threads) {
+    int n_cpus = g3_n_cpus();
+    if (n_threads > n_cpus)
+        fprintf(stderr, "gemma3: warning: %s %d is more than the %d CPUs: the extra threads only "
+                "wait for a core\n", flag, n_threads, n_cpus);
+}
+
+int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32) {
+    uint64_t need = g3_kv_bytes(cfg, n_ctx, 0, kv_f32 ? 4 : 2);
+    size_t avail = g3_mem_available();
+    if (avail && need > avail) /* 0: could not be read */
+        return cli_usage_error("-c: %d tokens need a KV cache of %.2f GB (%s), more than the %.2f GB "
+                               "of memory available", n_ctx, (double)need / 1e9,
+                               kv_f32 ? "f32" : "bf16", (double)avail / 1e9);
+    return 0;
+}
+
+/* What can be refused from config.json alone is refused before the weights are read: a -c
+ * beyond the model's positions, or whose KV cache can never fit in memory. */
+static int preflight(const cli_model_opts *o) {
+    if (!o->model_dir || !*o->model_dir) return cli_usage_error("-m: the model directory name is empty");
+    char path[4096];
+    g3_config cfg;
+    if (g3_path_join(path, sizeof path, o->model_dir, "config.json") != GEMMA3_OK ||
+        g3_config_load(path, &cfg) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    cli_warn_threads("-t", o->sp.n_threads);
+    int n_ctx = o->sp.n_ctx ? o->sp.n_ctx : 4096;
+    if (o->sp.n_ctx > cfg.max_position_embeddings)
+        return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", o->sp.n_ctx,
+                               cfg.max_position_embeddings);
+    if (n_ctx > cfg.max_position_embeddings) n_ctx = cfg.max_position_embeddings;
+    return cli_check_kv(&cfg, n_ctx, o->sp.exact || o->sp.kv_type == GEMMA3_KV_F32);
+}
+
 const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n) {
     buf[0] = '\0'; /* a mapping that is only set up takes no measurable time */
     if (info->load_seconds >= 1e-3)
@@ -92,6 +132,8 @@ const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n) {
 }
 
 int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
+    int rc = preflight(o);
+    if (rc) return rc;
     gemma3_model_params mp = o->mp;
     mp.n_threads = o->sp.n_threads; /* quantizing at load uses the session's threads */
     if (gemma3_model_load_ex(o->model_dir, &mp, model) != GEMMA3_OK)

@@ -2,6 +2,7 @@
  * --help printer the subcommands share. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -13,12 +14,11 @@
 /* ---- error lines ---------------------------------------------------------------------------- */
 
 static void vprint_error(const char *fmt, va_list ap) {
-    char msg[1024];
+    char msg[1024], shown[1100];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    /* keep the contract of one line even if a message embeds a newline */
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
-    fprintf(stderr, "gemma3: %s\n", msg);
+    /* one line whatever the message echoes (a flag's value, a file name, a chat line): control
+     * bytes are escaped, never passed to the terminal */
+    fprintf(stderr, "gemma3: %s\n", cli_escape(msg, strlen(msg), shown, sizeof shown));
 }
 
 int cli_usage_error(const char *fmt, ...) {
@@ -37,6 +37,29 @@ int cli_fail(const char *fmt, ...) {
     return CLI_EXIT_FAIL;
 }
 
+const char *cli_escape(const char *s, size_t len, char *buf, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char one[8];
+        if (ch == '\n') snprintf(one, sizeof one, "\\n");
+        else if (ch == '\t') snprintf(one, sizeof one, "\\t");
+        else if (ch == '\r') snprintf(one, sizeof one, "\\r");
+        else if (ch == '\\') snprintf(one, sizeof one, "\\\\");
+        else if (ch < 0x20 || ch == 0x7f) snprintf(one, sizeof one, "\\x%02x", ch);
+        else one[0] = (char)ch, one[1] = '\0';
+        size_t k = strlen(one);
+        if (w + k + 4 > n) { /* room for "..." and the NUL */
+            memcpy(buf + w, "...", 4);
+            return buf;
+        }
+        memcpy(buf + w, one, k);
+        w += k;
+    }
+    buf[w] = '\0';
+    return buf;
+}
+
 /* ---- numbers -------------------------------------------------------------------------------- */
 
 /* "[0, 100]", "[0, 2147483647]", "[0, inf)". */
@@ -50,11 +73,14 @@ static const char *range_text(char *buf, size_t n, double min, double max) {
     return buf;
 }
 
+/* strtol and strtod skip leading white space; a value must be the number and nothing else. */
+static int starts_blank(const char *val) { return isspace((unsigned char)val[0]) != 0; }
+
 int cli_parse_int(const char *flag, const char *val, double min, double max, int *out) {
     char *end, range[80];
     errno = 0;
     long v = strtol(val, &end, 10);
-    if (errno || end == val || *end != '\0' || v < min || v > max || v < INT_MIN || v > INT_MAX)
+    if (errno || end == val || starts_blank(val) || *end != '\0' || v < min || v > max || v < INT_MIN || v > INT_MAX)
         return cli_usage_error("%s: '%s' is not an integer in %s", flag, val,
                                range_text(range, sizeof range, min, max));
     *out = (int)v;
@@ -65,7 +91,7 @@ int cli_parse_float(const char *flag, const char *val, double min, double max, f
     char *end, range[80];
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || end == val || *end != '\0' || !isfinite(v) || v < min || v > max)
+    if (errno || end == val || starts_blank(val) || *end != '\0' || !isfinite(v) || v < min || v > max)
         return cli_usage_error("%s: '%s' is not a number in %s", flag, val,
                                range_text(range, sizeof range, min, max));
     *out = (float)v;
@@ -85,7 +111,7 @@ int cli_parse_ids(const char *flag, const char *val, int max_id, int32_t **ids, 
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > max_id || (*end != ',' && *end != '\0')) {
+        if (errno || end == p || starts_blank(p) || v < 0 || v > max_id || (*end != ',' && *end != '\0')) {
             free(out);
             return cli_usage_error("%s: '%s' is not a comma-separated list of ids in [0, %d]", flag,
                                    val, max_id);

@@ -14,6 +14,9 @@ static const cli_option reply_options[] = {
      .help = "most tokens to generate per reply, -1 = until a stop token or the context is full"},
     {"-sys, --system-prompt", "TEXT", CLI_TEXT, G(system_prompt),
      .help = "system prompt (folded into the first user turn, as Gemma does)"},
+    {"--markers-as-text", NULL, CLI_SWITCH, G(markers_as_text), .value = 1,
+     .help = "<start_of_turn>/<end_of_turn> typed in the user's text stay text (default: they "
+             "become turn markers, as in Hugging Face)"},
 };
 #undef G
 
@@ -52,6 +55,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     g->load_seconds = g3_now() - t0;
+    g->chat_flags = opts->markers_as_text ? GEMMA3_TOK_MARKERS_AS_TEXT : 0;
 
     for (int i = 0; i < g->info.n_eos; i++) add_stop(g, g->info.eos_ids[i]);
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_EOS));
@@ -65,12 +69,23 @@ int gen_open(gen_state *g, gen_opts *opts) {
     cli_sampling_apply_gen_config(&opts->cs, &gc);
     rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
     if (rc) return rc;
+    /* Only ids that have a piece are ever drawn: the real Gemma 3 has 262,208 embedding rows
+     * for 262,144 pieces, and a row without a piece prints nothing. The sampler sees the prefix
+     * [0, n_sample) of every logits vector, which holds exactly those ids. */
+    int n_pieces = gemma3_tokenizer_vocab_size(g->tok);
+    int n_sample = g->info.vocab_size < n_pieces ? g->info.vocab_size : n_pieces;
     gemma3_sampler_params sp = opts->cs.params;
+    for (int i = 0; i < sp.n_logit_bias; i++)
+        if (sp.logit_bias[i].token >= n_sample)
+            return cli_usage_error("-l: token %d is out of range [0, %d) (the ids this model can "
+                                   "generate)", (int)sp.logit_bias[i].token, n_sample);
     sp.n_eos = 0;
-    for (int i = 0; i < g->n_stop && i < GEMMA3_SAMPLER_MAX_EOS; i++) sp.eos_ids[sp.n_eos++] = g->stop_ids[i];
+    for (int i = 0; i < g->n_stop && sp.n_eos < GEMMA3_SAMPLER_MAX_EOS; i++)
+        if (g->stop_ids[i] < n_sample) sp.eos_ids[sp.n_eos++] = g->stop_ids[i];
     if (sp.n_ctx == 0) sp.n_ctx = gemma3_session_n_ctx(g->session);
-    if (gemma3_sampler_init(&sp, g->info.vocab_size, &g->sampler) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
+    int src = gemma3_sampler_init(&sp, n_sample, &g->sampler);
+    if (src == GEMMA3_ERR_ARG) return cli_usage_error("%s", gemma3_last_error()); /* a flag's value */
+    if (src != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     return 0;
 }
 
@@ -152,12 +167,17 @@ int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *u
     int n = 0;
     if (system_prompt) msgs[n++] = (gemma3_chat_msg){"system", system_prompt};
     msgs[n++] = (gemma3_chat_msg){"user", user_text};
-    int need = gemma3_chat_encode(g->tok, msgs, n, add_bos, 1, NULL, 0);
+    int need = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, NULL, 0);
     if (need < 0) return need;
     *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
     if (!*ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
-    *n_ids = gemma3_chat_encode(g->tok, msgs, n, add_bos, 1, *ids, need);
+    *n_ids = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, *ids, need);
     return *n_ids < 0 ? *n_ids : GEMMA3_OK;
+}
+
+long gen_find_nul(const char *text, size_t len) {
+    const char *z = memchr(text, '\0', len);
+    return z ? (long)(z - text) : -1;
 }
 
 static double per_second(int n, double seconds) { return seconds > 0 ? n / seconds : 0.0; }

@@ -14,6 +14,7 @@ typedef struct gen_opts {
     cli_sampling cs;            /* sampling flags; generation_config.json fills what they leave */
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
+    int markers_as_text;        /* --markers-as-text: GEMMA3_TOK_MARKERS_AS_TEXT for user text */
 } gen_opts;
 
 typedef enum {
@@ -29,6 +30,7 @@ typedef struct gen_state {
     gemma3_session *session;
     gemma3_sampler *sampler;
     gemma3_model_info info;
+    int chat_flags;             /* tokenizer flags of user text in the chat template */
     int32_t stop_ids[16];       /* eos ids of the config plus <end_of_turn> */
     int n_stop;
     double load_seconds;
@@ -66,6 +68,10 @@ int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *u
                     int add_bos, int32_t **ids, int *n_ids);
 
 int gen_is_stop(const gen_state *g, int32_t token);
+
+/* The chat template takes text without NUL bytes (C strings): text of len bytes holding one is
+ * refused, not cut. Returns the offset of the first NUL, or -1 when there is none. */
+long gen_find_nul(const char *text, size_t len);
 
 /* The stderr summary: prompt and generated tokens with tok/s, load time, seed, ISA, threads. */
 void gen_print_summary(const gen_state *g, FILE *f);

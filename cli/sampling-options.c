@@ -1,5 +1,6 @@
 /* cli/sampling-options.c - llama.cpp's sampling flags for the generate/chat commands as one option
  * table into gemma3_sampler_params; generation_config.json defaults; DRY breaker strings. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -21,7 +22,7 @@ static int parse_logit_bias(const char *flag, const char *val, gemma3_sampler_pa
     char *end;
     errno = 0;
     long id = strtol(val, &end, 10);
-    if (errno || end == val || id < 0 || id > 2147483647L || (*end != '+' && *end != '-'))
+    if (errno || end == val || isspace((unsigned char)val[0]) || id < 0 || id > 2147483647L || (*end != '+' && *end != '-'))
         return cli_usage_error("%s: '%s' is not TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf", flag,
                                val);
     const char *num = end; /* keep the sign */
@@ -30,7 +31,7 @@ static int parse_logit_bias(const char *flag, const char *val, gemma3_sampler_pa
         b = *num == '-' ? -INFINITY : INFINITY;
     } else {
         errno = 0;
-        b = strtod(num, &end);
+        b = strtod(num, &end); /* num[1] must be a digit (checked below): no blank */
         if (errno || end == num + 1 || *end != '\0' || !isfinite(b) ||
             !(num[1] >= '0' && num[1] <= '9') || fabs(b) > 1e6)
             return cli_usage_error("%s: '%s': the bias must be a number in [-1e6, 1e6] or inf",
@@ -48,7 +49,7 @@ static int parse_seed(const char *flag, const char *val, uint32_t *seed) {
     char *end;
     errno = 0;
     long long v = strtoll(val, &end, 10);
-    if (errno || end == val || *end != '\0' || v < -1 || v > 4294967295LL)
+    if (errno || end == val || isspace((unsigned char)val[0]) || *end != '\0' || v < -1 || v > 4294967295LL)
         return cli_usage_error("%s: '%s' is not an integer in [-1, 4294967295] (-1: random)", flag,
                                val);
     *seed = v == -1 ? GEMMA3_SEED_RANDOM : (uint32_t)v;

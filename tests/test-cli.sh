@@ -54,7 +54,7 @@ if cmp -s "$TMP/f.txt" "$TMP/a.txt"; then ok; else bad "-f gave other text than 
 
 # ---- chat through stdin == one long prompt holding both turns ---------------------------------
 printf 'Hi\nHow are you?\n/save %s\n/quit\n' "$TMP/chat.json" |
-    "$G3" chat -m "$M" -n 12 -s 42 -t 2 >"$TMP/chat.out" 2>"$TMP/chat.err"
+    "$G3" chat --commands -m "$M" -n 12 -s 42 -t 2 >"$TMP/chat.out" 2>"$TMP/chat.err"
 if [ $? -eq 0 ]; then ok; else bad "chat via stdin failed: $(cat "$TMP/chat.err")"; fi
 if [ $have_python -eq 1 ] && [ -s "$TMP/chat.json" ]; then
     if [ "$(json_get "$TMP/chat.json" "len(j['turns'])")" = 4 ]; then ok; else bad "chat transcript has $(json_get "$TMP/chat.json" "len(j['turns'])") turns"; fi
@@ -91,7 +91,7 @@ fi
 
 # ---- SIGINT mid-reply through a pipe returns to the prompt ------------------------------------
 mkfifo "$TMP/fifo"
-"$G3" chat -m "$M" -n -1 -c 4096 -s 5 -t 1 <"$TMP/fifo" >"$TMP/int.out" 2>"$TMP/int.err" &
+"$G3" chat --commands -m "$M" -n -1 -c 4096 -s 5 -t 1 <"$TMP/fifo" >"$TMP/int.out" 2>"$TMP/int.err" &
 pid=$!
 exec 9>"$TMP/fifo"
 printf 'Write forever\n' >&9

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -367,7 +368,84 @@ static void test_gen_config(void) {
     rmdir(dir);
 }
 
+/* The whole file is read strictly: a key given twice (anywhere) or bytes after the value. */
+static void test_strict_json(void) {
+    expect_refused("{" BASE ",\"vocab_size\":100,\"vocab_size\":200}", GEMMA3_ERR_FORMAT,
+                   "key 'vocab_size' appears twice");
+    expect_refused("{" BASE ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2,\"factor\":8}}",
+                   GEMMA3_ERR_FORMAT, "key 'rope_scaling.factor' appears twice");
+    expect_refused("{" BASE "} {}", GEMMA3_ERR_FORMAT, "bytes after the end of the JSON value (at byte");
+    expect_refused("{" BASE "}x", GEMMA3_ERR_FORMAT, "bytes after the end");
+    g3_config c;
+    CHECK_MSG(parse("{" BASE "}  \n\t", &c) == GEMMA3_OK, "%s", gemma3_last_error());
+}
+
+/* Values that parse as doubles but break the float constants the forward pass derives. */
+static void test_derived_constants(void) {
+    /* 1e-300 is a positive double but 0 as a float: the frequency would be infinite */
+    expect_refused("{" BASE ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":1e-300}}",
+                   GEMMA3_ERR_FORMAT, "RoPE scaling factor 0 is not a positive finite float");
+    /* a denormal factor: 1 / 1e-40 overflows the float frequency */
+    expect_refused("{" BASE ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":1e-40}}",
+                   GEMMA3_ERR_FORMAT, "RoPE frequency 0 is inf");
+    /* a finite frequency whose angle at the last position overflows */
+    expect_refused("{" BASE ",\"max_position_embeddings\":2000000000,\"rope_parameters\":"
+                   "{\"full_attention\":{\"rope_type\":\"linear\",\"rope_theta\":10000,"
+                   "\"factor\":1e-30}}}",
+                   GEMMA3_ERR_FORMAT, "(angle inf at position 1999999999)");
+    expect_refused("{" BASE ",\"query_pre_attn_scalar\":1e-50}", GEMMA3_ERR_FORMAT,
+                   "query_pre_attn_scalar: 0 is not a positive number");
+    expect_refused("{" BASE ",\"rope_theta\":1e39}", GEMMA3_ERR_FORMAT,
+                   "rope_theta: inf is not a positive number");
+    /* ids must be rows of the embedding */
+    expect_refused("{" BASE ",\"vocab_size\":100,\"eos_token_id\":[1,106]}", GEMMA3_ERR_FORMAT,
+                   "eos_token_id: 106 is not in [0, vocab_size 100)");
+    expect_refused("{" BASE ",\"vocab_size\":100,\"bos_token_id\":100,\"eos_token_id\":1}",
+                   GEMMA3_ERR_FORMAT, "bos_token_id: 100 is not in [0, vocab_size 100)");
+}
+
+/* generation_config.json: the sampler's own ranges (gemma3_sampler_param_range), file and key
+ * named. */
+static void test_gen_config_ranges(void) {
+    char dir[] = "/tmp/g3-genrange-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    static const struct { const char *json, *want; } cases[] = {
+        {"{\"temperature\": 1000}", "generation_config.json: temperature: 1000 is out of range [0, 100]"},
+        {"{\"temperature\": -1}", "generation_config.json: temperature: -1 is out of range [0, 100]"},
+        {"{\"top_p\": 1.5}", "generation_config.json: top_p: 1.5 is out of range [0, 1]"},
+        {"{\"top_k\": -3}", "generation_config.json: top_k: -3 is out of range [0, 2147483647]"},
+        {"{\"min_p\": -0.5}", "generation_config.json: min_p: -0.5 is out of range [0, inf]"},
+        {"{\"repetition_penalty\": 0}", "generation_config.json: repetition_penalty: 0 is out of range [0.01, 100]"},
+        {"{\"temperature\": 1e300}", "generation_config.json: temperature: 1e+300 is not a finite float"},
+        {"{\"top_k\": 4, \"top_k\": 8}", "generation_config.json: key 'top_k' appears twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(cases[i].json, f);
+        fclose(f);
+        g3_gen_config gc;
+        CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_FORMAT);
+        CHECK_MSG(strstr(gemma3_last_error(), cases[i].want) && strstr(gemma3_last_error(), dir),
+                  "'%s' lacks '%s'", gemma3_last_error(), cases[i].want);
+        CHECK(!gc.has_temperature && !gc.has_top_k && !gc.has_top_p);
+    }
+    unlink(path);
+    /* a directory where the file should be: refused by name, not read */
+    CHECK(mkdir(path, 0700) == 0);
+    g3_gen_config gc;
+    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_IO);
+    CHECK_MSG(strstr(gemma3_last_error(), "generation_config.json: is a directory"), "%s",
+              gemma3_last_error());
+    rmdir(path);
+    rmdir(dir);
+}
+
 int main(void) {
+    test_strict_json();
+    test_derived_constants();
+    test_gen_config_ranges();
     test_golden();
     test_defaults();
     test_layer_types();

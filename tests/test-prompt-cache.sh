@@ -100,7 +100,7 @@ expect_error "-ro alone" 2 "--prompt-cache-ro: needs --prompt-cache FILE" \
     "$G3" -m "$M" --prompt-ids "$doc" --prompt-cache-ro
 
 # ---- chat: /save writes the state beside the transcript; --resume and /load continue ------------
-chat() { "$G3" chat -m "$M" -t 2 -n 8 --repeat-penalty 1.5 "$@"; }
+chat() { "$G3" chat -m "$M" -t 2 -n 8 --repeat-penalty 1.5 --commands "$@"; }  # piped /commands need --commands
 printf 'Hi\nHow are you?\n' | chat -s 42 >"$TMP/whole.out" 2>/dev/null || bad "chat in one go failed"
 printf 'Hi\n/save %s\n' "$TMP/t.json" | chat -s 42 >/dev/null 2>"$TMP/err" || bad "chat /save failed"
 has "/save" "the state (18 tokens) to $TMP/t.json.state"
