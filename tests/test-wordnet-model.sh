@@ -4,7 +4,8 @@
 # tools/train-dict-model.py on the GPU machine):
 #   - tokenizer: `gemma3 tokenize` of the held-out text gives SentencePiece's own ids;
 #   - greedy: for every prompt of refs.json, `--exact --temp 0 -n 64` generates exactly
-#     transformers' generate(do_sample=False) ids, every token, the stop included; the default
+#     transformers' generate(do_sample=False) ids, every token, the stop included (and with each
+#     kernel set this CPU has, on every fourth prompt); the default
 #     mode (BF16 activations and KV cache) diverges only at near-ties (transformers' top-2 logit
 #     gap there < 0.06, within BF16 rounding) and keeps >= 95% of all tokens before its first
 #     divergence beyond one: a flip at a near-tie costs that token, the generation then restarts
@@ -106,6 +107,24 @@ if what == "greedy":
           % ("PASS" if resynced >= 0.95 * total else "FAIL", resynced, total,
              100 * resynced / total, literal, 100 * literal / total))
 
+elif what == "greedy-isa":
+    # every kernel set this CPU has, --exact, on every fourth prompt (the best set ran them all)
+    for isa in ("scalar", "avx2", "avx512"):
+        ISA[:] = ["--isa", isa]
+        try:
+            g3_run("eval", "-m", model, "--tokens", "2", "--dump-logits", tmp + "/isa.f32")
+        except RuntimeError as e:
+            if "not supported by this CPU" in str(e):
+                print("SKIP isa %s" % isa)
+                continue
+            raise
+        for g in refs["greedy"][::4]:
+            ours, stop = generate(g["prompt_ids"], exact=True)
+            n = matches(ours, stop, g["ids"])
+            ok = n == len(g["ids"]) and (stop == "eos" or len(ours) == len(g["ids"]))
+            print("%s greedy --exact --isa %s %s: %d of %d tokens" % ("PASS" if ok else "FAIL",
+                  isa, g["name"], n, len(g["ids"])))
+
 elif what == "perplexity":
     ref = refs["perplexity"]
     for mode in (["--exact"], []):
@@ -172,6 +191,7 @@ EOF
         case $line in
         "PASS perplexity"* | "PASS greedy default"* | "PASS chat:"*) ok && echo "$line" ;;
         PASS*) ok ;;
+        "SKIP isa "*) skip "${line#SKIP }" ;;
         FAIL*) bad "${line#FAIL }" ;;
         *) bad "$1: $line" ;;
         esac
@@ -188,6 +208,7 @@ else
 fi
 
 run_checks greedy "$G3" "$M" $D "$TMP"
+[ -n "$WORDNET_ISA" ] || run_checks greedy-isa "$G3" "$M" $D "$TMP"
 run_checks perplexity "$G3" "$M" $D "$TMP"
 run_checks chat "$G3" "$M" $D "$TMP"
 report
