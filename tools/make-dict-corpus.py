@@ -14,8 +14,6 @@ writes, into OUTDIR:
   heldout-chat.txt  the held-out synsets' conversations
   spm-input.txt     the text the tokenizer is trained on (training plain + chat text, markers
                     written as the user-defined pieces)
-  words.txt         every lowercase word of the training text, one per line (for the chat test's
-                    "mostly dictionary words" check)
 
 A synset is held out when md5("pos offset") mod 100 < HELDOUT_PERCENT, so the split depends on
 nothing but WordNet itself; training never sees a held-out gloss (a word can still appear in
@@ -177,12 +175,8 @@ def main():
     write("heldout-plain.txt", "\n\n".join(held_docs) + "\n")
     write("heldout-chat.txt", "\f\n".join(held_chats))
     write("spm-input.txt", "\n".join(train_docs) + "\n" + "".join(train_chats))
-    words = set()
-    for d in train_docs + train_chats:
-        words.update(w.lower() for w in re.findall(r"[A-Za-z]+(?:'[a-z]+)?", d))
-    write("words.txt", "\n".join(sorted(words)) + "\n")
-    print("synsets: %d train, %d held out; %d plain documents, %d conversations; %d words"
-          % (len(train), len(heldout), len(train_docs), len(train_chats), len(words)))
+    print("synsets: %d train, %d held out; %d plain documents, %d conversations"
+          % (len(train), len(heldout), len(train_docs), len(train_chats)))
 
 
 if __name__ == "__main__":
