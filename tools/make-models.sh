@@ -1,7 +1,7 @@
 #!/bin/sh
-# make-models.sh - writes the bundled synthetic checkpoint models/tiny (the `tiny` preset: H 64,
+# make-models.sh - writes the synthetic checkpoint models/tiny (the `tiny` preset: H 64,
 # 7 layers, window 8, the real 262144-piece tokenizer, seed 1) if it is not there yet.
-# Used by `make models`; the README's first command runs it.
+# Used by `make models` (the bundled trained model, models/wordnet-gemma, is in git).
 set -e
 BUILD=${BUILD:-build}
 out=models/tiny
