@@ -184,7 +184,7 @@ struct gemma3_grammar {
     int words;             /* (n_vocab + 31) / 32 */
     uint32_t *cache;       /* [MASK_CACHE_SLOTS][words] */
     int32_t cache_key[MASK_CACHE_SLOTS]; /* dstate of each cached mask */
-    int cache_used, cache_next, cache_off;
+    int cache_used, cache_next, cache_off, scan_off;
     uint32_t *scratch_mask;
 
     /* the current state */
@@ -376,7 +376,6 @@ static int parse_char(parser *P, uint32_t *cp) {
     case 'r': *cp = '\r'; break;
     case '\\': case '"': case '[': case ']': case '-': case '^': case '/': *cp = (uint32_t)c; break;
     default:
-        P->pos++;
         return c < 0 ? perr(P, "expected an escape character after \\")
                      : perr(P, "unknown escape \\%c (expected one of x u U t n r \\ \" [ ] -)", c);
     }
@@ -1683,7 +1682,7 @@ const uint32_t *gemma3_grammar_mask(gemma3_grammar *g) {
         g->cache_key[slot] = DEAD; /* invalid until filled */
     }
     int nonascii_loops = 0;
-    uint64_t L = g->ds[g->cur].b.rem == 0 ? loop_set(g, g->cur, &nonascii_loops) : 0;
+    uint64_t L = g->ds[g->cur].b.rem == 0 && !g->scan_off ? loop_set(g, g->cur, &nonascii_loops) : 0;
     if (nonascii_loops && __builtin_popcountll(L) * 128 >= LOOP_MIN_ASCII * g->n_ascii_iv)
         mask_by_scan(g, g->cur, L, m);
     else
@@ -1753,8 +1752,9 @@ void g3_grammar_get_stats(const gemma3_grammar *g, g3_grammar_stats *out) {
     out->n_intervals = g->n_iv;
 }
 
-void g3_grammar_set_cache(gemma3_grammar *g, int off) {
-    g->cache_off = off;
+void g3_grammar_set_mode(gemma3_grammar *g, int flags) {
+    g->cache_off = !!(flags & G3_GRAMMAR_NO_CACHE);
+    g->scan_off = !!(flags & G3_GRAMMAR_NO_SCAN);
     g->cache_used = g->cache_next = 0;
 }
 

@@ -21,8 +21,11 @@ typedef struct g3_grammar_stats {
 } g3_grammar_stats;
 void g3_grammar_get_stats(const gemma3_grammar *g, g3_grammar_stats *out);
 
-/* Turns the cache of masks off (1) or on (0): the benchmark measures both, the tests compare. */
-void g3_grammar_set_cache(gemma3_grammar *g, int off);
+/* How masks are computed: G3_GRAMMAR_NO_CACHE walks every time, G3_GRAMMAR_NO_SCAN always walks
+ * the trie (never the per-token scan of looping states). The benchmark measures them, the tests
+ * compare them. Empties the cache. */
+enum { G3_GRAMMAR_NO_CACHE = 1, G3_GRAMMAR_NO_SCAN = 2 };
+void g3_grammar_set_mode(gemma3_grammar *g, int flags);
 
 /* Whether the bytes s[0..n) (no end token) can be fed from the current state; nothing changes.
  * 1 yes, 0 no. */

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemma3.h"
+#include "json-schema.h"
 #include "util.h"
 
-#define MAX_REFS 256
-#define MAX_ENUM_RANGE 1000 /* integer minimum..maximum enumerated up to this many values */
+#define MAX_REFS G3_JSON_SCHEMA_MAX_REFS
+#define MAX_ENUM_RANGE G3_JSON_SCHEMA_MAX_ENUM_RANGE
 
 typedef struct {
     char *buf;
