@@ -96,7 +96,9 @@ EOF
 # the checker itself refuses a wrong reply
 printf '{"text": "yes?", "stop_reason": "eos"}' >"$TMP/wrong.json"
 case $(python3 "$TMP/check.py" yesno "$TMP/wrong.json") in BAD*) ok ;; *) bad "check.py accepts 'yes?'" ;; esac
-printf '{"text": "{\"name\": \"x\", \"age\": 121, \"admin\": true}", "stop_reason": "eos"}' >"$TMP/wrong.json"
+cat >"$TMP/wrong.json" <<'EOF'
+{"text": "{\"name\": \"x\", \"age\": 121, \"admin\": true}", "stop_reason": "eos"}
+EOF
 case $(python3 "$TMP/check.py" user "$TMP/wrong.json") in BAD*) ok ;; *) bad "check.py accepts age 121" ;; esac
 
 # run KIND SEEDS ARGS...: generate once per seed; every ended reply must check; $ended counts
