@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "json-schema.h"
+#include "utf8.h"
 #include "util.h"
 
 #define MAX_REFS G3_JSON_SCHEMA_MAX_REFS
@@ -522,6 +523,16 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
     if (!gbnf) return g3_error(GEMMA3_ERR_ARG, "json-schema: NULL out pointer");
     *gbnf = NULL;
     if (!schema) return g3_error(GEMMA3_ERR_ARG, "json-schema: NULL schema");
+    for (size_t i = 0; i < len;) { /* cJSON takes any bytes in strings; a grammar needs text */
+        size_t n = g3_utf8_len((const unsigned char *)schema + i, len - i);
+        if (n == 1 && (unsigned char)schema[i] >= 0x80) {
+            int line, col;
+            line_col(schema, i, &line, &col);
+            return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected UTF-8 text (byte 0x%02X)",
+                            line, col, (unsigned char)schema[i]);
+        }
+        i += n;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (!root) {

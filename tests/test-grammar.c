@@ -379,6 +379,7 @@ static void test_json_schema(void) {
         {"{} x", "json-schema:1:4: expected the end of the schema", GEMMA3_ERR_FORMAT},
         {"false", "matches nothing", GEMMA3_ERR_UNSUPPORTED},
         {"{\"uniqueItems\": true}", "'uniqueItems' at /", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"enum\": [\"\xff\"]}", "json-schema:1:12: expected UTF-8 text (byte 0xFF)", GEMMA3_ERR_FORMAT},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char *gbnf = (char *)"unset";
