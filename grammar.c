@@ -1154,15 +1154,17 @@ static int32_t feed_bytes(gemma3_grammar *g, int32_t k, const char *p, size_t n)
 
 /* ================================ 3. vocabulary trie and masks ============================== */
 
-static const gemma3_grammar *sort_g;
+typedef struct {
+    const char *p;
+    int32_t len, id;
+} piece_ref;
+
 static int cmp_piece(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    const gemma3_grammar *g = sort_g;
-    size_t lx = (size_t)g->piece_len[x], ly = (size_t)g->piece_len[y];
-    int c = memcmp(g->pieces + g->piece_off[x], g->pieces + g->piece_off[y], lx < ly ? lx : ly);
+    const piece_ref *x = a, *y = b;
+    int c = memcmp(x->p, y->p, (size_t)(x->len < y->len ? x->len : y->len));
     if (c) return c;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return (x > y) - (x < y);
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* Whether p[0..n) is UTF-8 that may stop inside its last character (the rules of step()). */
@@ -1213,17 +1215,16 @@ static int token_features(gemma3_grammar *g) {
 /* Sorted pieces give the trie's nodes in preorder: each piece adds the nodes past its longest
  * common prefix with the previous one. */
 static int build_trie(gemma3_grammar *g) {
-    int32_t *ids = malloc((size_t)g->n_vocab * sizeof *ids);
+    piece_ref *ids = malloc((size_t)g->n_vocab * sizeof *ids);
     if (!ids) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     int n = 0;
     size_t total = 0;
     for (int32_t i = 0; i < g->n_vocab; i++)
         if (g->piece_len[i] > 0 && !g->is_end[i]) {
-            ids[n++] = i;
+            ids[n++] = (piece_ref){g->pieces + g->piece_off[i], g->piece_len[i], i};
             total += (size_t)g->piece_len[i];
             if (g->piece_len[i] > g->max_depth) g->max_depth = g->piece_len[i];
         }
-    sort_g = g;
     qsort(ids, (size_t)n, sizeof *ids, cmp_piece);
     size_t cap = total + 1;
     g->tn_byte = malloc(cap);
@@ -1242,9 +1243,9 @@ static int build_trie(gemma3_grammar *g) {
     const char *prev = NULL;
     size_t prev_len = 0;
     for (int k = 0; k < n; k++) {
-        int32_t id = ids[k];
-        const char *p = g->pieces + g->piece_off[id];
-        size_t len = (size_t)g->piece_len[id];
+        int32_t id = ids[k].id;
+        const char *p = ids[k].p;
+        size_t len = (size_t)ids[k].len;
         size_t l = 0;
         while (prev && l < len && l < prev_len && p[l] == prev[l]) l++;
         while ((size_t)depth > l) g->tn_skip[path[--depth]] = nn; /* close finished subtrees */
@@ -1620,9 +1621,8 @@ int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tok
     if (rc == GEMMA3_OK && !offs) rc = g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
     for (int32_t i = 0; i < n && rc == GEMMA3_OK; i++) {
-        char tmp[1024];
-        int l = gemma3_tokenizer_token_bytes(tok, i, tmp, sizeof tmp);
-        plen[i] = l > 0 && l <= (int)sizeof tmp && i != sot ? l : 0;
+        int l = gemma3_tokenizer_token_bytes(tok, i, NULL, 0);
+        plen[i] = l > 0 && i != sot ? l : 0;
         if (plen[i] == 0) continue;
         if (used + (size_t)l > cap) {
             size_t c = cap ? cap * 2 : 1 << 20;
@@ -1635,7 +1635,7 @@ int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tok
             buf = p;
             cap = c;
         }
-        memcpy(buf + used, tmp, (size_t)l);
+        gemma3_tokenizer_token_bytes(tok, i, buf + used, (size_t)l);
         offs[i] = used;
         used += (size_t)l;
     }
