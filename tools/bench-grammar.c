@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
            "--------|--------|----------|\n");
     run("cached (default)", gtext, glen, tok, ids, n, 0);
     run("no cache", gtext, glen, tok, ids, n, G3_GRAMMAR_NO_CACHE);
-    run("no cache, trie walk only", gtext, glen, tok, ids, n, G3_GRAMMAR_NO_CACHE | G3_GRAMMAR_NO_SCAN);
+    run("no cache, walk only", gtext, glen, tok, ids, n, G3_GRAMMAR_NO_CACHE | G3_GRAMMAR_NO_SCAN);
     free(ids);
     free(gtext);
     if (doc != default_doc) free(doc);
