@@ -443,7 +443,8 @@ const char *gemma3_sampler_type_name(int type);
  * The grammar gives the sampler a mask over ids (gemma3_sampler_sample_masked): a token is
  * allowed when its bytes continue the text towards a match, and an end id (the vocabulary's
  * end_ids) exactly when the text so far is a complete match. Masks are computed by walking a
- * trie of the pieces with the grammar's stacks and are cached per grammar state. */
+ * trie of the pieces with the grammar's stacks and are cached per grammar state. A grammar object
+ * holds the state of one reply and its caches: one per session, used from one thread at a time. */
 typedef struct gemma3_grammar gemma3_grammar;
 
 /* The vocabulary a grammar constrains: the bytes each id adds to the text. */

@@ -37,7 +37,7 @@
 #define MAX_SET_SIZE 65536       /* stacks in one set (a very ambiguous grammar) */
 #define MASK_CACHE_SLOTS 256
 #define MAX_DSTATES (1 << 17)    /* byte-level states (a row of 256 transitions each) */
-#define LOOP_MIN_ASCII 64        /* a state looping on this many ASCII bytes is masked by scan */
+#define LOOP_MIN_ASCII 64        /* a state looping on >= 64/128 of the ASCII intervals is scanned */
 enum { TOK_NONASCII = 1, TOK_BADUTF8 = 2 };
 #define CP_END 0x110000u
 
