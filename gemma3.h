@@ -491,8 +491,9 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
 /* A JSON schema (text) as a GBNF grammar whose root matches the JSON documents it describes:
  * type (one or a list), properties with required/optional (in the schema's order),
  * additionalProperties, enum, const, items, prefixItems, minItems/maxItems,
- * minLength/maxLength, integer minimum/maximum, anyOf/oneOf, $ref to #/$defs or #/definitions,
- * and the annotations (title, description, ...). A keyword it cannot honour is refused
+ * minLength/maxLength, integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, format date,
+ * time, date-time and uuid, anyOf/oneOf, $ref to #/$defs or #/definitions, and the annotations
+ * (title, description, ...). A keyword it cannot honour is refused
  * (GEMMA3_ERR_UNSUPPORTED naming it and where); malformed JSON is GEMMA3_ERR_FORMAT with
  * "json-schema:LINE:COLUMN: ...". *gbnf is malloc'd (caller frees). */
 int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf);

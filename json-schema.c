@@ -1,10 +1,11 @@
 /* json-schema.c - a JSON schema turned into GBNF text (grammar.c then matches it), in the manner
  * of llama.cpp's json-schema-to-grammar: one rule per schema node, shared rules for the JSON
  * primitives, properties in the schema's order (required ones always, optional ones may be left
- * out), bounded repetitions for minItems/maxItems and minLength/maxLength, $ref to #/$defs or
- * #/definitions as a rule of its own (so recursive schemas work). Keywords that would need more
- * (pattern, format, allOf, uniqueItems, number bounds, ...) are refused by name, never ignored:
- * a silently wider grammar would let the model print what the schema forbids. */
+ * out), bounded repetitions for minItems/maxItems and minLength/maxLength, integer ranges digit
+ * by digit, the date/time/date-time/uuid formats, $ref to #/$defs or #/definitions as a rule of
+ * its own (so recursive schemas work). Keywords that would need more (pattern, other formats,
+ * allOf, uniqueItems, number bounds, ...) are refused by name, never ignored: a silently wider
+ * grammar would let the model print what the schema forbids. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 #include "util.h"
 
 #define MAX_REFS G3_JSON_SCHEMA_MAX_REFS
-#define MAX_ENUM_RANGE G3_JSON_SCHEMA_MAX_ENUM_RANGE
 
 typedef struct {
     char *buf;
@@ -167,6 +167,18 @@ static int check_keywords(conv *c, const cJSON *s, const char *path, const char 
     return 0;
 }
 
+/* String formats as grammars of their own (RFC 3339 dates and times, RFC 4122 UUIDs). */
+static const struct {
+    const char *name, *gbnf;
+} formats[] = {
+    {"date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])"},
+    {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") (\".\" [0-9]{1,9})? "
+             "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
+    {"date-time", NULL}, /* date "T" time */
+    {"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+             "[0-9a-fA-F]{12}"},
+};
+
 static int string_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     long min = 0, max = -1;
     int has_min = get_count(c, s, "minLength", path, &min);
@@ -174,6 +186,24 @@ static int string_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     if (has_min < 0 || has_max < 0) return -1;
     if (has_max && max < min)
         return fail(c, GEMMA3_ERR_FORMAT, "maxLength %ld below minLength %ld at %s", max, min, at(path));
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    if (fmt) {
+        if (!cJSON_IsString(fmt))
+            return fail(c, GEMMA3_ERR_FORMAT, "format at %s must be a string", at(path));
+        if (has_min || has_max)
+            return fail(c, GEMMA3_ERR_UNSUPPORTED, "format with minLength/maxLength at %s is not "
+                        "supported", at(path));
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+            if (strcmp(fmt->valuestring, formats[i].name) != 0) continue;
+            if (formats[i].gbnf)
+                sb_printf(out, "\"\\\"\" %s \"\\\"\" ws", formats[i].gbnf);
+            else
+                sb_printf(out, "\"\\\"\" %s \"T\" %s \"\\\"\" ws", formats[0].gbnf, formats[1].gbnf);
+            return 0;
+        }
+        return fail(c, GEMMA3_ERR_UNSUPPORTED, "format '%s' at %s is not supported (date, time, "
+                    "date-time and uuid are)", fmt->valuestring, at(path));
+    }
     if (!has_min && !has_max) {
         sb_lit(out, "string");
         return 0;
@@ -184,28 +214,124 @@ static int string_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     return 0;
 }
 
+/* ---- integer ranges ---------------------------------------------------------------------------
+ * The decimal strings of [lo, hi] as alternatives, digit by digit (no leading zeros), as
+ * llama.cpp's converter does: a range of one length splits at its first digit into the part that
+ * shares lo's first digit, whole middle digits, and the part that shares hi's. */
+
+static int all_digits(const char *s, int n, char d) {
+    for (int i = 0; i < n; i++)
+        if (s[i] != d) return 0;
+    return 1;
+}
+
+/* x..y, two digit strings of length n (leading zeros allowed), x <= y. */
+static void digit_range(sbuf *out, const char *x, const char *y, int n) {
+    if (n == 0) return;
+    if (memcmp(x, y, (size_t)n) == 0) {
+        sb_printf(out, "\"%.*s\"", n, x);
+        return;
+    }
+    if (x[0] == y[0]) {
+        sb_printf(out, "\"%c\" ", x[0]);
+        digit_range(out, x + 1, y + 1, n - 1);
+        return;
+    }
+    int xz = all_digits(x + 1, n - 1, '0'), y9 = all_digits(y + 1, n - 1, '9');
+    char nines[24], zeros[24];
+    memset(nines, '9', sizeof nines);
+    memset(zeros, '0', sizeof zeros);
+    int lo_mid = xz ? x[0] : x[0] + 1, hi_mid = y9 ? y[0] : y[0] - 1, alts = 0;
+    sb_lit(out, "(");
+    if (!xz) {
+        sb_printf(out, "\"%c\" ", x[0]);
+        digit_range(out, x + 1, nines, n - 1);
+        alts++;
+    }
+    if (lo_mid <= hi_mid) {
+        sb_printf(out, "%s[%c-%c]", alts++ ? " | " : "", lo_mid, hi_mid);
+        if (n > 1) sb_printf(out, " [0-9]{%d}", n - 1);
+    }
+    if (!y9) {
+        sb_printf(out, "%s\"%c\" ", alts++ ? " | " : "", y[0]);
+        digit_range(out, zeros, y + 1, n - 1);
+    }
+    sb_lit(out, ")");
+}
+
+static int n_digits(long long v) {
+    int d = 1;
+    while (v >= 10) {
+        v /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* Alternatives for lo..hi, 0 <= lo, hi < 0 meaning unbounded (up to 16 digits, as `integer`). */
+static void nonneg_range(sbuf *out, long long lo, long long hi, int *n_alts) {
+    int dlo = n_digits(lo), dhi = hi < 0 ? 16 : n_digits(hi);
+    long long p10 = 1;
+    for (int d = 1; d < dlo; d++) p10 *= 10;
+    for (int d = dlo; d <= dhi; d++, p10 *= 10) {
+        if (*n_alts) sb_lit(out, " | ");
+        if (hi < 0 && d > dlo) { /* every longer number */
+            sb_printf(out, "[1-9] [0-9]{%d,15}", d - 1);
+            (*n_alts)++;
+            return;
+        }
+        long long a = d == 1 ? 0 : p10, b = p10 * 10 - 1;
+        if (a < lo) a = lo;
+        if (hi >= 0 && b > hi) b = hi;
+        char xs[48], ys[48]; /* d <= 16 */
+        snprintf(xs, sizeof xs, "%0*lld", d & 31, a);
+        snprintf(ys, sizeof ys, "%0*lld", d & 31, b);
+        digit_range(out, xs, ys, d);
+        (*n_alts)++;
+    }
+}
+
+/* A bound of an integer: minimum/maximum, or exclusiveMinimum/exclusiveMaximum (numbers);
+ * 1 if present, 0 if not, -1 on error. */
+static int int_bound(conv *c, const cJSON *s, const char *path, int upper, long long *out) {
+    const cJSON *inc = cJSON_GetObjectItemCaseSensitive(s, upper ? "maximum" : "minimum");
+    const cJSON *exc = cJSON_GetObjectItemCaseSensitive(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
+    int found = 0;
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = k ? exc : inc;
+        if (!v) continue;
+        if (!cJSON_IsNumber(v) || fabs(v->valuedouble) > 1e15)
+            return fail(c, GEMMA3_ERR_UNSUPPORTED, "%s at %s must be a number within +-1e15",
+                        v->string, at(path));
+        double x = v->valuedouble;
+        long long b = upper ? (long long)(k ? ceil(x) - 1 : floor(x))
+                            : (long long)(k ? floor(x) + 1 : ceil(x));
+        if (!found || (upper ? b < *out : b > *out)) *out = b;
+        found = 1;
+    }
+    return found;
+}
+
 static int integer_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
-    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(s, "minimum");
-    const cJSON *hi = cJSON_GetObjectItemCaseSensitive(s, "maximum");
-    if (!lo && !hi) {
+    long long a = 0, z = 0;
+    int has_a = int_bound(c, s, path, 0, &a), has_z = int_bound(c, s, path, 1, &z);
+    if (has_a < 0 || has_z < 0) return -1;
+    if (!has_a && !has_z) {
         sb_lit(out, "integer");
         return 0;
     }
-    if ((lo && !cJSON_IsNumber(lo)) || (hi && !cJSON_IsNumber(hi)))
-        return fail(c, GEMMA3_ERR_FORMAT, "minimum/maximum at %s must be numbers", at(path));
-    double a = lo ? ceil(lo->valuedouble) : 0, z = hi ? floor(hi->valuedouble) : 0;
-    if (lo && !hi && a >= 0 && a <= 1) { /* the common "non-negative" / "positive" */
-        if (a == 0) sb_lit(out, "([0] | [1-9] [0-9]{0,15}) ws");
-        else sb_lit(out, "[1-9] [0-9]{0,15} ws");
-        return 0;
-    }
-    if (!lo || !hi || z - a > MAX_ENUM_RANGE || fabs(a) > 1e15 || fabs(z) > 1e15)
-        return fail(c, GEMMA3_ERR_UNSUPPORTED,
-                    "integer bounds at %s are supported as minimum 0 or 1 alone, or both minimum "
-                    "and maximum at most %d apart", at(path), MAX_ENUM_RANGE);
-    if (z < a) return fail(c, GEMMA3_ERR_FORMAT, "maximum below minimum at %s", at(path));
+    if (has_a && has_z && z < a)
+        return fail(c, GEMMA3_ERR_UNSUPPORTED, "no integer lies within the bounds at %s", at(path));
+    int n_alts = 0;
     sb_lit(out, "(");
-    for (double v = a; v <= z; v++) sb_printf(out, "%s\"%.0f\"", v > a ? " | " : "", v);
+    if (!has_a || a < 0) { /* the negative part: "-" then |v| in [max(1, -z), -a] */
+        sb_lit(out, "\"-\" (");
+        int n_neg = 0;
+        nonneg_range(out, has_z && z < 0 ? -z : 1, has_a ? -a : -1, &n_neg);
+        sb_lit(out, ")");
+        n_alts++;
+    }
+    if (!has_z || z >= 0) nonneg_range(out, has_a && a > 0 ? a : 0, has_z ? z : -1, &n_alts);
     sb_lit(out, ") ws");
     return 0;
 }
@@ -354,7 +480,9 @@ static int typed_rule(conv *c, const cJSON *s, const char *type, const char *pat
     if (strcmp(type, "integer") == 0) return integer_rule(c, s, path, out);
     if (strcmp(type, "number") == 0) {
         if (cJSON_GetObjectItemCaseSensitive(s, "minimum") ||
-            cJSON_GetObjectItemCaseSensitive(s, "maximum"))
+            cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
+            cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
+            cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum"))
             return fail(c, GEMMA3_ERR_UNSUPPORTED, "minimum/maximum of a number at %s is not "
                         "supported (only of an integer)", at(path));
         sb_lit(out, "number");
@@ -420,7 +548,7 @@ static int visit(conv *c, const cJSON *s, const char *path) {
     static const char *const known[] = {
         "type", "properties", "required", "additionalProperties", "enum", "const", "items",
         "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum",
-        "anyOf", "oneOf", "$ref", NULL};
+        "exclusiveMinimum", "exclusiveMaximum", "format", "anyOf", "oneOf", "$ref", NULL};
     if (check_keywords(c, s, path, known)) return -1;
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (ref) {

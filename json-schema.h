@@ -6,6 +6,5 @@
 #include "gemma3.h"
 
 #define G3_JSON_SCHEMA_MAX_REFS 256      /* distinct $ref targets in one schema */
-#define G3_JSON_SCHEMA_MAX_ENUM_RANGE 1000 /* integer minimum..maximum enumerated up to this */
 
 #endif

@@ -6,8 +6,9 @@
  * - The shipped grammars/ files parse, accept documents they should (fed byte by byte) and
  *   reject ones they should not, at the right byte.
  * - Pieces that split UTF-8 characters.
- * - JSON schemas: documents accepted and rejected through the converted grammar; unsupported
- *   keywords refused by name; malformed JSON with line:column.
+ * - JSON schemas: documents accepted and rejected through the converted grammar; integer bounds
+ *   against every integer of a window; formats; unsupported keywords refused by name; malformed
+ *   JSON with line:column.
  * - The draw: chi-square over positions for `root ::= "a" | "b" | "cd"` at the first step against
  *   the exact renormalised distribution (CDF and Gumbel, chain off and on), greedy = argmax over
  *   the allowed ids (also when the shortcut applies), end ids only when the text matches.
@@ -365,11 +366,13 @@ static void test_json_schema(void) {
         int rc;
     } refused[] = {
         {"{\"type\": \"string\", \"pattern\": \"^a\"}", "'pattern' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"properties\": {\"d\": {\"type\": \"string\", \"format\": \"date\"}}}",
-         "'format' at /properties/d is not supported", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"properties\": {\"d\": {\"type\": \"string\", \"format\": \"hostname\"}}}",
+         "format 'hostname' at /properties/d is not supported", GEMMA3_ERR_UNSUPPORTED},
         {"{\"allOf\": [{}]}", "'allOf' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
         {"{\"type\": \"number\", \"minimum\": 0}", "minimum/maximum of a number", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 100000}", "integer bounds", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"integer\", \"exclusiveMinimum\": true}", "exclusiveMinimum at / must be a number", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"integer\", \"minimum\": 3, \"maximum\": 2.5}", "no integer lies within", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"string\", \"format\": \"email\"}", "format 'email' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
         {"{\"$ref\": \"#/$defs/missing\"}", "names no definition", GEMMA3_ERR_FORMAT},
         {"{\"$ref\": \"http://x\"}", "only #/$defs/NAME", GEMMA3_ERR_UNSUPPORTED},
         {"{\"type\": \"strin\"}", "unknown type 'strin'", GEMMA3_ERR_FORMAT},
@@ -388,6 +391,70 @@ static void test_json_schema(void) {
         CHECK_MSG(strstr(gemma3_last_error(), refused[i].want) != NULL, "refused %zu: '%s' lacks '%s'",
                   i, gemma3_last_error(), refused[i].want);
         CHECK(gbnf == NULL);
+    }
+}
+
+/* Integer bounds, checked against every integer in a window: the grammar matches v exactly when
+ * lo <= v <= hi. And the string formats. */
+static void test_json_integers(void) {
+    static const struct {
+        const char *bounds;
+        long lo, hi; /* LONG_MIN / LONG_MAX: unbounded */
+    } cases[] = {
+        {"\"minimum\": -15, \"maximum\": 107", -15, 107},
+        {"\"minimum\": 5", 5, 1L << 60},
+        {"\"maximum\": -3", -(1L << 60), -3},
+        {"\"exclusiveMinimum\": 0, \"exclusiveMaximum\": 10", 1, 9},
+        {"\"minimum\": 123, \"maximum\": 4567", 123, 4567},
+        {"\"minimum\": -1000, \"maximum\": -999", -1000, -999},
+        {"\"minimum\": 0.5, \"maximum\": 99.5", 1, 99},
+        {"\"minimum\": -4321, \"exclusiveMaximum\": 0", -4321, -1},
+        {"\"minimum\": 0, \"maximum\": 0", 0, 0},
+    };
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char schema[256];
+        snprintf(schema, sizeof schema, "{\"type\": \"integer\", %s}", cases[i].bounds);
+        gemma3_grammar *g = schema_grammar(schema);
+        CHECK_MSG(g != NULL, "%s", schema);
+        for (long v = -5100; g && v <= 5100; v++) {
+            char num[32];
+            snprintf(num, sizeof num, "%ld", v);
+            int want = v >= cases[i].lo && v <= cases[i].hi;
+            if (matches(g, num) != want && wrong++ < 5)
+                fprintf(stderr, "%s: %ld matched %d\n", schema, v, !want);
+        }
+        static const char *const big[] = {"123456789012345", "-123456789012345", "007", "-0", "1e3"};
+        for (int k = 0; g && k < 5; k++) {
+            long v = atol(big[k]);
+            int want = k < 2 && v >= cases[i].lo && v <= cases[i].hi;
+            if (matches(g, big[k]) != want && wrong++ < 5)
+                fprintf(stderr, "%s: '%s' matched %d\n", schema, big[k], !want);
+        }
+        gemma3_grammar_free(g);
+    }
+    CHECK_EQ_INT(wrong, 0);
+    static const struct {
+        const char *format, *good[2], *bad[3];
+    } fmts[] = {
+        {"date", {"\"2024-02-29\"", "\"1999-12-31\""}, {"\"2024-13-01\"", "\"2024-1-01\"", "\"2024-00-10\""}},
+        {"time", {"\"23:59:60Z\"" /* a leap second is RFC 3339 */, "\"08:00:00.125+05:30\""},
+         {"\"24:00:00Z\"", "\"08:00:00\"", "\"8:00:00Z\""}},
+        {"date-time", {"\"2024-03-18T09:41:27Z\"", "\"2024-03-18T09:41:27.5-01:00\""},
+         {"\"2024-03-18 09:41:27Z\"", "\"2024-03-18\""}},
+        {"uuid", {"\"123e4567-e89b-12d3-a456-426614174000\"", "\"ABCDEFAB-CDEF-ABCD-EFAB-CDEFABCDEFAB\""},
+         {"\"123e4567e89b12d3a456426614174000\"", "\"123e4567-e89b-12d3-a456-42661417400g\""}},
+    };
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        char schema[128];
+        snprintf(schema, sizeof schema, "{\"type\": \"string\", \"format\": \"%s\"}", fmts[i].format);
+        gemma3_grammar *g = schema_grammar(schema);
+        CHECK_MSG(g != NULL, "%s", schema);
+        for (int k = 0; g && k < 2; k++)
+            CHECK_MSG(matches(g, fmts[i].good[k]), "%s should match %s", fmts[i].format, fmts[i].good[k]);
+        for (int k = 0; g && k < 3 && fmts[i].bad[k]; k++)
+            CHECK_MSG(!matches(g, fmts[i].bad[k]), "%s should not match %s", fmts[i].format, fmts[i].bad[k]);
+        gemma3_grammar_free(g);
     }
 }
 
@@ -1040,6 +1107,7 @@ int main(void) {
     timed("split_utf8", test_split_utf8);
     timed("shipped", test_shipped);
     timed("json_schema", test_json_schema);
+    timed("json_integers", test_json_integers);
     timed("distribution", test_distribution);
     timed("property", test_property);
     timed("real_vocab", test_real_vocab);
