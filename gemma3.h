@@ -397,8 +397,11 @@ int gemma3_sampler_accept(gemma3_sampler *s, int32_t token);
  * It does not add the token to the history: call gemma3_sampler_accept. No allocation. */
 int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position);
 
-/* gemma3_sampler_sample restricted to the ids whose bit is set in `allowed` (bit id & 31 of word
- * id >> 5; NULL = no restriction): forbidden ids get -inf right after the logit bias, before
+/* The n_vocab the sampler was made for. */
+int gemma3_sampler_n_vocab(const gemma3_sampler *s);
+
+/* gemma3_sampler_sample restricted to the ids whose bit is set in `allowed` ((n_vocab + 31) / 32
+ * words, bit id & 31 of word id >> 5; NULL = no restriction): forbidden ids get -inf right after the logit bias, before
  * every other sampler, so the draw (CDF, Gumbel or greedy) is the chain's distribution
  * renormalised over the allowed ids. When nothing finite survives, the fallback is the argmax of
  * the raw logits over the allowed ids. GEMMA3_ERR_ARG if `allowed` has no bit set in range. */
@@ -432,7 +435,7 @@ const char *gemma3_sampler_type_name(int type);
  * bring bytes, so a token may end or begin inside a character.
  *
  *   gemma3_grammar *gr;
- *   gemma3_grammar_init_tokenizer(text, strlen(text), tok, stop_ids, n_stop, &gr);
+ *   gemma3_grammar_init_tokenizer(text, strlen(text), tok, stop_ids, n_stop, n_vocab, &gr);
  *   for (;;) {
  *       int32_t t = gemma3_grammar_sample(gr, smp, gemma3_session_logits(s), pos);
  *       gemma3_grammar_accept(gr, t);        // before stopping on a stop id: it checks it
@@ -462,9 +465,12 @@ typedef struct gemma3_grammar_vocab {
 int gemma3_grammar_init(const char *text, size_t len, const gemma3_grammar_vocab *vocab,
                         gemma3_grammar **out);
 /* The same with a tokenizer's pieces as they decode (gemma3_tokenizer_token_bytes); control
- * pieces, <unk> and <start_of_turn> are never allowed. end_ids: the ids that end a reply. */
+ * pieces, <unk> and <start_of_turn> are never allowed. end_ids: the ids that end a reply.
+ * n_vocab: the length of the logits the masks apply to (the model's vocab_size, which may exceed
+ * the tokenizer's: ids past it are never allowed); 0 = the tokenizer's size. */
 int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tokenizer *tok,
-                                  const int32_t *end_ids, int n_end, gemma3_grammar **out);
+                                  const int32_t *end_ids, int n_end, int32_t n_vocab,
+                                  gemma3_grammar **out);
 /* Syntax and semantic checks only, no vocabulary (a front end's early refusal). */
 int gemma3_grammar_check(const char *text, size_t len);
 void gemma3_grammar_free(gemma3_grammar *g);

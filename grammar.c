@@ -1607,11 +1607,16 @@ int gemma3_grammar_init(const char *text, size_t len, const gemma3_grammar_vocab
 }
 
 int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tokenizer *tok,
-                                  const int32_t *end_ids, int n_end, gemma3_grammar **out) {
+                                  const int32_t *end_ids, int n_end, int32_t n_vocab,
+                                  gemma3_grammar **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "grammar: NULL out pointer");
     *out = NULL;
     if (!tok) return g3_error(GEMMA3_ERR_ARG, "grammar: NULL tokenizer");
-    int n = gemma3_tokenizer_vocab_size(tok);
+    int n_tok = gemma3_tokenizer_vocab_size(tok);
+    int n = n_vocab > 0 ? n_vocab : n_tok;
+    if (n < n_tok)
+        return g3_error(GEMMA3_ERR_ARG, "grammar: n_vocab %d is below the tokenizer's %d pieces",
+                        (int)n_vocab, n_tok);
     const char **piece = calloc((size_t)n, sizeof *piece);
     int32_t *plen = calloc((size_t)n, sizeof *plen);
     char *buf = NULL;
@@ -1621,7 +1626,7 @@ int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tok
     if (rc == GEMMA3_OK && !offs) rc = g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     int32_t sot = gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_START_OF_TURN);
     for (int32_t i = 0; i < n && rc == GEMMA3_OK; i++) {
-        int l = gemma3_tokenizer_token_bytes(tok, i, NULL, 0);
+        int l = i < n_tok ? gemma3_tokenizer_token_bytes(tok, i, NULL, 0) : 0;
         plen[i] = l > 0 && i != sot ? l : 0;
         if (plen[i] == 0) continue;
         if (used + (size_t)l > cap) {
@@ -1728,6 +1733,9 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
                               int64_t position) {
     if (!g || !s || !logits) return g3_error(GEMMA3_ERR_ARG, "grammar sample: NULL argument");
     if (g->finished) return g3_error(GEMMA3_ERR_ARG, "grammar sample: the grammar has finished");
+    if (gemma3_sampler_n_vocab(s) != g->n_vocab)
+        return g3_error(GEMMA3_ERR_ARG, "grammar sample: the grammar covers %d ids, the sampler %d",
+                        (int)g->n_vocab, gemma3_sampler_n_vocab(s));
     if (gemma3_sampler_mask_commutes(s)) { /* greedy: the unmasked argmax, if allowed, is it */
         int32_t t = gemma3_sampler_sample(s, logits, position);
         if (t < 0) return t;

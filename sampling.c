@@ -978,6 +978,7 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
 }
 
 int gemma3_sampler_mask_commutes(const gemma3_sampler *s) { return s && s->p.temperature == 0.0f; }
+int gemma3_sampler_n_vocab(const gemma3_sampler *s) { return s ? s->n_vocab : 0; }
 
 int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int64_t position,
                                      const uint32_t *allowed) {

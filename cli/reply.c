@@ -75,7 +75,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
         return cli_fail("%s", gemma3_last_error());
     if (opts->gr.text) {
         rc = gemma3_grammar_init_tokenizer(opts->gr.text, opts->gr.len, g->tok, g->stop_ids,
-                                           g->n_stop, &g->grammar);
+                                           g->n_stop, g->info.vocab_size, &g->grammar);
         if (rc != GEMMA3_OK)
             return rc == GEMMA3_ERR_NOMEM ? cli_fail("%s", gemma3_last_error())
                                           : cli_usage_error("%s: %s", opts->gr.source,

@@ -137,6 +137,13 @@ printf '%s\n' "$SCHEMA" >"$TMP/user.json"
 run user "6 7" --json-schema-file "$TMP/user.json" --sampler-mode gumbel
 if [ "$ended" -ge 1 ]; then ok; else bad "json schema file: no reply ended"; fi
 
+# a model with more logits than tokenizer pieces (262,208, as Gemma 3 4B): ids past the tokenizer
+# are never drawn
+"$GEN" tiny-gqa "$TMP/gqa" --seed 3 --tokenizer models/tokenizer.model >/dev/null 2>&1 || bad "gen-checkpoint tiny-gqa"
+"$G3" -m "$TMP/gqa" -p "Write it" -s 1 -n 20 --output-format json --grammar 'root ::= ("yes" | "no") "!"' \
+    -l 262150+50 -l 262200+50 >"$TMP/r.json" 2>"$TMP/r.err"
+case $(python3 "$TMP/check.py" yesno "$TMP/r.json" 2>&1) in eos) ok ;; *) bad "tiny-gqa: $(cat "$TMP/r.json" "$TMP/r.err" | head -c 300)" ;; esac
+
 # ---- chat: each reply under the grammar -----------------------------------------------------
 printf 'Is it?\nReally?\nSure?\n' | "$G3" chat -m "$M" -s 3 -n 12 --grammar 'root ::= ("yes" | "no") "!"' \
     >"$TMP/chat.out" 2>"$TMP/chat.err"

@@ -1053,9 +1053,9 @@ static void test_real_vocab(void) {
                        gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN)};
     gemma3_grammar *a = NULL, *b = NULL, *c = NULL;
     int ok = text && n > 0 && n <= 256 &&
-             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, &a) == GEMMA3_OK &&
-             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, &b) == GEMMA3_OK &&
-             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, &c) == GEMMA3_OK;
+             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, 0, &a) == GEMMA3_OK &&
+             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, 0, &b) == GEMMA3_OK &&
+             gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, 0, &c) == GEMMA3_OK;
     CHECK_MSG(ok, "%s", gemma3_last_error());
     if (ok) {
         g3_grammar_set_mode(b, G3_GRAMMAR_NO_SCAN);
@@ -1086,6 +1086,32 @@ static void test_real_vocab(void) {
         g3_grammar_stats st;
         g3_grammar_get_stats(a, &st);
         CHECK(st.n_cache_hits > 0);
+        /* a model whose logits outnumber the tokenizer's pieces (Gemma 3 4B: 262,208): the ids
+         * past the tokenizer are never allowed, and the sampler must be of the same size */
+        gemma3_grammar *d = NULL;
+        CHECK(gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, V - 1, &d) ==
+              GEMMA3_ERR_ARG);
+        CHECK(gemma3_grammar_init_tokenizer(text, strlen(text), tok, ends, 2, V + 64, &d) ==
+              GEMMA3_OK);
+        gemma3_sampler_params sp = gemma3_sampler_default_params();
+        sp.seed = 5;
+        gemma3_sampler *small = NULL, *big = NULL;
+        float *l = calloc((size_t)V + 64, sizeof *l);
+        if (d && l && gemma3_sampler_init(&sp, V, &small) == GEMMA3_OK &&
+            gemma3_sampler_init(&sp, V + 64, &big) == GEMMA3_OK) {
+            for (int i = V; i < V + 64; i++) l[i] = 100.0f; /* the model likes the extra ids */
+            const uint32_t *m = gemma3_grammar_mask(d);
+            int extra = 0;
+            for (int i = V; i < V + 64; i++) extra += bit(m, i);
+            CHECK_EQ_INT(extra, 0);
+            CHECK(gemma3_grammar_sample(d, small, l, 0) == GEMMA3_ERR_ARG);
+            int32_t t = gemma3_grammar_sample(d, big, l, 0);
+            CHECK_MSG(t >= 0 && t < V && bit(m, t), "token %d", (int)t);
+        }
+        free(l);
+        gemma3_sampler_free(small);
+        gemma3_sampler_free(big);
+        gemma3_grammar_free(d);
     }
     gemma3_grammar_free(a);
     gemma3_grammar_free(b);
