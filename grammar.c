@@ -30,14 +30,14 @@
 
 /* ================================ limits ==================================================== */
 
-#define MAX_ELEMS (1 << 20)      /* elements after expanding repetitions */
-#define MAX_REPEAT 10000         /* the m, n of {m,n} */
-#define MAX_FRAMES (1 << 23)     /* interned stack frames */
-#define MAX_SETS (1 << 20)       /* interned stack sets */
-#define MAX_SET_SIZE 65536       /* stacks in one set (a very ambiguous grammar) */
+#define MAX_ELEMS (1 << 20)  /* elements after expanding repetitions */
+#define MAX_REPEAT 10000     /* the m, n of {m,n} */
+#define MAX_FRAMES (1 << 23) /* interned stack frames */
+#define MAX_SETS (1 << 20)   /* interned stack sets */
+#define MAX_SET_SIZE 65536   /* stacks in one set (a very ambiguous grammar) */
 #define MASK_CACHE_SLOTS 256
-#define MAX_DSTATES (1 << 17)    /* byte-level states (a row of 256 transitions each) */
-#define LOOP_MIN_ASCII 64        /* a state looping on >= 64/128 of the ASCII intervals is scanned */
+#define MAX_DSTATES (1 << 17) /* byte-level states (a row of 256 transitions each) */
+#define LOOP_MIN_ASCII 64     /* a state looping on >= 64/128 of the ASCII intervals is scanned */
 enum { TOK_NONASCII = 1, TOK_BADUTF8 = 2 };
 #define CP_END 0x110000u
 
@@ -84,11 +84,11 @@ typedef struct {
 
 /* A byte-level position of the matcher: the stack set, and a character in progress. */
 typedef struct {
-    int32_t sid;   /* stack set before the character in progress */
-    int32_t pend;  /* rem > 0: the set after it if already known (>= 0), DEAD, or UNDECIDED */
-    uint32_t val;  /* bits of the character so far */
+    int32_t sid;       /* stack set before the character in progress */
+    int32_t pend;      /* rem > 0: the set after it if already known (>= 0), DEAD, or UNDECIDED */
+    uint32_t val;      /* bits of the character so far */
     uint32_t vlo, vhi; /* code points the lead byte allows (overlong / surrogate bounds) */
-    uint32_t rem;  /* continuation bytes still expected */
+    uint32_t rem;      /* continuation bytes still expected */
 } bstate;
 
 #define DEAD (-1)
@@ -99,15 +99,15 @@ typedef struct {
  * progress. When the character's interval is already known (pend >= 0) only the range of the
  * next continuation byte matters, so such states are shared by every prefix of the character. */
 typedef struct {
-    bstate b;          /* b.rem == 0: the set b.sid; else the character in progress */
-    uint8_t lo2, hi2;  /* pend >= 0: the bytes the next continuation byte may be */
+    bstate b;         /* b.rem == 0: the set b.sid; else the character in progress */
+    uint8_t lo2, hi2; /* pend >= 0: the bytes the next continuation byte may be */
 } dstate;
 
 typedef struct {
-    uint8_t rem;          /* continuation bytes after this lead; 0 = not a lead byte */
-    uint8_t bits;         /* value bits of the lead */
+    uint8_t rem;  /* continuation bytes after this lead; 0 = not a lead byte */
+    uint8_t bits; /* value bits of the lead */
     uint32_t vlo, vhi;
-    int32_t iv;           /* the interval of every character it can start, or -1 */
+    int32_t iv; /* the interval of every character it can start, or -1 */
 } lead_info;
 
 struct gemma3_grammar {
@@ -118,9 +118,9 @@ struct gemma3_grammar {
     int32_t *alt_first, *alt_count, *alts; /* alternatives of rule r: alts[alt_first[r] ..] */
     int root;
     /* character classes against code point intervals */
-    uint32_t *bounds;  /* [n_iv + 1] interval starts, bounds[n_iv] = CP_END */
+    uint32_t *bounds; /* [n_iv + 1] interval starts, bounds[n_iv] = CP_END */
     int n_iv;
-    uint64_t *member;  /* [n_cls][iv_words]: interval i is in class c */
+    uint64_t *member; /* [n_cls][iv_words]: interval i is in class c */
     int n_cls, iv_words;
     int32_t ascii_iv[128];
     lead_info lead[256];
@@ -159,21 +159,21 @@ struct gemma3_grammar {
 
     /* vocabulary */
     int32_t n_vocab;
-    char *pieces;          /* every piece's bytes back to back */
-    size_t *piece_off;     /* [n_vocab + 1]; piece_len < 0 = never allowed */
+    char *pieces;      /* every piece's bytes back to back */
+    size_t *piece_off; /* [n_vocab + 1]; piece_len < 0 = never allowed */
     int32_t *piece_len;
     int32_t *end_ids;
     int n_end;
-    uint8_t *is_end;       /* [n_vocab] */
+    uint8_t *is_end; /* [n_vocab] */
     /* the trie of piece bytes in preorder */
     uint8_t *tn_byte;
     uint16_t *tn_depth;
-    int32_t *tn_skip;      /* index after the node's subtree */
-    int32_t *tn_tok;       /* [n_tn + 1]: tokens of node i are tok_list[tn_tok[i] .. tn_tok[i+1]) */
+    int32_t *tn_skip; /* index after the node's subtree */
+    int32_t *tn_tok;  /* [n_tn + 1]: tokens of node i are tok_list[tn_tok[i] .. tn_tok[i+1]) */
     int32_t *tok_list;
     int n_tn;
     int max_depth;
-    int32_t *walk;         /* [max_depth + 2] dstate after each depth */
+    int32_t *walk; /* [max_depth + 2] dstate after each depth */
     /* per token, for states that loop on most characters (inside a JSON string): which ASCII
      * intervals its bytes hit (interval i -> bit min(i, 63)), and TOK_NONASCII / TOK_BADUTF8 */
     uint64_t *tok_ascii;
@@ -181,8 +181,8 @@ struct gemma3_grammar {
     int n_ascii_iv;
 
     /* masks */
-    int words;             /* (n_vocab + 31) / 32 */
-    uint32_t *cache;       /* [MASK_CACHE_SLOTS][words] */
+    int words;                           /* (n_vocab + 31) / 32 */
+    uint32_t *cache;                     /* [MASK_CACHE_SLOTS][words] */
     int32_t cache_key[MASK_CACHE_SLOTS]; /* dstate of each cached mask */
     int cache_used, cache_next, cache_off, scan_off;
     uint32_t *scratch_mask;
@@ -190,7 +190,7 @@ struct gemma3_grammar {
     /* the current state */
     int32_t start, cur; /* dstates */
     int finished;
-    int failed;            /* a limit was hit: the error is recorded */
+    int failed; /* a limit was hit: the error is recorded */
     g3_grammar_stats stats;
 };
 
@@ -209,7 +209,8 @@ static void pos_of(const char *src, size_t off, int *line, int *col) {
     }
 }
 
-static int perr_at(parser *P, size_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int perr_at(parser *P, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int perr_at(parser *P, size_t off, const char *fmt, ...) {
     if (P->failed) return -1;
     char msg[400];
@@ -243,17 +244,22 @@ static int grow(void **buf, int *cap, int need, size_t sz) {
     return 0;
 }
 
-static int peek(const parser *P, size_t k) { return P->pos + k < P->len ? (unsigned char)P->src[P->pos + k] : -1; }
+static int peek(const parser *P, size_t k) {
+    return P->pos + k < P->len ? (unsigned char)P->src[P->pos + k] : -1;
+}
 
 /* Spaces, tabs, comments; newlines too when newline_ok (inside parentheses, after | or ::=). */
 static void skip_space(parser *P, int newline_ok) {
     for (;;) {
         int c = peek(P, 0);
-        if (c == ' ' || c == '\t') P->pos++;
+        if (c == ' ' || c == '\t')
+            P->pos++;
         else if (c == '#')
             while (peek(P, 0) >= 0 && peek(P, 0) != '\n' && peek(P, 0) != '\r') P->pos++;
-        else if (newline_ok && (c == '\n' || c == '\r')) P->pos++;
-        else return;
+        else if (newline_ok && (c == '\n' || c == '\r'))
+            P->pos++;
+        else
+            return;
     }
 }
 
@@ -299,7 +305,8 @@ static int new_helper(parser *P, int parent) {
 
 static int push_el(parser *P, int rule, int type, int32_t arg) {
     if (++P->n_elems > MAX_ELEMS)
-        return perr(P, "the grammar expands to more than %d elements (repetition counts too large?)",
+        return perr(P,
+                    "the grammar expands to more than %d elements (repetition counts too large?)",
                     MAX_ELEMS);
     prule *r = &P->rules[rule];
     if (grow((void **)&r->el, &r->cap_el, r->n_el + 1, sizeof *r->el)) return nomem(P);
@@ -332,8 +339,11 @@ static int source_char(parser *P, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)P->src + P->pos;
     size_t n = P->len - P->pos;
     unsigned c = s[0];
-    int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-            : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    int len = c < 0x80                 ? 1
+              : c >= 0xC2 && c <= 0xDF ? 2
+              : c >= 0xE0 && c <= 0xEF ? 3
+              : c >= 0xF0 && c <= 0xF4 ? 4
+                                       : 0;
     if (len == 0 || (size_t)len > n) return perr(P, "invalid UTF-8 byte 0x%02X", c);
     uint32_t v = len == 1 ? c : c & (0x7Fu >> len);
     for (int i = 1; i < len; i++) {
@@ -374,7 +384,13 @@ static int parse_char(parser *P, uint32_t *cp) {
     case 't': *cp = '\t'; break;
     case 'n': *cp = '\n'; break;
     case 'r': *cp = '\r'; break;
-    case '\\': case '"': case '[': case ']': case '-': case '^': case '/': *cp = (uint32_t)c; break;
+    case '\\':
+    case '"':
+    case '[':
+    case ']':
+    case '-':
+    case '^':
+    case '/': *cp = (uint32_t)c; break;
     default:
         return c < 0 ? perr(P, "expected an escape character after \\")
                      : perr(P, "unknown escape \\%c (expected one of x u U t n r \\ \" [ ] -)", c);
@@ -450,7 +466,8 @@ static int parse_braces(parser *P, int rule, int start) {
     }
     if (peek(P, 0) != '}') return perr(P, "expected '}' to close the repetition");
     P->pos++;
-    if (n >= 0 && n < m) return perr_at(P, at, "repetition {%d,%d}: the maximum is below the minimum", m, n);
+    if (n >= 0 && n < m)
+        return perr_at(P, at, "repetition {%d,%d}: the maximum is below the minimum", m, n);
     return repeat_last(P, rule, start, m, n);
 }
 
@@ -490,7 +507,8 @@ static int parse_sequence(parser *P, int rule, int nested) {
                     P->pos++;
                     if (parse_char(P, &hi)) return -1;
                     if (hi < lo)
-                        return perr_at(P, range_at, "range end U+%04X is below its start U+%04X", hi, lo);
+                        return perr_at(P, range_at, "range end U+%04X is below its start U+%04X",
+                                       hi, lo);
                 }
                 if (add_range(P, k, lo, hi)) return -1;
             }
@@ -565,9 +583,12 @@ static int parse_rule(parser *P) {
     skip_space(P, 1);
     if (parse_alternates(P, r, 0)) return -1;
     int c = peek(P, 0);
-    if (c == '\r') P->pos += peek(P, 1) == '\n' ? 2 : 1;
-    else if (c == '\n') P->pos++;
-    else if (c >= 0) return perr(P, "expected an item, '|' or the end of the line, found '%c'", c);
+    if (c == '\r')
+        P->pos += peek(P, 1) == '\n' ? 2 : 1;
+    else if (c == '\n')
+        P->pos++;
+    else if (c >= 0)
+        return perr(P, "expected an item, '|' or the end of the line, found '%c'", c);
     skip_space(P, 1);
     return 0;
 }
@@ -588,7 +609,8 @@ static void parser_free(parser *P) {
 static int class_has(const parser *P, int k, uint32_t cp) {
     const char_class *c = &P->cls[k];
     int in = 0;
-    for (int i = 0; i < c->n && !in; i++) in = cp >= P->rng[c->start + i].lo && cp <= P->rng[c->start + i].hi;
+    for (int i = 0; i < c->n && !in; i++)
+        in = cp >= P->rng[c->start + i].lo && cp <= P->rng[c->start + i].hi;
     return in != c->negated;
 }
 
@@ -621,7 +643,8 @@ static int build_intervals(gemma3_grammar *g, const parser *P) {
     if (!g->member) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     for (int k = 0; k < P->n_cls; k++)
         for (int i = 0; i < g->n_iv; i++)
-            if (class_has(P, k, b[i])) g->member[(size_t)k * g->iv_words + i / 64] |= 1ull << (i % 64);
+            if (class_has(P, k, b[i]))
+                g->member[(size_t)k * g->iv_words + i / 64] |= 1ull << (i % 64);
     return GEMMA3_OK;
 }
 
@@ -629,8 +652,10 @@ static int iv_of(const gemma3_grammar *g, uint32_t cp) {
     int lo = 0, hi = g->n_iv - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (g->bounds[mid] <= cp) lo = mid;
-        else hi = mid - 1;
+        if (g->bounds[mid] <= cp)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -655,8 +680,10 @@ static int prune_unproductive(gemma3_grammar *g, parser *P, int root) {
             for (int s = 0; s < R->n_el && !prod[r];) {
                 int e = s, ok = 1;
                 for (; R->el[e].type != E_ALT && R->el[e].type != E_END; e++) {
-                    if (R->el[e].type == E_REF) ok &= prod[R->el[e].arg];
-                    else ok &= class_nonempty(g, R->el[e].arg);
+                    if (R->el[e].type == E_REF)
+                        ok &= prod[R->el[e].arg];
+                    else
+                        ok &= class_nonempty(g, R->el[e].arg);
                 }
                 if (ok) prod[r] = changed = 1;
                 s = e + 1;
@@ -676,8 +703,10 @@ static int prune_unproductive(gemma3_grammar *g, parser *P, int root) {
         for (int s = 0; s < R->n_el;) {
             int e = s, ok = 1;
             for (; R->el[e].type != E_ALT && R->el[e].type != E_END; e++) {
-                if (R->el[e].type == E_REF) ok &= prod[R->el[e].arg];
-                else ok &= class_nonempty(g, R->el[e].arg);
+                if (R->el[e].type == E_REF)
+                    ok &= prod[R->el[e].arg];
+                else
+                    ok &= class_nonempty(g, R->el[e].arg);
             }
             if (ok) {
                 if (kept++ > 0) R->el[w++] = (elem){E_ALT, 0};
@@ -753,8 +782,10 @@ static int check_left_recursion(parser *P) {
                     }
                     if (seen[a]) {
                         /* name the user's rule, not a helper of a group or repetition */
-                        rc = g3_error(GEMMA3_ERR_FORMAT, "rule '%s' is left-recursive (it can "
-                                      "reach itself before matching any character)", A->name);
+                        rc = g3_error(GEMMA3_ERR_FORMAT,
+                                      "rule '%s' is left-recursive (it can "
+                                      "reach itself before matching any character)",
+                                      A->name);
                         break;
                     }
                 }
@@ -929,7 +960,8 @@ static int32_t intern_out(gemma3_grammar *g) {
     for (int i = 0; i < g->n_iv; i++) g->trans[(size_t)s * g->n_iv + i] = UNKNOWN;
     g->sid_ds[s] = -1;
     g->set_hash[j] = s;
-    if ((uint32_t)g->n_sets * 2 > g->set_hash_mask + 1 && rehash_sets(g, (g->set_hash_mask + 1) * 2))
+    if ((uint32_t)g->n_sets * 2 > g->set_hash_mask + 1 &&
+        rehash_sets(g, (g->set_hash_mask + 1) * 2))
         return fail_limit(g, "grammar states (out of memory)", g->n_sets);
     return s;
 }
@@ -1234,7 +1266,8 @@ static int build_trie(gemma3_grammar *g) {
     g->tok_list = malloc(((size_t)n + 1) * sizeof *g->tok_list);
     int32_t *path = malloc(((size_t)g->max_depth + 1) * sizeof *path);
     g->walk = malloc(((size_t)g->max_depth + 2) * sizeof *g->walk);
-    if (!g->tn_byte || !g->tn_depth || !g->tn_skip || !g->tn_tok || !g->tok_list || !path || !g->walk) {
+    if (!g->tn_byte || !g->tn_depth || !g->tn_skip || !g->tn_tok || !g->tok_list || !path ||
+        !g->walk) {
         free(ids);
         free(path);
         return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory for the vocabulary trie");
@@ -1278,8 +1311,10 @@ static uint64_t loop_set(gemma3_grammar *g, int32_t k, int *nonascii_loops) {
         int iv = g->ascii_iv[b];
         if (b > 0 && iv == g->ascii_iv[b - 1]) continue;
         int loops = dtrans(g, k, (unsigned)b) == k;
-        if (iv >= 63) hi_all &= loops;
-        else if (loops) L |= 1ull << iv;
+        if (iv >= 63)
+            hi_all &= loops;
+        else if (loops)
+            L |= 1ull << iv;
     }
     if (g->n_ascii_iv > 63 && hi_all) L |= 1ull << 63;
     *nonascii_loops = 1;
@@ -1352,8 +1387,8 @@ static int compile(gemma3_grammar *g, parser *P, int root) {
     int n_alts = 0;
     for (int r = 0; r < P->n_rules; r++) {
         total += P->rules[r].n_el;
-        for (int i = 0; i < P->rules[r].n_el; i++) n_alts += P->rules[r].el[i].type != E_REF &&
-                                                             P->rules[r].el[i].type != E_CHAR;
+        for (int i = 0; i < P->rules[r].n_el; i++)
+            n_alts += P->rules[r].el[i].type != E_REF && P->rules[r].el[i].type != E_CHAR;
     }
     g->el = malloc((size_t)total * sizeof *g->el);
     g->alt_first = malloc((size_t)P->n_rules * sizeof *g->alt_first);
@@ -1437,10 +1472,13 @@ static int init_matcher(gemma3_grammar *g) {
     for (int a = 0; a < g->alt_count[g->root]; a++) {
         int32_t f = frame(g, g->alts[g->alt_first[g->root] + a], 0);
         if (f < 0 || closure(g, f))
-            return g->failed ? GEMMA3_ERR_NOMEM : g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
+            return g->failed ? GEMMA3_ERR_NOMEM
+                             : g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     }
     int32_t sid = intern_out(g);
-    if (sid < 0) return g->failed ? GEMMA3_ERR_NOMEM : g3_error(GEMMA3_ERR_FORMAT, "grammar: empty start state");
+    if (sid < 0)
+        return g->failed ? GEMMA3_ERR_NOMEM
+                         : g3_error(GEMMA3_ERR_FORMAT, "grammar: empty start state");
     g->start = ds_of_sid(g, sid);
     if (g->start < 0) return GEMMA3_ERR_NOMEM;
     g->cur = g->start;
@@ -1593,7 +1631,8 @@ int gemma3_grammar_init(const char *text, size_t len, const gemma3_grammar_vocab
         const uint32_t *m = gemma3_grammar_mask(g);
         int any = 0;
         for (int w = 0; m && w < g->words && !any; w++) any = m[w] != 0;
-        if (!m) rc = GEMMA3_ERR_NOMEM;
+        if (!m)
+            rc = GEMMA3_ERR_NOMEM;
         else if (!any)
             rc = g3_error(GEMMA3_ERR_FORMAT,
                           "grammar: no token of the vocabulary can start the text it matches");
@@ -1687,7 +1726,8 @@ const uint32_t *gemma3_grammar_mask(gemma3_grammar *g) {
         g->cache_key[slot] = DEAD; /* invalid until filled */
     }
     int nonascii_loops = 0;
-    uint64_t L = g->ds[g->cur].b.rem == 0 && !g->scan_off ? loop_set(g, g->cur, &nonascii_loops) : 0;
+    uint64_t L =
+        g->ds[g->cur].b.rem == 0 && !g->scan_off ? loop_set(g, g->cur, &nonascii_loops) : 0;
     if (nonascii_loops && __builtin_popcountll(L) * 128 >= LOOP_MIN_ASCII * g->n_ascii_iv)
         mask_by_scan(g, g->cur, L, m);
     else
@@ -1748,7 +1788,8 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
     int any = 0;
     for (int w = 0; w < g->words && !any; w++) any = m[w] != 0;
     if (!any)
-        return g3_error(GEMMA3_ERR_ARG, "grammar: no token of the vocabulary can continue the text");
+        return g3_error(GEMMA3_ERR_ARG,
+                        "grammar: no token of the vocabulary can continue the text");
     return gemma3_sampler_sample_masked(s, logits, position, m);
 }
 

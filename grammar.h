@@ -11,13 +11,13 @@
 
 /* What the mask computation did so far (for the benchmark and the tests). */
 typedef struct g3_grammar_stats {
-    int64_t n_masks;       /* gemma3_grammar_mask calls */
-    int64_t n_cache_hits;  /* ... answered from the cache of masks */
-    int64_t n_nodes;       /* trie nodes visited by the walks */
-    int n_stack_nodes;     /* interned stack frames */
-    int n_states;          /* interned stack sets */
-    int n_trie_nodes;      /* nodes of the vocabulary trie */
-    int n_intervals;       /* code point intervals the grammar distinguishes */
+    int64_t n_masks;      /* gemma3_grammar_mask calls */
+    int64_t n_cache_hits; /* ... answered from the cache of masks */
+    int64_t n_nodes;      /* trie nodes visited by the walks */
+    int n_stack_nodes;    /* interned stack frames */
+    int n_states;         /* interned stack sets */
+    int n_trie_nodes;     /* nodes of the vocabulary trie */
+    int n_intervals;      /* code point intervals the grammar distinguishes */
 } g3_grammar_stats;
 void g3_grammar_get_stats(const gemma3_grammar *g, g3_grammar_stats *out);
 

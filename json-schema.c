@@ -73,9 +73,12 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 static void sb_literal(sbuf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
-        else if (c < 0x20 || c == 0x7F) sb_printf(b, "\\x%02X", c);
-        else sb_put(b, s, 1);
+        if (c == '"' || c == '\\')
+            sb_printf(b, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            sb_printf(b, "\\x%02X", c);
+        else
+            sb_put(b, s, 1);
     }
 }
 
@@ -139,20 +142,23 @@ static int get_count(conv *c, const cJSON *s, const char *key, const char *path,
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
         v->valuedouble > 100000)
-        return fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be an integer in [0, 100000]", key, at(path));
+        return fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be an integer in [0, 100000]", key,
+                    at(path));
     *out = (long)v->valuedouble;
     return 1;
 }
 
 /* ITEM{min,max} as GBNF, max < 0 = unbounded. */
 static void sb_repeat(sbuf *b, long min, long max) {
-    if (max < 0) sb_printf(b, "{%ld,}", min);
-    else sb_printf(b, "{%ld,%ld}", min, max);
+    if (max < 0)
+        sb_printf(b, "{%ld,}", min);
+    else
+        sb_printf(b, "{%ld,%ld}", min, max);
 }
 
 static const char *const annotations[] = {
-    "title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated",
-    "readOnly", "writeOnly", "$defs", "definitions", NULL};
+    "title",      "description", "$schema",   "$id",   "$comment",    "default", "examples",
+    "deprecated", "readOnly",    "writeOnly", "$defs", "definitions", NULL};
 
 /* Every keyword of s must be one this converter honours (or an annotation). */
 static int check_keywords(conv *c, const cJSON *s, const char *path, const char *const *known) {
@@ -171,8 +177,10 @@ static int check_keywords(conv *c, const cJSON *s, const char *path, const char 
 static const struct {
     const char *name, *gbnf;
 } formats[] = {
-    {"date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])"},
-    {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") (\".\" [0-9]{1,9})? "
+    {"date",
+     "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])"},
+    {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") (\".\" "
+             "[0-9]{1,9})? "
              "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
     {"date-time", NULL}, /* date "T" time */
     {"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
@@ -185,24 +193,30 @@ static int string_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     int has_max = get_count(c, s, "maxLength", path, &max);
     if (has_min < 0 || has_max < 0) return -1;
     if (has_max && max < min)
-        return fail(c, GEMMA3_ERR_FORMAT, "maxLength %ld below minLength %ld at %s", max, min, at(path));
+        return fail(c, GEMMA3_ERR_FORMAT, "maxLength %ld below minLength %ld at %s", max, min,
+                    at(path));
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     if (fmt) {
         if (!cJSON_IsString(fmt))
             return fail(c, GEMMA3_ERR_FORMAT, "format at %s must be a string", at(path));
         if (has_min || has_max)
-            return fail(c, GEMMA3_ERR_UNSUPPORTED, "format with minLength/maxLength at %s is not "
-                        "supported", at(path));
+            return fail(c, GEMMA3_ERR_UNSUPPORTED,
+                        "format with minLength/maxLength at %s is not "
+                        "supported",
+                        at(path));
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
             if (strcmp(fmt->valuestring, formats[i].name) != 0) continue;
             if (formats[i].gbnf)
                 sb_printf(out, "\"\\\"\" %s \"\\\"\" ws", formats[i].gbnf);
             else
-                sb_printf(out, "\"\\\"\" %s \"T\" %s \"\\\"\" ws", formats[0].gbnf, formats[1].gbnf);
+                sb_printf(out, "\"\\\"\" %s \"T\" %s \"\\\"\" ws", formats[0].gbnf,
+                          formats[1].gbnf);
             return 0;
         }
-        return fail(c, GEMMA3_ERR_UNSUPPORTED, "format '%s' at %s is not supported (date, time, "
-                    "date-time and uuid are)", fmt->valuestring, at(path));
+        return fail(c, GEMMA3_ERR_UNSUPPORTED,
+                    "format '%s' at %s is not supported (date, time, "
+                    "date-time and uuid are)",
+                    fmt->valuestring, at(path));
     }
     if (!has_min && !has_max) {
         sb_lit(out, "string");
@@ -295,7 +309,8 @@ static void nonneg_range(sbuf *out, long long lo, long long hi, int *n_alts) {
  * 1 if present, 0 if not, -1 on error. */
 static int int_bound(conv *c, const cJSON *s, const char *path, int upper, long long *out) {
     const cJSON *inc = cJSON_GetObjectItemCaseSensitive(s, upper ? "maximum" : "minimum");
-    const cJSON *exc = cJSON_GetObjectItemCaseSensitive(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
+    const cJSON *exc =
+        cJSON_GetObjectItemCaseSensitive(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
     int found = 0;
     for (int k = 0; k < 2; k++) {
         const cJSON *v = k ? exc : inc;
@@ -382,9 +397,12 @@ static int object_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     sbuf *R = &c->rules;
     if (extra >= 0) {
         char v[32];
-        if (extra == 0) snprintf(v, sizeof v, "value");
-        else snprintf(v, sizeof v, "r%d", extra);
-        sb_printf(R, "r%d ::= (string \":\" ws %s (\",\" ws string \":\" ws %s)*)?\n", base + 2 * n + 1, v, v);
+        if (extra == 0)
+            snprintf(v, sizeof v, "value");
+        else
+            snprintf(v, sizeof v, "r%d", extra);
+        sb_printf(R, "r%d ::= (string \":\" ws %s (\",\" ws string \":\" ws %s)*)?\n",
+                  base + 2 * n + 1, v, v);
         sb_printf(R, "r%d ::= (\",\" ws string \":\" ws %s)*\n", base + 2 * n, v);
     } else {
         sb_printf(R, "r%d ::= \"\"\nr%d ::= \"\"\n", base + 2 * n + 1, base + 2 * n);
@@ -433,11 +451,13 @@ static int array_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     int has_max = get_count(c, s, "maxItems", path, &max);
     if (has_min < 0 || has_max < 0) return -1;
     if (has_max && max < min)
-        return fail(c, GEMMA3_ERR_FORMAT, "maxItems %ld below minItems %ld at %s", max, min, at(path));
+        return fail(c, GEMMA3_ERR_FORMAT, "maxItems %ld below minItems %ld at %s", max, min,
+                    at(path));
     char p[1024];
     if (prefix) {
         if (!cJSON_IsArray(prefix) || cJSON_GetArraySize(prefix) == 0)
-            return fail(c, GEMMA3_ERR_FORMAT, "prefixItems at %s must be a non-empty array", at(path));
+            return fail(c, GEMMA3_ERR_FORMAT, "prefixItems at %s must be a non-empty array",
+                        at(path));
         if (has_min || has_max || (items && !cJSON_IsFalse(items)))
             return fail(c, GEMMA3_ERR_UNSUPPORTED,
                         "prefixItems at %s is supported alone or with items: false", at(path));
@@ -462,8 +482,10 @@ static int array_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
         return 0;
     }
     char it[32];
-    if (item) snprintf(it, sizeof it, "r%d", item);
-    else snprintf(it, sizeof it, "value");
+    if (item)
+        snprintf(it, sizeof it, "r%d", item);
+    else
+        snprintf(it, sizeof it, "value");
     if (max == 0) {
         sb_lit(out, "\"[\" ws \"]\" ws");
         return 0;
@@ -483,8 +505,10 @@ static int typed_rule(conv *c, const cJSON *s, const char *type, const char *pat
             cJSON_GetObjectItemCaseSensitive(s, "maximum") ||
             cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum") ||
             cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum"))
-            return fail(c, GEMMA3_ERR_UNSUPPORTED, "minimum/maximum of a number at %s is not "
-                        "supported (only of an integer)", at(path));
+            return fail(c, GEMMA3_ERR_UNSUPPORTED,
+                        "minimum/maximum of a number at %s is not "
+                        "supported (only of an integer)",
+                        at(path));
         sb_lit(out, "number");
         return 0;
     }
@@ -519,8 +543,10 @@ static int visit_ref(conv *c, const char *ref, const char *path) {
                     at(path));
     }
     const cJSON *target = defs ? cJSON_GetObjectItemCaseSensitive(defs, name) : NULL;
-    if (!target) return fail(c, GEMMA3_ERR_FORMAT, "$ref '%s' at %s names no definition", ref, at(path));
-    if (c->n_refs == MAX_REFS) return fail(c, GEMMA3_ERR_UNSUPPORTED, "more than %d $refs", MAX_REFS);
+    if (!target)
+        return fail(c, GEMMA3_ERR_FORMAT, "$ref '%s' at %s names no definition", ref, at(path));
+    if (c->n_refs == MAX_REFS)
+        return fail(c, GEMMA3_ERR_UNSUPPORTED, "more than %d $refs", MAX_REFS);
     int r = new_rule(c);
     c->refs[c->n_refs].ref = ref;
     c->refs[c->n_refs++].rule = r;
@@ -545,21 +571,40 @@ static int visit(conv *c, const cJSON *s, const char *path) {
     if (!cJSON_IsObject(s))
         return fail(c, GEMMA3_ERR_FORMAT, "a schema at %s must be an object or a boolean, not %s",
                     at(path), g3_json_type_name(s));
-    static const char *const known[] = {
-        "type", "properties", "required", "additionalProperties", "enum", "const", "items",
-        "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum",
-        "exclusiveMinimum", "exclusiveMaximum", "format", "anyOf", "oneOf", "$ref", NULL};
+    static const char *const known[] = {"type",
+                                        "properties",
+                                        "required",
+                                        "additionalProperties",
+                                        "enum",
+                                        "const",
+                                        "items",
+                                        "prefixItems",
+                                        "minItems",
+                                        "maxItems",
+                                        "minLength",
+                                        "maxLength",
+                                        "minimum",
+                                        "maximum",
+                                        "exclusiveMinimum",
+                                        "exclusiveMaximum",
+                                        "format",
+                                        "anyOf",
+                                        "oneOf",
+                                        "$ref",
+                                        NULL};
     if (check_keywords(c, s, path, known)) return -1;
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (ref) {
-        if (!cJSON_IsString(ref)) return fail(c, GEMMA3_ERR_FORMAT, "$ref at %s must be a string", at(path));
+        if (!cJSON_IsString(ref))
+            return fail(c, GEMMA3_ERR_FORMAT, "$ref at %s must be a string", at(path));
         if (s->child->next || s->child != ref) { /* $ref alongside other keywords */
             for (const cJSON *k = s->child; k; k = k->next) {
                 int ann = k == ref;
-                for (int i = 0; annotations[i] && !ann; i++) ann = strcmp(k->string, annotations[i]) == 0;
+                for (int i = 0; annotations[i] && !ann; i++)
+                    ann = strcmp(k->string, annotations[i]) == 0;
                 if (!ann)
-                    return fail(c, GEMMA3_ERR_UNSUPPORTED, "'%s' beside $ref at %s is not supported",
-                                k->string, at(path));
+                    return fail(c, GEMMA3_ERR_UNSUPPORTED,
+                                "'%s' beside $ref at %s is not supported", k->string, at(path));
             }
         }
         return visit_ref(c, ref->valuestring, path);
@@ -589,8 +634,10 @@ static int visit(conv *c, const cJSON *s, const char *path) {
         for (const cJSON *e = any->child; e && !rc; e = e->next, i++) {
             snprintf(p, sizeof p, "%s/%s/%d", path, kw, i);
             int r = visit(c, e, p);
-            if (r < 0) rc = -1;
-            else sb_printf(&body, "%sr%d", i ? " | " : "", r);
+            if (r < 0)
+                rc = -1;
+            else
+                sb_printf(&body, "%sr%d", i ? " | " : "", r);
         }
     } else if (cJSON_IsArray(type)) {
         int i = 0;
@@ -656,8 +703,9 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
         if (n == 1 && (unsigned char)schema[i] >= 0x80) {
             int line, col;
             line_col(schema, i, &line, &col);
-            return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected UTF-8 text (byte 0x%02X)",
-                            line, col, (unsigned char)schema[i]);
+            return g3_error(GEMMA3_ERR_FORMAT,
+                            "json-schema:%d:%d: expected UTF-8 text (byte 0x%02X)", line, col,
+                            (unsigned char)schema[i]);
         }
         i += n;
     }
@@ -667,7 +715,8 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
         size_t off = end && end >= schema && end <= schema + len ? (size_t)(end - schema) : 0;
         int line, col;
         line_col(schema, off, &line, &col);
-        return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected valid JSON here", line, col);
+        return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected valid JSON here", line,
+                        col);
     }
     size_t used = end ? (size_t)(end - schema) : len;
     while (used < len && (schema[used] == ' ' || schema[used] == '\n' || schema[used] == '\t' ||

@@ -5,6 +5,6 @@
 
 #include "gemma3.h"
 
-#define G3_JSON_SCHEMA_MAX_REFS 256      /* distinct $ref targets in one schema */
+#define G3_JSON_SCHEMA_MAX_REFS 256 /* distinct $ref targets in one schema */
 
 #endif

@@ -26,8 +26,9 @@ const cli_group cli_grammar_group = CLI_GROUP("constrained output (one of these)
 /* A library message "grammar:L:C: ..." or "json-schema:L:C: ..." as "SOURCE:L:C: ...". */
 static int grammar_error(const char *source, int rc) {
     const char *msg = gemma3_last_error();
-    const char *rest = strncmp(msg, "grammar:", 8) == 0 ? msg + 8
-                     : strncmp(msg, "json-schema:", 12) == 0 ? msg + 12 : NULL;
+    const char *rest = strncmp(msg, "grammar:", 8) == 0        ? msg + 8
+                       : strncmp(msg, "json-schema:", 12) == 0 ? msg + 12
+                                                               : NULL;
     if (rc == GEMMA3_ERR_IO || rc == GEMMA3_ERR_NOMEM) return cli_fail("%s", msg);
     if (rest && rest[0] >= '0' && rest[0] <= '9') return cli_usage_error("%s:%s", source, rest);
     return cli_usage_error("%s: %s", source, rest ? (rest[0] == ' ' ? rest + 1 : rest) : msg);
@@ -39,12 +40,15 @@ int cli_grammar_resolve(cli_grammar *cg) {
     if (given > 1)
         return cli_usage_error("--grammar: give only one of --grammar, --grammar-file, "
                                "--json-schema, --json-schema-file");
-    const char *source = cg->grammar ? "--grammar" : cg->json_schema ? "--json-schema"
-                       : cg->grammar_file ? cg->grammar_file : cg->json_schema_file;
+    const char *source = cg->grammar        ? "--grammar"
+                         : cg->json_schema  ? "--json-schema"
+                         : cg->grammar_file ? cg->grammar_file
+                                            : cg->json_schema_file;
     char *text = NULL;
     size_t len = 0;
     const char *path = cg->grammar_file ? cg->grammar_file : cg->json_schema_file;
-    if (path && g3_read_file(path, &text, &len) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (path && g3_read_file(path, &text, &len) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
     if (!path) {
         text = strdup(cg->grammar ? cg->grammar : cg->json_schema);
         if (!text) return cli_fail("out of memory");

@@ -30,7 +30,6 @@
 #define TEST_RNG_SEED 0x1234567887654321ull
 #include "test-rng.h"
 
-
 /* ================================ helpers =================================================== */
 
 /* A vocabulary of the 256 single bytes (id = byte) and one end id (256). */
@@ -98,7 +97,8 @@ static void test_errors(void) {
         {"root ::= \"a\"\nroot ::= \"b\"", "grammar:2:1: rule 'root' is already defined at 1:1"},
         {"root ::= [z-a]", "grammar:1:12: range end U+0061 is below its start U+007A"},
         {"root ::= \"\\x4g\"", "grammar:1:14: expected 2 hex digits after \\x"},
-        {"root ::= x\nx ::= \"a\" )", "grammar:2:11: expected an item, '|' or the end of the line, found ')'"},
+        {"root ::= x\nx ::= \"a\" )",
+         "grammar:2:11: expected an item, '|' or the end of the line, found ')'"},
         {"root ::= [ab", "grammar:1:10: unterminated character class"},
         {"root ::= \"a\"{2", "grammar:1:15: expected '}'"},
         {"root ::= root \"a\" | \"b\"", "rule 'root' is left-recursive"},
@@ -211,8 +211,8 @@ static void test_semantics(void) {
 /* Pieces that end or begin inside a character. */
 static void test_split_utf8(void) {
     /* é = C3 A9, β = CE B2, 😀 = F0 9F 98 80 */
-    const char *pieces[] = {"\xC3", "\xA9", "\xA9x", "\xCE", "\xB2", "x", "\xF0\x9F", "\x98\x80",
-                            "\xC3\xA9", "\x80", "\xE0\x80", "\xED\xA0\x80"};
+    const char *pieces[] = {"\xC3",     "\xA9",     "\xA9x",    "\xCE", "\xB2",     "x",
+                            "\xF0\x9F", "\x98\x80", "\xC3\xA9", "\x80", "\xE0\x80", "\xED\xA0\x80"};
     enum { NP = sizeof pieces / sizeof pieces[0] };
     int32_t lens[NP + 1], end = NP;
     const char *pp[NP + 1];
@@ -245,8 +245,8 @@ static void test_split_utf8(void) {
     gemma3_grammar_free(g);
     /* any character, but never an overlong form (E0 80 ..), a surrogate (ED A0 ..) or beyond
      * U+10FFFF (F4 90 ..), whole or begun */
-    const char *bad[] = {"\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF",
-                         "\xE0\x80", "\xF4\x90", "\xF5"};
+    const char *bad[] = {"\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF", "\xE0\x80",
+                         "\xF4\x90",     "\xF5"};
     const char *good[] = {"\xE0\xA0\x80", "\xED\x9F\xBF", "\xF4\x8F\xBF\xBF", "\xE0\xA0", "a"};
     const char *pp2[13];
     int32_t lens2[13], end2 = 12;
@@ -275,8 +275,11 @@ static void test_shipped(void) {
          {"[1]", "{\"a\": 01}", "{\"a\" 1}"}},
         {"grammars/json_arr.gbnf", {"[\n{\"a\": 1},\n\"x\"]", "[\n]"}, {"{}", "[1,\n2]"}},
         {"grammars/list.gbnf", {"- one\n- two\n", "- x\n"}, {"- \n", "one\n", "- a"}},
-        {"grammars/arithmetic.gbnf", {"(2 + 3) * 4 = 20\n", "x1 = y\na/b=c\n"}, {"2 + = 3\n", "= 1\n"}},
-        {"grammars/chess.gbnf", {"1. e4 e5\n2. Nf3 Nc6\n", "1. d4 Nf6\n12. O-O O-O-O+\n"},
+        {"grammars/arithmetic.gbnf",
+         {"(2 + 3) * 4 = 20\n", "x1 = y\na/b=c\n"},
+         {"2 + = 3\n", "= 1\n"}},
+        {"grammars/chess.gbnf",
+         {"1. e4 e5\n2. Nf3 Nc6\n", "1. d4 Nf6\n12. O-O O-O-O+\n"},
          {"1. e4 e5\n", "2. e4 e5\n1. d4 d5\n", "1. e9 e5\n2. a3 a6\n"}},
     };
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
@@ -323,31 +326,39 @@ static void test_json_schema(void) {
         const char *schema;
         const char *good[4], *bad[4];
     } cases[] = {
-        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": "
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": "
+         "{\"type\": "
          "\"string\"}, \"c\": {\"type\": \"boolean\"}}, \"required\": [\"b\"]}",
          {"{\"b\": \"x\"}", "{\"a\": 1, \"b\": \"\"}", "{\"a\": -3, \"b\": \"y\", \"c\": false}",
           "{ \"b\" : \"z\" , \"c\" : true }"},
          {"{}", "{\"a\": 1}", "{\"b\": \"x\", \"a\": 1}", "{\"b\": 1}"}},
         {"{\"type\": \"array\", \"items\": {\"enum\": [\"x\", 2, null]}, \"minItems\": 1, "
          "\"maxItems\": 3}",
-         {"[\"x\"]", "[2, null, \"x\"]"}, {"[]", "[2, 2, 2, 2]", "[\"y\"]"}},
-        {"{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}", {"\"ab\"", "\"abc\"", "\"é\\n\""},
+         {"[\"x\"]", "[2, null, \"x\"]"},
+         {"[]", "[2, 2, 2, 2]", "[\"y\"]"}},
+        {"{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}",
+         {"\"ab\"", "\"abc\"", "\"é\\n\""},
          {"\"a\"", "\"abcd\""}},
         {"{\"const\": {\"k\": [1, \"two\"]}}", {"{\"k\":[1,\"two\"]}"}, {"{\"k\": [1]}"}},
         {"{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"next\": {\"anyOf\": "
          "[{\"$ref\": \"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": [\"next\"]}}, "
          "\"$ref\": \"#/$defs/node\"}",
-         {"{\"next\": null}", "{\"next\": {\"next\": {\"next\": null}}}"}, {"{\"next\": 1}", "{}"}},
-        {"{\"type\": \"integer\", \"minimum\": -2, \"maximum\": 12}", {"-2", "0", "12", "7"},
+         {"{\"next\": null}", "{\"next\": {\"next\": {\"next\": null}}}"},
+         {"{\"next\": 1}", "{}"}},
+        {"{\"type\": \"integer\", \"minimum\": -2, \"maximum\": 12}",
+         {"-2", "0", "12", "7"},
          {"13", "-3", "1.5"}},
         {"{\"type\": [\"number\", \"null\"]}", {"1.25", "null", "-0.5e-3"}, {"\"x\"", "true"}},
         {"{\"type\": \"object\", \"additionalProperties\": {\"type\": \"integer\"}}",
-         {"{}", "{\"any\": 1, \"other\": 2}"}, {"{\"a\": \"x\"}"}},
+         {"{}", "{\"any\": 1, \"other\": 2}"},
+         {"{\"a\": \"x\"}"}},
         {"{\"prefixItems\": [{\"type\": \"string\"}, {\"type\": \"integer\"}], \"items\": false}",
-         {"[\"a\", 1]"}, {"[\"a\"]", "[1, \"a\"]", "[\"a\", 1, 2]"}},
+         {"[\"a\", 1]"},
+         {"[\"a\"]", "[1, \"a\"]", "[\"a\", 1, 2]"}},
         {"{\"type\": \"object\", \"properties\": {\"q\\\"k\": {\"type\": \"null\"}}, "
          "\"required\": [\"q\\\"k\"], \"title\": \"T\", \"description\": \"D\"}",
-         {"{\"q\\\"k\": null}"}, {"{\"qk\": null}"}},
+         {"{\"q\\\"k\": null}"},
+         {"{\"qk\": null}"}},
         {"true", {"{\"x\": [1, {}]}", "\"s\"", "3"}, {"{"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -365,31 +376,40 @@ static void test_json_schema(void) {
         const char *schema, *want;
         int rc;
     } refused[] = {
-        {"{\"type\": \"string\", \"pattern\": \"^a\"}", "'pattern' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"string\", \"pattern\": \"^a\"}", "'pattern' at / is not supported",
+         GEMMA3_ERR_UNSUPPORTED},
         {"{\"properties\": {\"d\": {\"type\": \"string\", \"format\": \"hostname\"}}}",
          "format 'hostname' at /properties/d is not supported", GEMMA3_ERR_UNSUPPORTED},
         {"{\"allOf\": [{}]}", "'allOf' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"number\", \"minimum\": 0}", "minimum/maximum of a number", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"integer\", \"exclusiveMinimum\": true}", "exclusiveMinimum at / must be a number", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"integer\", \"minimum\": 3, \"maximum\": 2.5}", "no integer lies within", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"string\", \"format\": \"email\"}", "format 'email' at / is not supported", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"number\", \"minimum\": 0}", "minimum/maximum of a number",
+         GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"integer\", \"exclusiveMinimum\": true}",
+         "exclusiveMinimum at / must be a number", GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"integer\", \"minimum\": 3, \"maximum\": 2.5}", "no integer lies within",
+         GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"string\", \"format\": \"email\"}", "format 'email' at / is not supported",
+         GEMMA3_ERR_UNSUPPORTED},
         {"{\"$ref\": \"#/$defs/missing\"}", "names no definition", GEMMA3_ERR_FORMAT},
         {"{\"$ref\": \"http://x\"}", "only #/$defs/NAME", GEMMA3_ERR_UNSUPPORTED},
         {"{\"type\": \"strin\"}", "unknown type 'strin'", GEMMA3_ERR_FORMAT},
-        {"{\"type\": \"object\", \"properties\": {}, \"required\": [\"x\"]}", "names 'x'", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"type\": \"array\", \"minItems\": -1}", "minItems at / must be an integer", GEMMA3_ERR_FORMAT},
-        {"{\"type\": \"object\",\n \"properties\": {\"a\" 1}}", "json-schema:2:21: expected valid JSON", GEMMA3_ERR_FORMAT},
+        {"{\"type\": \"object\", \"properties\": {}, \"required\": [\"x\"]}", "names 'x'",
+         GEMMA3_ERR_UNSUPPORTED},
+        {"{\"type\": \"array\", \"minItems\": -1}", "minItems at / must be an integer",
+         GEMMA3_ERR_FORMAT},
+        {"{\"type\": \"object\",\n \"properties\": {\"a\" 1}}",
+         "json-schema:2:21: expected valid JSON", GEMMA3_ERR_FORMAT},
         {"{} x", "json-schema:1:4: expected the end of the schema", GEMMA3_ERR_FORMAT},
         {"false", "matches nothing", GEMMA3_ERR_UNSUPPORTED},
         {"{\"uniqueItems\": true}", "'uniqueItems' at /", GEMMA3_ERR_UNSUPPORTED},
-        {"{\"enum\": [\"\xff\"]}", "json-schema:1:12: expected UTF-8 text (byte 0xFF)", GEMMA3_ERR_FORMAT},
+        {"{\"enum\": [\"\xff\"]}", "json-schema:1:12: expected UTF-8 text (byte 0xFF)",
+         GEMMA3_ERR_FORMAT},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char *gbnf = (char *)"unset";
         int rc = gemma3_json_schema_to_grammar(refused[i].schema, strlen(refused[i].schema), &gbnf);
         CHECK_MSG(rc == refused[i].rc, "refused %zu: rc %d (%s)", i, rc, gemma3_last_error());
-        CHECK_MSG(strstr(gemma3_last_error(), refused[i].want) != NULL, "refused %zu: '%s' lacks '%s'",
-                  i, gemma3_last_error(), refused[i].want);
+        CHECK_MSG(strstr(gemma3_last_error(), refused[i].want) != NULL,
+                  "refused %zu: '%s' lacks '%s'", i, gemma3_last_error(), refused[i].want);
         CHECK(gbnf == NULL);
     }
 }
@@ -424,7 +444,8 @@ static void test_json_integers(void) {
             if (matches(g, num) != want && wrong++ < 5)
                 fprintf(stderr, "%s: %ld matched %d\n", schema, v, !want);
         }
-        static const char *const big[] = {"123456789012345", "-123456789012345", "007", "-0", "1e3"};
+        static const char *const big[] = {"123456789012345", "-123456789012345", "007", "-0",
+                                          "1e3"};
         for (int k = 0; g && k < 5; k++) {
             long v = atol(big[k]);
             int want = k < 2 && v >= cases[i].lo && v <= cases[i].hi;
@@ -437,23 +458,31 @@ static void test_json_integers(void) {
     static const struct {
         const char *format, *good[2], *bad[3];
     } fmts[] = {
-        {"date", {"\"2024-02-29\"", "\"1999-12-31\""}, {"\"2024-13-01\"", "\"2024-1-01\"", "\"2024-00-10\""}},
-        {"time", {"\"23:59:60Z\"" /* a leap second is RFC 3339 */, "\"08:00:00.125+05:30\""},
+        {"date",
+         {"\"2024-02-29\"", "\"1999-12-31\""},
+         {"\"2024-13-01\"", "\"2024-1-01\"", "\"2024-00-10\""}},
+        {"time",
+         {"\"23:59:60Z\"" /* a leap second is RFC 3339 */, "\"08:00:00.125+05:30\""},
          {"\"24:00:00Z\"", "\"08:00:00\"", "\"8:00:00Z\""}},
-        {"date-time", {"\"2024-03-18T09:41:27Z\"", "\"2024-03-18T09:41:27.5-01:00\""},
+        {"date-time",
+         {"\"2024-03-18T09:41:27Z\"", "\"2024-03-18T09:41:27.5-01:00\""},
          {"\"2024-03-18 09:41:27Z\"", "\"2024-03-18\""}},
-        {"uuid", {"\"123e4567-e89b-12d3-a456-426614174000\"", "\"ABCDEFAB-CDEF-ABCD-EFAB-CDEFABCDEFAB\""},
+        {"uuid",
+         {"\"123e4567-e89b-12d3-a456-426614174000\"", "\"ABCDEFAB-CDEF-ABCD-EFAB-CDEFABCDEFAB\""},
          {"\"123e4567e89b12d3a456426614174000\"", "\"123e4567-e89b-12d3-a456-42661417400g\""}},
     };
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         char schema[128];
-        snprintf(schema, sizeof schema, "{\"type\": \"string\", \"format\": \"%s\"}", fmts[i].format);
+        snprintf(schema, sizeof schema, "{\"type\": \"string\", \"format\": \"%s\"}",
+                 fmts[i].format);
         gemma3_grammar *g = schema_grammar(schema);
         CHECK_MSG(g != NULL, "%s", schema);
         for (int k = 0; g && k < 2; k++)
-            CHECK_MSG(matches(g, fmts[i].good[k]), "%s should match %s", fmts[i].format, fmts[i].good[k]);
+            CHECK_MSG(matches(g, fmts[i].good[k]), "%s should match %s", fmts[i].format,
+                      fmts[i].good[k]);
         for (int k = 0; g && k < 3 && fmts[i].bad[k]; k++)
-            CHECK_MSG(!matches(g, fmts[i].bad[k]), "%s should not match %s", fmts[i].format, fmts[i].bad[k]);
+            CHECK_MSG(!matches(g, fmts[i].bad[k]), "%s should not match %s", fmts[i].format,
+                      fmts[i].bad[k]);
         gemma3_grammar_free(g);
     }
 }
@@ -491,8 +520,10 @@ static void test_distribution(void) {
         float t;
         int top_k;
         int mode;
-    } configs[] = {{1.0f, 0, GEMMA3_SAMPLER_MODE_CDF}, {1.0f, 0, GEMMA3_SAMPLER_MODE_GUMBEL},
-                   {0.7f, 3, GEMMA3_SAMPLER_MODE_CDF}, {0.7f, 3, GEMMA3_SAMPLER_MODE_GUMBEL}};
+    } configs[] = {{1.0f, 0, GEMMA3_SAMPLER_MODE_CDF},
+                   {1.0f, 0, GEMMA3_SAMPLER_MODE_GUMBEL},
+                   {0.7f, 3, GEMMA3_SAMPLER_MODE_CDF},
+                   {0.7f, 3, GEMMA3_SAMPLER_MODE_GUMBEL}};
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
         gemma3_sampler_params sp = gemma3_sampler_default_params();
         sp.seed = 42;
@@ -514,15 +545,19 @@ static void test_distribution(void) {
                     order[i] = order[j];
                     order[j] = t;
                 }
-        int kept = configs[c].top_k > 0 && configs[c].top_k < n_allowed ? configs[c].top_k : n_allowed;
-        for (int i = 0; i < kept; i++) z += p[order[i]] = exp((double)(logits[order[i]] / configs[c].t));
+        int kept =
+            configs[c].top_k > 0 && configs[c].top_k < n_allowed ? configs[c].top_k : n_allowed;
+        for (int i = 0; i < kept; i++)
+            z += p[order[i]] = exp((double)(logits[order[i]] / configs[c].t));
         for (int i = 0; i < NV; i++) p[i] /= z;
         long count[NV] = {0};
         int outside = 0;
         for (int64_t pos = 0; pos < N_DRAWS; pos++) {
             int32_t t = gemma3_grammar_sample(g, s, logits, pos);
-            if (t < 0 || t >= NV || p[t] == 0) outside++;
-            else count[t]++;
+            if (t < 0 || t >= NV || p[t] == 0)
+                outside++;
+            else
+                count[t]++;
         }
         CHECK_EQ_INT(outside, 0);
         double chi2 = 0;
@@ -577,11 +612,11 @@ static const uint32_t alphabet[] = {'a', 'b', 'c', 0xE9 /* é */, 0x3B2 /* β */
 typedef enum { N_LIT, N_CLASS, N_REF, N_SEQ, N_ALT, N_REP } node_kind;
 typedef struct {
     node_kind kind;
-    uint32_t cp;          /* N_LIT */
-    uint32_t set;         /* N_CLASS: bitmask over the alphabet; bit 31: the rest of Unicode */
-    int rule;             /* N_REF */
-    int kids[4], n_kids;  /* N_SEQ, N_ALT, N_REP (one kid) */
-    int min, max;         /* N_REP, max -1 = unbounded */
+    uint32_t cp;         /* N_LIT */
+    uint32_t set;        /* N_CLASS: bitmask over the alphabet; bit 31: the rest of Unicode */
+    int rule;            /* N_REF */
+    int kids[4], n_kids; /* N_SEQ, N_ALT, N_REP (one kid) */
+    int min, max;        /* N_REP, max -1 = unbounded */
 } node;
 
 static node nodes[MAX_NODES];
@@ -670,7 +705,8 @@ static int gen_rule(int r) {
 }
 
 static void put_cp(char *out, size_t *n, uint32_t cp) {
-    if (cp < 0x80) out[(*n)++] = (char)cp;
+    if (cp < 0x80)
+        out[(*n)++] = (char)cp;
     else if (cp < 0x800) {
         out[(*n)++] = (char)(0xC0 | cp >> 6);
         out[(*n)++] = (char)(0x80 | (cp & 63));
@@ -706,8 +742,10 @@ static void print_node(int i, char *out, size_t *n) {
         out[(*n)++] = ']';
         break;
     case N_REF:
-        if (x->rule == 0) *n += (size_t)sprintf(out + *n, "root");
-        else *n += (size_t)sprintf(out + *n, "r%d", x->rule);
+        if (x->rule == 0)
+            *n += (size_t)sprintf(out + *n, "root");
+        else
+            *n += (size_t)sprintf(out + *n, "r%d", x->rule);
         break;
     case N_SEQ:
     case N_ALT:
@@ -723,10 +761,14 @@ static void print_node(int i, char *out, size_t *n) {
         out[(*n)++] = '(';
         print_node(x->kids[0], out, n);
         out[(*n)++] = ')';
-        if (x->min == 0 && x->max < 0) out[(*n)++] = '*';
-        else if (x->min == 1 && x->max < 0) out[(*n)++] = '+';
-        else if (x->min == 0 && x->max == 1) out[(*n)++] = '?';
-        else *n += (size_t)sprintf(out + *n, "{%d,%d}", x->min, x->max);
+        if (x->min == 0 && x->max < 0)
+            out[(*n)++] = '*';
+        else if (x->min == 1 && x->max < 0)
+            out[(*n)++] = '+';
+        else if (x->min == 0 && x->max == 1)
+            out[(*n)++] = '?';
+        else
+            *n += (size_t)sprintf(out + *n, "{%d,%d}", x->min, x->max);
         break;
     }
 }
@@ -771,7 +813,8 @@ static void ends(int ni, int at, posset *out) {
     switch (x->kind) {
     case N_LIT:
     case N_CLASS:
-        if (at == text_len) out->v[over] = 1;
+        if (at == text_len)
+            out->v[over] = 1;
         else if (x->kind == N_LIT ? text_cp[at] == x->cp : class_match(x, text_cp[at]))
             out->v[at + 1] = 1;
         break;
@@ -931,7 +974,9 @@ static int build_property_vocab(void) {
         int chars = 2 + (int)(rng_u32() % 2);
         for (int c = 0; c < chars; c++) put_cp(pv_bytes[n], &l, alphabet[rng_u32() % N_ALPHA]);
         if (rng_u32() % 4 == 0 && (unsigned char)pv_bytes[n][l - 1] >= 0x80) {
-            while ((unsigned char)pv_bytes[n][l - 1] >= 0x80 && (unsigned char)pv_bytes[n][l - 1] < 0xC0) l--;
+            while ((unsigned char)pv_bytes[n][l - 1] >= 0x80 &&
+                   (unsigned char)pv_bytes[n][l - 1] < 0xC0)
+                l--;
         }
         pv_len[n++] = (int32_t)l;
     }
@@ -948,7 +993,8 @@ static void test_property(void) {
     /* the random-weight model: a bigram table of logits, the end id a little favoured */
     static float W[PV_MAX + 1][PV_MAX];
     for (int a = 0; a <= nv; a++)
-        for (int b = 0; b < nv; b++) W[a][b] = (float)(rng_u32() % 4000) / 1000.0f + (b == end) * 1.5f;
+        for (int b = 0; b < nv; b++)
+            W[a][b] = (float)(rng_u32() % 4000) / 1000.0f + (b == end) * 1.5f;
     int n_grammars = 0, n_outputs = 0, n_ended = 0, mask_bad = 0, out_bad = 0;
     for (int trial = 0; trial < 60; trial++) {
         n_nodes = 0;
@@ -1003,8 +1049,9 @@ static void test_property(void) {
                         want = verdict(out, n + pv_len[t]) >= 1;
                     }
                     if (bit(m, t) != want && mask_bad++ < 5)
-                        fprintf(stderr, "mask: token %d (%.*s) engine %d matcher %d after '%.*s'\n%s\n",
-                                t, pv_len[t], pv_bytes[t], bit(m, t), want, n, out, text);
+                        fprintf(stderr,
+                                "mask: token %d (%.*s) engine %d matcher %d after '%.*s'\n%s\n", t,
+                                pv_len[t], pv_bytes[t], bit(m, t), want, n, out, text);
                 }
                 int32_t tok = gemma3_grammar_sample(g, s, W[prev], step);
                 if (tok < 0 || gemma3_grammar_accept(g, tok) != GEMMA3_OK) {
@@ -1024,7 +1071,8 @@ static void test_property(void) {
             n_outputs++;
             n_ended += ended;
             if ((ended ? vd != 2 : vd < 1) && out_bad++ < 5)
-                fprintf(stderr, "output '%.*s' (ended %d) verdict %d\n%s\n", n, out, ended, vd, text);
+                fprintf(stderr, "output '%.*s' (ended %d) verdict %d\n%s\n", n, out, ended, vd,
+                        text);
             gemma3_sampler_free(s);
         }
         gemma3_grammar_free(g);
@@ -1081,7 +1129,8 @@ static void test_real_vocab(void) {
         CHECK_EQ_INT(diff_cache, 0);
         CHECK_EQ_INT(diff_one, 0);
         /* refused exactly at the token that starts 配達 */
-        CHECK_MSG(refused_at >= 0 && strstr(gemma3_tokenizer_piece(tok, ids[refused_at]), "配") != NULL,
+        CHECK_MSG(refused_at >= 0 &&
+                      strstr(gemma3_tokenizer_piece(tok, ids[refused_at]), "配") != NULL,
                   "refused at %d", refused_at);
         g3_grammar_stats st;
         g3_grammar_get_stats(a, &st);

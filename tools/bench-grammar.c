@@ -59,7 +59,8 @@ static void run(const char *label, const char *gtext, size_t glen, const gemma3_
                        gemma3_tokenizer_special(tok, GEMMA3_SPECIAL_END_OF_TURN)};
     double t0 = g3_now();
     gemma3_grammar *g;
-    if (gemma3_grammar_init_tokenizer(gtext, glen, tok, ends, 2, 0, &g) != GEMMA3_OK) die("grammar");
+    if (gemma3_grammar_init_tokenizer(gtext, glen, tok, ends, 2, 0, &g) != GEMMA3_OK)
+        die("grammar");
     double t_init = g3_now() - t0;
     g3_grammar_set_mode(g, mode);
     double *t = malloc((size_t)(n + 1) * sizeof *t);
