@@ -47,7 +47,7 @@ ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c \
-                       quant.c quant-rows.c quantize-checkpoint.c state.c)
+                       quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -132,7 +132,7 @@ bench: all
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
-FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c,$(LIB_SRCS))
+FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)

@@ -266,6 +266,11 @@ int gemma3_tokenizer_encode(const gemma3_tokenizer *tok, const char *text, size_
 /* The piece text of an id as stored in the model (U+2581 for spaces), or NULL if out of range. */
 const char *gemma3_tokenizer_piece(const gemma3_tokenizer *tok, int32_t id);
 
+/* The bytes id adds to decoded text in the middle of a text (U+2581 as a space, a byte piece as
+ * its byte), snprintf-style into buf[cap] (not NUL-terminated); -1 for ids that decode to no
+ * text of their own (control pieces, <unk>) or out of range. */
+int gemma3_tokenizer_token_bytes(const gemma3_tokenizer *tok, int32_t id, char *buf, size_t cap);
+
 /* Decodes ids to text (U+2581 -> space, byte pieces reassembled), snprintf-style: writes at most
  * cap bytes including a NUL and returns the full length, or a negative error. Control pieces
  * decode to nothing, <unk> to the model's unk_surface (" \u2047 "), byte sequences that are not
@@ -452,6 +457,22 @@ int gemma3_sampler_accept(gemma3_sampler *s, int32_t token);
  * It does not add the token to the history: call gemma3_sampler_accept. No allocation. */
 int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position);
 
+/* The n_vocab the sampler was made for. */
+int gemma3_sampler_n_vocab(const gemma3_sampler *s);
+
+/* gemma3_sampler_sample restricted to the ids whose bit is set in `allowed` ((n_vocab + 31) / 32
+ * words, bit id & 31 of word id >> 5; NULL = no restriction): forbidden ids get -inf right after the logit bias, before
+ * every other sampler, so the draw (CDF, Gumbel or greedy) is the chain's distribution
+ * renormalised over the allowed ids. When nothing finite survives, the fallback is the argmax of
+ * the raw logits over the allowed ids. GEMMA3_ERR_ARG if `allowed` has no bit set in range. */
+int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int64_t position,
+                                     const uint32_t *allowed);
+
+/* 1 when a masked draw equals the unmasked draw whenever the unmasked token is allowed, for any
+ * mask (greedy: the argmax of a subset that holds the overall argmax is that argmax). A caller
+ * can then draw unmasked first and build the mask only when that token is forbidden. */
+int gemma3_sampler_mask_commutes(const gemma3_sampler *s);
+
 /* Forgets the history and restores mirostat's mu (2 * tau). The seed is kept. */
 void gemma3_sampler_reset(gemma3_sampler *s);
 
@@ -465,6 +486,83 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
 int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *params);
 /* llama.cpp's canonical name of a sampler type ("top_k"), or "?" */
 const char *gemma3_sampler_type_name(int type);
+
+/* ---- grammars (constrained output) ---------------------------------------------------------
+ * A grammar in llama.cpp's GBNF restricts what the model may write: rules `name ::= ...` with
+ * alternatives |, groups ( ), repetitions * + ? {m} {m,} {m,n} {,n}, "literals", [character
+ * classes] with ranges and ^ negation, . (any character), escapes \x.. \u.... \U........ \t \n
+ * \r, # comments; `root` is the start rule. It is matched over Unicode characters while tokens
+ * bring bytes, so a token may end or begin inside a character.
+ *
+ *   gemma3_grammar *gr;
+ *   gemma3_grammar_init_tokenizer(text, strlen(text), tok, stop_ids, n_stop, n_vocab, &gr);
+ *   for (;;) {
+ *       int32_t t = gemma3_grammar_sample(gr, smp, gemma3_session_logits(s), pos);
+ *       gemma3_grammar_accept(gr, t);        // before stopping on a stop id: it checks it
+ *       if (is_stop(t)) break;
+ *       ...
+ *   }
+ *
+ * The grammar gives the sampler a mask over ids (gemma3_sampler_sample_masked): a token is
+ * allowed when its bytes continue the text towards a match, and an end id (the vocabulary's
+ * end_ids) exactly when the text so far is a complete match. Masks are computed by walking a
+ * trie of the pieces with the grammar's stacks and are cached per grammar state. A grammar object
+ * holds the state of one reply and its caches: one per session, used from one thread at a time. */
+typedef struct gemma3_grammar gemma3_grammar;
+
+/* The vocabulary a grammar constrains: the bytes each id adds to the text. */
+typedef struct gemma3_grammar_vocab {
+    int32_t n_vocab;
+    const char *const *piece;    /* [n_vocab]; NULL (or length 0): the id is never allowed */
+    const int32_t *piece_len;    /* [n_vocab] */
+    int n_end;                   /* end-of-generation ids, allowed exactly when the text matches */
+    const int32_t *end_ids;
+} gemma3_grammar_vocab;
+
+/* Parses and checks the grammar (GEMMA3_ERR_FORMAT, message "grammar:LINE:COLUMN: expected ..."
+ * for a syntax error; also for an undefined rule, no root, left recursion, a grammar that can
+ * never finish, or one no token can start) and prepares the masks for vocab (copied). */
+int gemma3_grammar_init(const char *text, size_t len, const gemma3_grammar_vocab *vocab,
+                        gemma3_grammar **out);
+/* The same with a tokenizer's pieces as they decode (gemma3_tokenizer_token_bytes); control
+ * pieces, <unk> and <start_of_turn> are never allowed. end_ids: the ids that end a reply.
+ * n_vocab: the length of the logits the masks apply to (the model's vocab_size, which may exceed
+ * the tokenizer's: ids past it are never allowed); 0 = the tokenizer's size. */
+int gemma3_grammar_init_tokenizer(const char *text, size_t len, const gemma3_tokenizer *tok,
+                                  const int32_t *end_ids, int n_end, int32_t n_vocab,
+                                  gemma3_grammar **out);
+/* Syntax and semantic checks only, no vocabulary (a front end's early refusal). */
+int gemma3_grammar_check(const char *text, size_t len);
+void gemma3_grammar_free(gemma3_grammar *g);
+/* Back to the start (the next reply). */
+void gemma3_grammar_reset(gemma3_grammar *g);
+/* The ids allowed next, [ (n_vocab + 31) / 32 ] words; valid until the next call on g. NULL on
+ * error (a limit on the grammar's states; message in gemma3_last_error). */
+const uint32_t *gemma3_grammar_mask(gemma3_grammar *g);
+/* 1 if id may come next, 0 if not, < 0 on error. */
+int gemma3_grammar_allows(gemma3_grammar *g, int32_t id);
+/* Advances over id (an end id finishes the grammar); GEMMA3_ERR_ARG if it is not allowed. */
+int gemma3_grammar_accept(gemma3_grammar *g, int32_t id);
+/* 1 when the text so far is a complete match (an end id is allowed). */
+int gemma3_grammar_can_end(const gemma3_grammar *g);
+/* 1 after an end id was accepted. */
+int gemma3_grammar_finished(const gemma3_grammar *g);
+/* Draws the next token under the grammar: gemma3_sampler_sample_masked with its mask; when the
+ * sampler's draw commutes with masks (greedy) the unmasked draw is tried first and the mask is
+ * only built when that token is forbidden. The token is not accepted (call
+ * gemma3_grammar_accept and gemma3_sampler_accept). */
+int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float *logits,
+                              int64_t position);
+
+/* A JSON schema (text) as a GBNF grammar whose root matches the JSON documents it describes:
+ * type (one or a list), properties with required/optional (in the schema's order),
+ * additionalProperties, enum, const, items, prefixItems, minItems/maxItems,
+ * minLength/maxLength, integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, format date,
+ * time, date-time and uuid, anyOf/oneOf, $ref to #/$defs or #/definitions, and the annotations
+ * (title, description, ...). A keyword it cannot honour is refused
+ * (GEMMA3_ERR_UNSUPPORTED naming it and where); malformed JSON is GEMMA3_ERR_FORMAT with
+ * "json-schema:LINE:COLUMN: ...". *gbnf is malloc'd (caller frees). */
+int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf);
 
 #ifdef __cplusplus
 }

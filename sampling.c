@@ -844,9 +844,20 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
     return bad == 0;
 }
 
-/* Copies the logits, applies logit bias and --ignore-eos and the NaN/+inf rules, and lists every
- * token as a candidate. */
-static void prepare(gemma3_sampler *s, const float *logits) {
+/* The allowed-ids mask (a grammar's): every id without its bit gets -inf, 32 at a time. */
+static void apply_mask(float *l, const uint32_t *allowed, int n) {
+    for (int w = 0; w * 32 < n; w++) {
+        uint32_t m = allowed[w];
+        if (m == 0xFFFFFFFFu) continue;
+        int end = n - w * 32 < 32 ? n - w * 32 : 32;
+        for (int b = 0; b < end; b++)
+            if (!(m >> b & 1u)) l[w * 32 + b] = -INFINITY;
+    }
+}
+
+/* Copies the logits, applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
+ * NaN/+inf rules, and lists every token as a candidate. */
+static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
     float *l = s->logits;
@@ -859,6 +870,7 @@ static void prepare(gemma3_sampler *s, const float *logits) {
     }
     if (p->ignore_eos)
         for (int i = 0; i < p->n_eos; i++) l[p->eos_ids[i]] = -INFINITY;
+    if (allowed) apply_mask(l, allowed, V);
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
@@ -874,17 +886,24 @@ static void prepare(gemma3_sampler *s, const float *logits) {
         for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
 }
 
-/* When nothing finite survives: the argmax of the caller's raw logits, NaN ignored, lowest id;
- * 0 if all are NaN. */
-static int32_t fallback(const gemma3_sampler *s, const float *logits) {
-    int32_t best = 0;
+static int is_allowed(const uint32_t *allowed, int i) {
+    return !allowed || (allowed[i >> 5] >> (i & 31) & 1u);
+}
+
+/* When nothing finite survives: the argmax of the caller's raw logits over the allowed ids, NaN
+ * ignored, lowest id; the lowest allowed id if all are NaN. */
+static int32_t fallback(const gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
+    int32_t best = -1;
     float bv = NAN;
-    for (int i = 0; i < s->n_vocab; i++)
+    for (int i = 0; i < s->n_vocab; i++) {
+        if (!is_allowed(allowed, i)) continue;
+        if (best < 0) best = i;
         if (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv)) {
             bv = logits[i];
             best = i;
         }
-    return best;
+    }
+    return best >= 0 ? best : g3_error(GEMMA3_ERR_ARG, "sampler: the mask allows no token");
 }
 
 /* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
@@ -955,8 +974,16 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
 }
 
 int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t position) {
+    return gemma3_sampler_sample_masked(s, logits, position, NULL);
+}
+
+int gemma3_sampler_mask_commutes(const gemma3_sampler *s) { return s && s->p.temperature == 0.0f; }
+int gemma3_sampler_n_vocab(const gemma3_sampler *s) { return s ? s->n_vocab : 0; }
+
+int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int64_t position,
+                                     const uint32_t *allowed) {
     if (!s || !logits) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL argument");
-    prepare(s, logits);
+    prepare(s, logits, allowed);
     int32_t tok = -1;
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
@@ -973,7 +1000,7 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
                 tok = draw(s, position);
         }
     }
-    return tok >= 0 ? tok : fallback(s, logits);
+    return tok >= 0 ? tok : fallback(s, logits, allowed);
 }
 
 int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params) {
@@ -995,7 +1022,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
     if (!s || !logits || !ids) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL argument");
     if (s->p.temperature == 0.0f || s->p.mirostat)
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
-    prepare(s, logits);
+    prepare(s, logits, NULL);
     run_chain(s, position, 0);
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)

@@ -1135,6 +1135,24 @@ static void dec_piece(const gemma3_tokenizer *t, gemma3_decoder *d, int32_t id, 
     }
 }
 
+int gemma3_tokenizer_token_bytes(const gemma3_tokenizer *tok, int32_t id, char *buf, size_t cap) {
+    if (!tok || id < 0 || id >= tok->n_pieces || (!buf && cap)) return -1;
+    int ty = tok->piece[id].type;
+    if (ty == G3_PIECE_CONTROL || ty == G3_PIECE_UNKNOWN) return -1;
+    const char *s = tok->text + tok->piece[id].off;
+    size_t n = tok->piece[id].len, o = 0;
+    if (ty == G3_PIECE_BYTE) {
+        if (cap > 0) buf[0] = (char)byte_piece_value(s, n);
+        return 1;
+    }
+    for (size_t i = 0; i < n; o++) {
+        int space = n - i >= 3 && memcmp(s + i, SPACE_SYMBOL, 3) == 0;
+        if (o < cap) buf[o] = space ? ' ' : s[i];
+        i += space ? 3 : 1;
+    }
+    return (int)o;
+}
+
 int gemma3_tokenizer_decode(const gemma3_tokenizer *tok, const int32_t *ids, int n_ids, char *buf,
                             size_t cap) {
     if (!tok || n_ids < 0 || (!ids && n_ids) || (!buf && cap))

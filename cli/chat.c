@@ -557,14 +557,14 @@ static const cli_command chat_command = {
     "/save FILE, /load FILE, /quit. Piped input: every line is a message; exit 1 if any went\n"
     "unanswered.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
-    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
+    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group, NULL},
 };
 
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
     gen_opts_init(&c.opts);
-    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs};
+    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr};
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
@@ -588,6 +588,7 @@ int cmd_chat(int argc, char **argv) {
     saved_chat_free(&resumed);
     if (status) {
         gen_close(&c.g);
+        cli_grammar_free(&c.opts.gr);
         return status;
     }
     c.interactive = isatty(STDIN_FILENO);
@@ -634,5 +635,6 @@ done:
     free(c.reply_ids);
     free(c.system_prompt);
     gen_close(&c.g);
+    cli_grammar_free(&c.opts.gr);
     return status;
 }

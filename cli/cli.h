@@ -171,4 +171,20 @@ void cli_sampling_apply_gen_config(cli_sampling *cs, const g3_gen_config *gc);
 typedef int (*cli_encode_fn)(void *ctx, const char *text, int32_t *ids, int max_ids);
 int cli_sampling_resolve_breakers(cli_sampling *cs, cli_encode_fn encode, void *ctx);
 
+/* ---- constrained output flags (grammar-options.c) ------------------------------------------ */
+
+/* --grammar TEXT, --grammar-file FILE, -j/--json-schema SCHEMA, --json-schema-file FILE. */
+typedef struct cli_grammar {
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file; /* argv, not owned */
+    char *text;         /* the resolved GBNF (malloc'd), NULL when no flag was given */
+    size_t len;
+    const char *source; /* the flag or file it came from, for messages */
+} cli_grammar;
+extern const cli_group cli_grammar_group;
+/* Reads the file, converts a JSON schema, checks the grammar (no model needed). Prints the error
+ * and returns CLI_EXIT_USAGE for a malformed grammar or schema ("SOURCE:LINE:COLUMN: expected
+ * ..."), CLI_EXIT_FAIL for an unreadable file; 0 otherwise (also when no flag was given). */
+int cli_grammar_resolve(cli_grammar *cg);
+void cli_grammar_free(cli_grammar *cg);
+
 #endif

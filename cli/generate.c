@@ -46,7 +46,8 @@ static const cli_command generate_command = {
     "usage: gemma3 [generate] -m DIR (-p PROMPT | -f FILE | --prompt-ids IDS) [options]\n"
     "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n",
     "unknown flag '%s' (see gemma3 --help)",
-    {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, NULL},
+    {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
+     NULL},
 };
 
 static const char *stop_name(gen_stop s) {
@@ -279,7 +280,7 @@ int cmd_generate(int argc, char **argv) {
     generate_args args = {0};
     gen_opts opts;
     gen_opts_init(&opts);
-    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs};
+    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr};
     int status;
     if (cli_parse(&generate_command, argc, argv, dst, &status)) return status;
     if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
@@ -304,5 +305,6 @@ int cmd_generate(int argc, char **argv) {
     free(prompt);
     if (args.prompt_file) free(text);
     gen_close(&g);
+    cli_grammar_free(&opts.gr);
     return status;
 }

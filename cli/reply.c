@@ -44,8 +44,10 @@ static int encode_plain(void *ctx, const char *text, int32_t *ids, int max_ids) 
 int gen_open(gen_state *g, gen_opts *opts) {
     memset(g, 0, sizeof *g);
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    int rc = cli_grammar_resolve(&opts->gr);
+    if (rc) return rc;
     double t0 = g3_now();
-    int rc = cli_model_load(&opts->mo, &g->model);
+    rc = cli_model_load(&opts->mo, &g->model);
     if (rc) return rc;
     g->tok = gemma3_model_tokenizer(g->model);
     if (!g->tok) return cli_fail("%s: no tokenizer.model in the checkpoint", opts->mo.model_dir);
@@ -86,10 +88,19 @@ int gen_open(gen_state *g, gen_opts *opts) {
     int src = gemma3_sampler_init(&sp, n_sample, &g->sampler);
     if (src == GEMMA3_ERR_ARG) return cli_usage_error("%s", gemma3_last_error()); /* a flag's value */
     if (src != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (opts->gr.text) {
+        rc = gemma3_grammar_init_tokenizer(opts->gr.text, opts->gr.len, g->tok, sp.eos_ids,
+                                           sp.n_eos, n_sample, &g->grammar);
+        if (rc != GEMMA3_OK)
+            return rc == GEMMA3_ERR_NOMEM ? cli_fail("%s", gemma3_last_error())
+                                          : cli_usage_error("%s: %s", opts->gr.source,
+                                                            gemma3_last_error());
+    }
     return 0;
 }
 
 void gen_close(gen_state *g) {
+    gemma3_grammar_free(g->grammar);
     gemma3_sampler_free(g->sampler);
     gemma3_session_free(g->session);
     gemma3_model_free(g->model);
@@ -126,6 +137,7 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
 
     gemma3_decoder dec = {0};
     char text[256];
+    if (g->grammar) gemma3_grammar_reset(g->grammar);
     t0 = g3_now();
     *stop = GEN_STOP_LIMIT;
     for (int i = 0; n_predict < 0 || i < n_predict; i++) {
@@ -134,7 +146,11 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
             break;
         }
         int64_t pos = gemma3_session_pos(g->session);
-        int32_t tok = gemma3_sampler_sample(g->sampler, gemma3_session_logits(g->session), pos);
+        const float *logits = gemma3_session_logits(g->session);
+        int32_t tok = g->grammar ? gemma3_grammar_sample(g->grammar, g->sampler, logits, pos)
+                                 : gemma3_sampler_sample(g->sampler, logits, pos);
+        if (tok < 0) return tok;
+        if (g->grammar && (rc = gemma3_grammar_accept(g->grammar, tok)) != GEMMA3_OK) return rc;
         if (gen_is_stop(g, tok)) {
             *stop = GEN_STOP_EOS;
             break;

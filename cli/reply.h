@@ -12,6 +12,7 @@
 typedef struct gen_opts {
     cli_model_opts mo;
     cli_sampling cs;            /* sampling flags; generation_config.json fills what they leave */
+    cli_grammar gr;             /* --grammar / --json-schema flags */
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
     int markers_as_text;        /* --markers-as-text: GEMMA3_TOK_MARKERS_AS_TEXT for user text */
@@ -29,6 +30,7 @@ typedef struct gen_state {
     const gemma3_tokenizer *tok;
     gemma3_session *session;
     gemma3_sampler *sampler;
+    gemma3_grammar *grammar;    /* NULL without a grammar flag; reset at the start of each reply */
     gemma3_model_info info;
     int chat_flags;             /* tokenizer flags of user text in the chat template */
     int32_t stop_ids[16];       /* eos ids of the config plus <end_of_turn> */
@@ -45,15 +47,17 @@ void gen_opts_init(gen_opts *opts);
 /* -n and -sys, into a gen_opts. */
 extern const cli_group gen_group;
 
-/* Loads the model (with its tokenizer: required), creates the session and sampler, with the
- * checkpoint's generation_config.json filling the sampling values no flag set. Prints the
- * error and returns the CLI exit status on failure; gen_close frees a partly opened state. */
+/* Checks the grammar flags (before anything loads), loads the model (with its tokenizer:
+ * required), creates the session, sampler and grammar, with the checkpoint's
+ * generation_config.json filling the sampling values no flag set. Prints the error and returns
+ * the CLI exit status on failure; gen_close frees a partly opened state. */
 int gen_open(gen_state *g, gen_opts *opts);
 void gen_close(gen_state *g);
 
 /* Feeds prompt[0..n_prompt) to the model (prefill; n_prompt may be 0 when the session already
  * holds the prompt, its logits included), then samples up to n_predict tokens, feeding
- * each back, until a stop token, the limit, a full context or *interrupt. Every token fed to the
+ * each back, until a stop token, the limit, a full context or *interrupt. With a grammar, every
+ * token is drawn under its mask (stop tokens only once the text is a complete match). Every token fed to the
  * model is also accepted by the sampler (penalty history). Text is streamed to `out` (if not
  * NULL) in complete UTF-8 sequences as it is produced. Generated ids (stop token excluded) are
  * appended to gen_ids (capacity max_gen) and counted in *n_gen. The stop token, if any, is NOT
