@@ -12,6 +12,7 @@
 struct scored {
     double score;
     int32_t id;
+    uint32_t bucket; /* typical-p's counting sort */
 };
 
 struct gemma3_sampler {
@@ -31,6 +32,7 @@ struct gemma3_sampler {
     int sorted, id_order;
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
+    int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
     uint32_t *keys, *keys_tmp;
     uint64_t *mass, *mass_tmp;
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
@@ -41,7 +43,7 @@ struct gemma3_sampler {
     int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
     uint32_t *sel_keys, *sel_keys2;
     uint64_t *sel_mass;
-    struct scored *scored; /* typical-p: (score, id) pairs */
+    struct scored *scored, *scored_tmp; /* typical-p: (score, id) pairs, and bucketed */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 };

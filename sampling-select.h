@@ -22,7 +22,8 @@ float g3_cand_max(const gemma3_sampler *s);
 void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n);
 
 /* The candidate ids in ascending order, for order-independent sums: the list itself when it is
- * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
+ * in id order, 0..n_vocab-1 when it holds every id, else a sorted copy in ids_tmp2 (uses
+ * ids_tmp as scratch). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s);
 
 /* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */

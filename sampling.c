@@ -303,6 +303,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->cand = g3_alloc_aligned(V * sizeof *s->cand);
     s->ids_tmp = g3_alloc_aligned(V * sizeof *s->ids_tmp);
     s->ids_tmp2 = g3_alloc_aligned(V * sizeof *s->ids_tmp2);
+    s->iota = g3_alloc_aligned(V * sizeof *s->iota);
     s->keys = g3_alloc_aligned(V * sizeof *s->keys);
     s->keys_tmp = g3_alloc_aligned(V * sizeof *s->keys_tmp);
     s->mass = g3_alloc_aligned(V * sizeof *s->mass);
@@ -310,6 +311,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->w = g3_alloc_aligned(V * sizeof *s->w);
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
+    s->scored_tmp = g3_alloc_aligned(V * sizeof *s->scored_tmp);
     s->pos_above = g3_alloc_aligned(V * sizeof *s->pos_above);
     s->pos_edge = g3_alloc_aligned(V * sizeof *s->pos_edge);
     s->pos_sub = g3_alloc_aligned(V * sizeof *s->pos_sub);
@@ -319,11 +321,12 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp ||
-        !s->mass || !s->mass_tmp || !s->w || !s->counts || !s->scored) {
+        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys || !s->keys_tmp ||
+        !s->mass || !s->mass_tmp || !s->w || !s->counts || !s->scored || !s->scored_tmp) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
+    for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
     *out = s;
     return GEMMA3_OK;
 }
@@ -338,6 +341,7 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->cand);
     g3_free_aligned(s->ids_tmp);
     g3_free_aligned(s->ids_tmp2);
+    g3_free_aligned(s->iota);
     g3_free_aligned(s->keys);
     g3_free_aligned(s->keys_tmp);
     g3_free_aligned(s->mass);
@@ -345,6 +349,7 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->w);
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
+    g3_free_aligned(s->scored_tmp);
     g3_free_aligned(s->pos_above);
     g3_free_aligned(s->pos_edge);
     g3_free_aligned(s->pos_sub);
@@ -554,32 +559,79 @@ static int cmp_scored(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Sorts a bucket of (score, id) pairs: insertion sort for the usual handful, else qsort. */
+static void sort_scored(struct scored *a, int n) {
+    if (n > 32) {
+        qsort(a, (size_t)n, sizeof *a, cmp_scored);
+        return;
+    }
+    for (int i = 1; i < n; i++) {
+        struct scored v = a[i];
+        int j = i;
+        for (; j > 0 && cmp_scored(&a[j - 1], &v) > 0; j--) a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
 /* Locally typical: score |-ln p_i - H|, ascending (ties by id); keep the shortest prefix whose
- * mass exceeds p (strict, as llama.cpp), at least min_keep. */
+ * mass exceeds p (strict, as llama.cpp), at least min_keep. One pass gives each token's p and
+ * ln p (for H, then for its score); a counting sort spreads the scores over about n/4 buckets,
+ * linear in the score (a monotone map, so bucket order is score order), and the walk sorts a
+ * bucket only when it reaches it: the tail after the crossing is never sorted. The same sums in
+ * the same order, the same list as sorting everything. */
 static void typical(gemma3_sampler *s, float tp) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     double z = g3_cand_z(s, lmax);
-    double h = entropy_id_order(s, lmax, z);
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        double pj = exp((double)s->logits[id] - lmax) / z;
-        s->scored[j].score = fabs(-log(pj) - h);
-        s->scored[j].id = id;
+    const int32_t *ids = g3_cand_ids_ascending(s);
+    struct scored *sc = s->scored;
+    double h = 0;
+    for (int j = 0; j < n; j++) { /* entropy in id order; ln p kept for the scores */
+        double pj = exp((double)s->logits[ids[j]] - lmax) / z, lp = log(pj);
+        if (pj > 0) h -= pj * lp;
+        sc[j].score = lp;
+        sc[j].id = ids[j];
     }
-    qsort(s->scored, (size_t)n, sizeof *s->scored, cmp_scored);
+    double smin = INFINITY, smax = 0;
+    for (int j = 0; j < n; j++) {
+        double x = sc[j].score = fabs(-sc[j].score - h);
+        if (x == INFINITY) continue;
+        smin = x < smin ? x : smin;
+        smax = x > smax ? x : smax;
+    }
+    int nb = n / 4 < 1 ? 1 : n / 4 > 65536 ? 65536 : n / 4; /* finite: 0..nb-1; +inf: nb */
+    double scale = smax > smin ? (double)(nb - 1) / (smax - smin) : 0;
+    uint32_t *start = s->keys, *fill = s->keys_tmp; /* [nb + 2], [nb + 1] */
+    memset(start, 0, (size_t)(nb + 2) * sizeof *start);
+    for (int j = 0; j < n; j++) {
+        double x = sc[j].score;
+        uint32_t b = nb;
+        if (x != INFINITY) {
+            double f = (x - smin) * scale;
+            b = f < (double)(nb - 1) ? (uint32_t)f : (uint32_t)(nb - 1);
+        }
+        sc[j].bucket = b;
+        start[b + 1]++;
+    }
+    for (int b = 0; b <= nb; b++) start[b + 1] += start[b];
+    memcpy(fill, start, (size_t)(nb + 1) * sizeof *fill);
+    struct scored *by_bucket = s->scored_tmp;
+    for (int j = 0; j < n; j++) by_bucket[fill[sc[j].bucket]++] = sc[j];
     double cum = 0;
     int keep = n;
-    for (int j = 0; j < n; j++) {
-        cum += exp((double)s->logits[s->scored[j].id] - lmax) / z;
-        if (cum > tp && j >= s->p.min_keep - 1) {
-            keep = j + 1;
-            break;
+    for (int b = 0, j = 0; b <= nb && keep == n; b++) {
+        sort_scored(by_bucket + start[b], (int)(start[b + 1] - start[b]));
+        for (; j < (int)start[b + 1]; j++) {
+            cum += exp((double)s->logits[by_bucket[j].id] - lmax) / z;
+            if (cum > tp && j >= s->p.min_keep - 1) {
+                keep = j + 1;
+                break;
+            }
         }
     }
-    for (int j = 0; j < keep; j++) s->cand[j] = s->scored[j].id;
+    for (int j = 0; j < keep; j++) s->cand[j] = by_bucket[j].id;
     s->n_cand = keep;
     s->sorted = keep <= 1;
     s->id_order = keep <= 1;
@@ -917,7 +969,6 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     s->sorted = 0;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
-    double z = g3_cand_z(s, lmax);
     if (p->mirostat == 1) {
         int m = s->n_cand < 100 ? s->n_cand : 100;
         g3_cand_select_top(s, m);
@@ -937,6 +988,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
         top_k(s, ki);
     } else {
+        double z = g3_cand_z(s, lmax);
         double lim = (double)lmax + log(z) - (double)s->mu * log(2.0); /* -log2 p <= mu */
         int m = 0;
         for (int j = 0; j < s->n_cand; j++)
