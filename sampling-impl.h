@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "gemma3.h"
+#include "sampling.h"
 
 #define RADIX_BUCKETS 2048
 
@@ -20,6 +21,8 @@ struct gemma3_sampler {
     int n_vocab;
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
+    int exact_draw_only; /* tests: the CDF walk without its fast path */
+    g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -36,6 +39,8 @@ struct gemma3_sampler {
     uint32_t *keys, *keys_tmp;
     uint64_t *mass, *mass_tmp;
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
+    double *blocks;   /* [n_vocab / 64 + 1]: block sums of the fast CDF walk */
+    float *gathered;  /* the list's logits in list order, for the fast CDF walk */
     int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
     int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx; /* [hist_cap] */

@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "sampling-impl.h"
+#include "kernels.h"
 #include "sampling-select.h"
 #include "util.h"
 
@@ -309,6 +310,8 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->mass = g3_alloc_aligned(V * sizeof *s->mass);
     s->mass_tmp = g3_alloc_aligned(V * sizeof *s->mass_tmp);
     s->w = g3_alloc_aligned(V * sizeof *s->w);
+    s->blocks = g3_alloc_aligned((V / 64 + 1) * sizeof *s->blocks);
+    s->gathered = g3_alloc_aligned(V * sizeof *s->gathered);
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
     s->scored_tmp = g3_alloc_aligned(V * sizeof *s->scored_tmp);
@@ -322,11 +325,12 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
         !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys || !s->keys_tmp ||
-        !s->mass || !s->mass_tmp || !s->w || !s->counts || !s->scored || !s->scored_tmp) {
+        !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts || !s->scored || !s->scored_tmp) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
     for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
+    s->approx_exp_n = g3_approx_exp_n_get(g3_isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -347,6 +351,8 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->mass);
     g3_free_aligned(s->mass_tmp);
     g3_free_aligned(s->w);
+    g3_free_aligned(s->blocks);
+    g3_free_aligned(s->gathered);
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
     g3_free_aligned(s->scored_tmp);
@@ -380,6 +386,54 @@ void gemma3_sampler_reset(gemma3_sampler *s) {
 uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; }
 const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
+void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
+
+/* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
+
+__attribute__((always_inline)) static inline void approx_exp_n_body(double *restrict w,
+                                                                    const float *restrict l,
+                                                                    float lmax, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int k = 0; k < 16; k++) w[i + k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) w[i + k] = w[i + k] > -708.0 ? w[i + k] : -708.0;
+        for (int k = 0; k < 16; k++) w[i + k] = g3_approx_exp(w[i + k]);
+    }
+    for (; i < n; i++) {
+        double d = (double)l[i] - lmax;
+        w[i] = g3_approx_exp(d > -708.0 ? d : -708.0);
+    }
+}
+
+static void approx_exp_n_scalar(double *restrict w, const float *restrict l, float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SAMPLING_X86 1
+__attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
+                                                              const float *restrict l,
+                                                              float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+__attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restrict w,
+                                                                   const float *restrict l,
+                                                                   float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+#else
+#define SAMPLING_X86 0
+#endif
+
+g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
+    if (isa == G3_ISA_SCALAR) return approx_exp_n_scalar;
+#if SAMPLING_X86
+    g3_isa have = g3_isa_detect();
+    if (isa == G3_ISA_AVX2 && have >= G3_ISA_AVX2) return approx_exp_n_avx2;
+    if (isa == G3_ISA_AVX512 && have >= G3_ISA_AVX512) return approx_exp_n_avx512;
+#endif
+    return NULL;
+}
 
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
@@ -662,8 +716,14 @@ static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; 
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
     float *l = s->logits;
-    if (s->id_order && s->n_cand == s->n_vocab) {
-        for (int i = 0; i < s->n_cand; i++) l[i] = clamp_overflow(l[i] / t);
+    if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
+                                                     loop (a min): both vectorise at -O2 */
+        int n = s->n_cand, i = 0;
+        for (; i + 16 <= n; i += 16) {
+            for (int k = 0; k < 16; k++) l[i + k] /= t;
+            for (int k = 0; k < 16; k++) l[i + k] = l[i + k] > FLT_MAX ? FLT_MAX : l[i + k];
+        }
+        for (; i < n; i++) l[i] = clamp_overflow(l[i] / t);
     } else {
         for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = clamp_overflow(l[s->cand[j]] / t);
     }
@@ -814,16 +874,70 @@ static void dry(gemma3_sampler *s) {
 
 /* ================================ the draw ================================================== */
 
+/* The fast CDF walk finds the token from approximate weights w'_i = g3_approx_exp(l_i - lmax)
+ * (|w' - w| <= G3_APPROX_EXP_REL_ERR * w, or < 3.3e-308 where clamped) summed in blocks, and
+ * only answers when the target lies farther from both ends of that token's step than twice the
+ * largest possible difference between its sums and the exact walk's (docs/sampling.md §5):
+ * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
+ * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
+enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
+
+static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
+    int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double *w = s->w, *block = s->blocks;
+    const float *l = s->logits;
+    if (!(s->id_order && n == s->n_vocab)) { /* gather the list's logits first */
+        float *g = s->gathered;
+        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
+        l = g;
+    }
+    s->approx_exp_n(w, l, lmax, n);
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        int j = b * DRAW_BLOCK, end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+        double lane[8] = {0}, sum = 0; /* any order will do: these sums are approximations */
+        for (; j + 8 <= end; j += 8)
+            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
+        for (; j < end; j++) sum += w[j];
+        for (int k = 0; k < 8; k++) sum += lane[k];
+        block[b] = sum;
+        total += sum;
+    }
+    double target = u * total;
+    /* prefix sums and the target, here and in the exact walk, are within
+     * (2 n 2^-53 + 2 rel_err) * total of the true ones (any summation order of n non-negative
+     * terms errs by at most n 2^-53 of their sum; total >= 1, the maximum's weight); the margin
+     * is twice the sum of both bounds */
+    double margin = 4 * (4 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307;
+    double cum = 0;
+    int b = 0;
+    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
+    if (b == nb) return -1;
+    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    for (int j = b * DRAW_BLOCK; j < end; j++) {
+        double before = cum;
+        cum += w[j];
+        if (cum > target)
+            return before < target - margin && cum > target + margin ? s->cand[j] : -1;
+    }
+    return -1;
+}
+
 /* Inverse-CDF draw over the list: the first candidate whose running weight EXCEEDS u * Z (strict,
  * so a zero-weight token is never picked); the last positive-weight one if rounding leaves the
- * walk short. Returns -1 when no candidate has weight. */
+ * walk short. Returns -1 when no candidate has weight. Long lists try the fast walk first. */
 static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     int n = s->n_cand;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
+    double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
+        int32_t tok = draw_cdf_fast(s, lmax, u);
+        if (tok >= 0) return tok;
+    }
     double z = 0;
     for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
-    double target = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0)) * z;
+    double target = u * z;
     double cum = 0;
     int last = -1;
     for (int j = 0; j < n; j++) {

@@ -443,6 +443,56 @@ static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
     return best;
 }
 
+/* ================================ the fast walk's exp ======================================= */
+
+/* g3_approx_exp against libm over [-708, 0] (the fast CDF walk's error bound must hold with room
+ * to spare), and every compiled instruction set against the scalar reference, bit for bit. */
+static void check_approx_exp(void) {
+    enum { N = 1 << 20 };
+    float *l = malloc(N * sizeof *l);
+    double *ref = malloc(N * sizeof *ref), *got = malloc(N * sizeof *got);
+    if (!l || !ref || !got) {
+        CHECK(0);
+        return;
+    }
+    const float lmax = 3.5f;
+    for (int i = 0; i < N; i++) {
+        double u = unif();
+        switch (i % 4) {
+        case 0: l[i] = lmax - (float)(711 * u); break;  /* the whole range and past -708 */
+        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
+        case 2: l[i] = lmax - (float)(40 * u); break;   /* where the weights that matter are */
+        case 3: l[i] = i % 8 == 3 ? lmax : -INFINITY; break;
+        }
+    }
+    g3_approx_exp_n_get(0)(ref, l, lmax, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double d = (double)l[i] - lmax;
+        if (d < -708) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs(ref[i] - e) / e);
+    }
+    printf("approx exp: worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_APPROX_EXP_REL_ERR);
+    CHECK_MSG(worst < G3_APPROX_EXP_REL_ERR / 4, "worst %.3g", worst);
+    CHECK(ref[3] == 1.0); /* l = lmax */
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_approx_exp_n_fn fn = g3_approx_exp_n_get(isa);
+        if (!fn) {
+            CHECK_SKIP("isa %s (approx exp)", isa == 1 ? "avx2" : "avx512");
+            continue;
+        }
+        for (int n = N - 5; n <= N; n += 5) { /* a ragged tail and a whole number of blocks */
+            fn(got, l, lmax, n);
+            CHECK_MSG(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "isa %d n %d", isa, n);
+        }
+    }
+    free(l);
+    free(ref);
+    free(got);
+}
+
 /* ================================ test vectors ============================================== */
 
 enum { N_KINDS = 10 };
@@ -688,6 +738,7 @@ int main(void) {
         CHECK(0);
         return check_report();
     }
+    check_approx_exp();
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
@@ -728,6 +779,8 @@ int main(void) {
                     r.mu = 2.0f * p.mirostat_tau;
                     for (int step = 0; step < 3; step++) { /* mirostat carries mu across */
                         int64_t pos = (int64_t)(next() % 100000);
+                        /* the 32768 vocabulary also runs without the fast CDF walk */
+                        g3_sampler_exact_draw_only(s, V == 32768 && (v & 1));
                         int32_t got = gemma3_sampler_sample(s, l, pos);
                         int32_t want = ref_sample(&r, l, pos);
                         calls++;

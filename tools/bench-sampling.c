@@ -4,7 +4,8 @@
  * row is slow: at least 21, about 2 s per row), printed as a markdown table.
  *
  *   build/tools/bench-sampling            every row
- *   build/tools/bench-sampling top-p      the rows whose name contains "top-p" */
+ *   build/tools/bench-sampling top-p      the rows whose name contains "top-p"
+ *   build/tools/bench-sampling top-p cdf  ... in one mode only (cdf or gumbel) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +164,7 @@ static gemma3_sampler_params row_params(int row, const char **name) {
 }
 
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *filter = argc > 1 ? argv[1] : NULL, *only = argc > 2 ? argv[2] : NULL;
     enum { NL = 8 };
     float *logits[NL];
     static int32_t history[HISTORY];
@@ -183,6 +184,10 @@ int main(int argc, char **argv) {
         printf("| %-36s |", name);
         for (int mode = 0; mode < 2; mode++) {
             p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            if (only && strcmp(only, mode ? "gumbel" : "cdf") != 0) {
+                printf(" - |");
+                continue;
+            }
             int calls;
             double t = time_row(&p, logits, NL, history, &calls);
             printf(" %7.3f (%d) |", t * 1e3, calls);
