@@ -472,6 +472,35 @@ uint64_t g3_fixed_mass(float l, float lmax) {
     return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
 }
 
+/* round(w' 2^40) is round(w 2^40) whenever w' 2^40 lies farther than 2^-7 from the middle
+ * between two integers: |w' - w| 2^40 <= 2^-8 by the approximate exp's bound, and adding 0.5 to
+ * a number below 2^40 rounds by at most 2^-13. The few others take libm's exp. */
+uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
+                         uint64_t *q) {
+    exp_n(w, l, lmax, n);
+    uint64_t total = 0;
+    for (int j = 0; j < n; j++) {
+        double x = w[j] * 0x1p40;
+        uint64_t r = (uint64_t)(x + 0.5);
+        double frac = x - (double)(uint64_t)x; /* exact: x < 2^41 */
+        if (fabs(frac - 0.5) <= 0x1p-7) r = g3_fixed_mass(l[j], lmax);
+        total += q[j] = r;
+    }
+    return total;
+}
+
+/* The fixed-point masses of the list into s->mass (parallel to it), and their sum. */
+static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
+    int n = s->n_cand;
+    const float *l = s->logits;
+    if (!(s->id_order && n == s->n_vocab)) {
+        float *g = s->gathered;
+        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
+        l = g;
+    }
+    return g3_fixed_masses(s->approx_exp_n, l, lmax, n, s->w, s->mass);
+}
+
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
 static uint64_t scale_floor(float p, uint64_t q) {
     int e;
@@ -491,10 +520,8 @@ static void top_p(gemma3_sampler *s, float p) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    uint64_t total = 0;
+    uint64_t total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
-        for (int j = 0; j < n; j++)
-            total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
         if (target == 0) {
             top_k(s, floor_keep);
@@ -503,13 +530,11 @@ static void top_p(gemma3_sampler *s, float p) {
         g3_cand_select_first(s, 1, 0, target, floor_keep);
         return;
     }
-    /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
-     * model distributions), else the whole list sorted. Masses cached by token id. */
+    /* sort path: walk a heap-selected top 256 (enough for most language model distributions);
+     * a larger nucleus is found by the Gumbel path's radix selection, which keeps the same set
+     * (docs/sampling.md §3), and only it is sorted. Masses by token id for the walk. */
     uint64_t *q = s->mass_tmp;
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        total += q[id] = g3_fixed_mass(s->logits[id], lmax);
-    }
+    for (int j = 0; j < n; j++) q[s->cand[j]] = s->mass[j];
     uint64_t target = scale_floor(p, total);
     if (target == 0) {
         top_k(s, floor_keep);
@@ -527,7 +552,11 @@ static void top_p(gemma3_sampler *s, float p) {
             }
         }
     }
-    g3_cand_ensure_sorted(s);
+    if (!s->sorted) {
+        g3_cand_select_first(s, 1, 0, target, floor_keep);
+        g3_cand_ensure_sorted(s);
+        return;
+    }
     uint64_t cum = 0;
     int keep = n;
     for (int j = 0; j < n; j++) {

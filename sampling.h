@@ -47,10 +47,11 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
 /* exp(x) for -708 <= x <= 0 in double, branch-free so that loops over it vectorise:
  * Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (fdlibm's two-part ln2, k ln2_hi exact), the
  * degree-12 Taylor polynomial of e^r (remainder < 2.3e-16) by Horner, scaled by 2^k. Relative
- * error against exp(): below 3e-15 (rounding of the 13 Horner steps and the reduction); the
- * sampler's fast walk assumes G3_APPROX_EXP_REL_ERR, 5x that, and test-sampling-chains checks
- * the observed error on a million inputs against a quarter of it. */
-#define G3_APPROX_EXP_REL_ERR 0x1p-45
+ * error against exp(): below 1.7e-15 (the 13 Horner steps' rounding, ~13 * 2^-53, the
+ * remainder and the reduction's rounding); the sampler's fast paths assume
+ * G3_APPROX_EXP_REL_ERR = 2^-48 (3.6e-15), and test-sampling-chains checks the observed error on
+ * a million inputs against a quarter of it (about 4.7e-16 is seen). */
+#define G3_APPROX_EXP_REL_ERR 0x1p-48
 static inline double g3_approx_exp(double x) {
     double t = x * 1.44269504088896338700 + 0x1.8p52; /* round(x / ln2) in the low bits */
     double k = t - 0x1.8p52;
@@ -86,5 +87,10 @@ static inline double g3_approx_exp(double x) {
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
+
+/* q[i] = g3_fixed_mass(l[i], lmax) for i < n, computed from exp_n's approximate exponentials
+ * (into w [n]) and libm's only where the rounding could go either way; returns the sum. */
+uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
+                         uint64_t *q);
 
 #endif
