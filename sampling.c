@@ -570,6 +570,50 @@ static void top_p(gemma3_sampler *s, float p) {
     s->n_cand = keep;
 }
 
+/* The smallest float >= thr: for a float l, (double)l >= thr iff l >= it. */
+static float float_at_least(double thr) {
+    float t = (float)thr;
+    return (double)t < thr ? nextafterf(t, INFINITY) : t;
+}
+
+/* How many candidates have l >= thr (compared in double), and keeping only those (in list
+ * order). A list of the whole vocabulary in id order is read straight, 16 lanes at a time. */
+static int count_at_least(const gemma3_sampler *s, double thr) {
+    const float *l = s->logits;
+    float t = float_at_least(thr);
+    int n = s->n_cand, count = 0, j = 0;
+    if (s->id_order && n == s->n_vocab)
+        for (; j + 16 <= n; j += 16) {
+            int c = 0;
+            for (int k = 0; k < 16; k++) c += l[j + k] >= t;
+            count += c;
+        }
+    for (; j < n; j++) count += (double)l[s->cand[j]] >= thr;
+    return count;
+}
+
+static void keep_at_least(gemma3_sampler *s, double thr) {
+    const float *l = s->logits;
+    int n = s->n_cand, m = 0;
+    if (s->id_order && n == s->n_vocab) { /* skip the blocks of 16 with no survivor */
+        float t = float_at_least(thr);
+        int j = 0;
+        for (; j + 16 <= n; j += 16) {
+            int c = 0;
+            for (int k = 0; k < 16; k++) c += l[j + k] >= t;
+            if (c)
+                for (int k = j; k < j + 16; k++)
+                    if (l[k] >= t) s->cand[m++] = k;
+        }
+        for (; j < n; j++)
+            if (l[j] >= t) s->cand[m++] = j;
+    } else {
+        for (int j = 0; j < n; j++)
+            if ((double)l[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
+    }
+    s->n_cand = m;
+}
+
 /* Min-p: keep p_i >= m * p_max, evaluated as l_i >= lmax + ln m in double (no softmax needed).
  * Shared by both paths; the floor (1 token or min_keep) goes through top_k. */
 static void min_p(gemma3_sampler *s, float mp) {
@@ -578,23 +622,17 @@ static void min_p(gemma3_sampler *s, float mp) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     double thr = (double)lmax + log((double)mp);
-    int kept = 0;
-    for (int j = 0; j < n; j++) kept += (double)s->logits[s->cand[j]] >= thr;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (kept < floor_keep) {
+    if (count_at_least(s, thr) < floor_keep) {
         top_k(s, floor_keep);
         return;
     }
-    int m = 0;
-    for (int j = 0; j < n; j++)
-        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
-    s->n_cand = m;
+    keep_at_least(s, thr);
 }
 
-/* Top-n-sigma: drop l_i < lmax - n * sigma, mean and population sigma over the finite candidate
- * logits, in double, summed in id order. */
-static void top_n_sigma(gemma3_sampler *s, float nsig) {
-    if (nsig <= 0.0f || s->n_cand <= 1) return;
+/* Top-n-sigma's threshold lmax - n * sigma, mean and population sigma over the finite candidate
+ * logits, in double, summed in id order. Returns 0 when no logit is finite. */
+static int sigma_threshold(gemma3_sampler *s, float nsig, double *thr) {
     const int32_t *ids = g3_cand_ids_ascending(s);
     double sum = 0, lmax = -INFINITY;
     int nf = 0;
@@ -605,17 +643,22 @@ static void top_n_sigma(gemma3_sampler *s, float nsig) {
         nf++;
         if (l > lmax) lmax = l;
     }
-    if (nf == 0) return;
+    if (nf == 0) return 0;
     double mean = sum / nf, var = 0;
     for (int j = 0; j < s->n_cand; j++) {
         float l = s->logits[ids[j]];
         if (l != -INFINITY) var += ((double)l - mean) * ((double)l - mean);
     }
-    double thr = lmax - (double)nsig * sqrt(var / nf);
-    int m = 0;
-    for (int j = 0; j < s->n_cand; j++)
-        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
-    s->n_cand = m;
+    *thr = lmax - (double)nsig * sqrt(var / nf);
+    return 1;
+}
+
+/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). */
+static void top_n_sigma(gemma3_sampler *s, float nsig) {
+    if (nsig <= 0.0f || s->n_cand <= 1) return;
+    double thr;
+    if (!sigma_threshold(s, nsig, &thr)) return;
+    keep_at_least(s, thr);
 }
 
 /* Probabilities of the candidates into w[] (parallel to the list); returns lmax. */
@@ -1133,13 +1176,10 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     } else {
         double z = g3_cand_z(s, lmax);
         double lim = (double)lmax + log(z) - (double)s->mu * log(2.0); /* -log2 p <= mu */
-        int m = 0;
-        for (int j = 0; j < s->n_cand; j++)
-            if ((double)s->logits[s->cand[j]] >= lim) s->cand[m++] = s->cand[j];
-        if (m == 0)
+        if (count_at_least(s, lim) == 0)
             keep_argmax(s);
         else
-            s->n_cand = m;
+            keep_at_least(s, lim);
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
