@@ -1145,6 +1145,31 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     }
 }
 
+/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order. A long list
+ * first tries Z from the approximate exp (relative error <= 2 n 2^-53 + 2 G3_APPROX_EXP_REL_ERR
+ * against the exact sum, both summation orders included) and keeps that limit when no logit
+ * lies within twice the resulting bound of it (the bound adds the rounding of ln and of the two
+ * additions): then both limits keep the same tokens. */
+static double surprise_limit(gemma3_sampler *s, float lmax) {
+    int n = s->n_cand;
+    double mu_ln2 = (double)s->mu * log(2.0);
+    if (n >= FAST_DRAW_MIN && s->id_order && n == s->n_vocab) {
+        double *w = s->w, lane[8] = {0}, z = 0;
+        s->approx_exp_n(w, s->logits, lmax, n);
+        int j = 0;
+        for (; j + 8 <= n; j += 8)
+            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
+        for (; j < n; j++) z += w[j];
+        for (int k = 0; k < 8; k++) z += lane[k];
+        double rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
+        double lim = (double)lmax + log(z) - mu_ln2;
+        double margin =
+            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
+        if (count_at_least(s, lim - margin) == count_at_least(s, lim + margin)) return lim;
+    }
+    return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
+}
+
 /* Mirostat (after bias and plain temperature). v1 fits a Zipf exponent to the top 100
  * probabilities and keeps the top k that would give surprise mu; v2 keeps tokens whose surprise
  * -log2 p is at most mu. Both draw, then move mu towards tau by the observed surprise. */
@@ -1174,8 +1199,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
         top_k(s, ki);
     } else {
-        double z = g3_cand_z(s, lmax);
-        double lim = (double)lmax + log(z) - (double)s->mu * log(2.0); /* -log2 p <= mu */
+        double lim = surprise_limit(s, lmax);
         if (count_at_least(s, lim) == 0)
             keep_argmax(s);
         else
