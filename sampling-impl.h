@@ -23,6 +23,7 @@ struct gemma3_sampler {
     float mu; /* mirostat state, starts at 2 tau */
     int exact_draw_only; /* tests: the CDF walk without its fast path */
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
+    g3_gumbel_bits_n_fn gumbel_bits_n; /* the best of g3_gumbel_bits_n_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */

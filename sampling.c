@@ -331,6 +331,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     }
     for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
     s->approx_exp_n = g3_approx_exp_n_get(g3_isa_detect());
+    s->gumbel_bits_n = g3_gumbel_bits_n_get(g3_isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -405,12 +406,34 @@ __attribute__((always_inline)) static inline void approx_exp_n_body(double *rest
     }
 }
 
+__attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t key,
+                                                                     const int32_t *restrict ids,
+                                                                     uint32_t *restrict out,
+                                                                     int n) {
+    for (int i = 0; i < n; i++)
+        out[i] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
+}
+
+static void gumbel_bits_n_scalar(uint64_t key, const int32_t *restrict ids, uint32_t *restrict out,
+                                 int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
+
 static void approx_exp_n_scalar(double *restrict w, const float *restrict l, float lmax, int n) {
     approx_exp_n_body(w, l, lmax, n);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SAMPLING_X86 1
+__attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
+                                                               const int32_t *restrict ids,
+                                                               uint32_t *restrict out, int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
+    uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
 __attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
                                                               float lmax, int n) {
@@ -424,6 +447,16 @@ __attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restr
 #else
 #define SAMPLING_X86 0
 #endif
+
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
+    if (isa == G3_ISA_SCALAR) return gumbel_bits_n_scalar;
+#if SAMPLING_X86
+    g3_isa have = g3_isa_detect();
+    if (isa == G3_ISA_AVX2 && have >= G3_ISA_AVX2) return gumbel_bits_n_avx2;
+    if (isa == G3_ISA_AVX512 && have >= G3_ISA_AVX512) return gumbel_bits_n_avx512;
+#endif
+    return NULL;
+}
 
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
     if (isa == G3_ISA_SCALAR) return approx_exp_n_scalar;
@@ -1021,8 +1054,25 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     return last >= 0 ? s->cand[last] : -1;
 }
 
+/* The noise G(b) = -ln(-ln((b + 0.5) 2^-32)) of the top 32 random bits b grows with b, so
+ * G(b) >= g needs b >= 2^32 exp(-exp(-g)) - 0.5. This is that bound less 4 (far more than the
+ * rounding of the exps and of adding the noise to a logit can move it): a b below it cannot
+ * reach g, whatever the rounding. */
+static uint32_t gumbel_bits_below(double g) {
+    double b = exp(-exp(-g)) * 0x1p32 - 4.5;
+    return !(b > 0) ? 0 : b >= 4294967295.0 ? 0xffffffffu : (uint32_t)b;
+}
+
+/* For the tokens with l - lmax in (-(k+1)/2, -k/2] (k < 64; k = 64: below -32), the top noise
+ * bits under which they cannot reach best. */
+enum { GUMBEL_BANDS = 64, GUMBEL_CHUNK = 256 };
+static void gumbel_bands(double best, uint32_t *below) {
+    for (int k = 0; k <= GUMBEL_BANDS; k++) below[k] = gumbel_bits_below(best + 0.5 * k);
+}
+
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
- * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best. */
+ * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best, and
+ * (from the random bits alone, by the token's band of l_i - lmax) G_i >= best - (l_i - lmax). */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
@@ -1036,14 +1086,25 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     double gmax = g3_gumbel_max(), lmax = l[top];
     int32_t best = top;
     double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        double d = (double)l[id] - lmax;
-        if (id == top || d + gmax < best_v) continue;
-        double v = d + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
-        if (v > best_v || (v == best_v && id < best)) {
-            best_v = v;
-            best = id;
+    uint32_t below[GUMBEL_BANDS + 1], *top_bits = s->keys_tmp; /* [GUMBEL_CHUNK] */
+    gumbel_bands(best_v, below);
+    const int32_t *ids = s->id_order && n == s->n_vocab ? s->iota : s->cand;
+    for (int c = 0; c < n; c += GUMBEL_CHUNK) { /* the random bits a chunk at a time */
+        int end = c + GUMBEL_CHUNK < n ? c + GUMBEL_CHUNK : n;
+        s->gumbel_bits_n(key, ids + c, top_bits, end - c);
+        for (int j = c; j < end; j++) {
+            int32_t id = ids[j];
+            double d = (double)l[id] - lmax;
+            if (id == top || d + gmax < best_v) continue;
+            int band = -d >= 0.5 * GUMBEL_BANDS ? GUMBEL_BANDS : (int)(-2 * d);
+            uint32_t b = top_bits[j - c];
+            if (b < below[band]) continue;
+            double v = d + g3_gumbel((uint64_t)b << 32);
+            if (v > best_v || (v == best_v && id < best)) {
+                best_v = v;
+                best = id;
+                gumbel_bands(best_v, below);
+            }
         }
     }
     return best;

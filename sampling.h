@@ -84,6 +84,13 @@ static inline double g3_approx_exp(double x) {
  * same C compiled for SSE2 (the scalar reference), AVX2 and AVX-512 (x86 only; NULL elsewhere or
  * where the CPU lacks it): IEEE operations without contraction (-std=c11), so all three give
  * the same bits. isa is a g3_isa (kernels.h). */
+/* out[i] = the top 32 bits of g3_rng_bits(key, G3_RNG_GUMBEL, ids[i]) (all that g3_gumbel
+ * reads), in blocks of 16 that the compiler vectorises; compiled per instruction set like
+ * g3_approx_exp_n_get (integer arithmetic: every variant gives the same bits). */
+typedef void (*g3_gumbel_bits_n_fn)(uint64_t key, const int32_t *restrict ids,
+                                    uint32_t *restrict out, int n);
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);

@@ -488,6 +488,24 @@ static void check_approx_exp(void) {
             CHECK_MSG(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "isa %d n %d", isa, n);
         }
     }
+    /* the Gumbel path's random bits, every variant against g3_rng_bits */
+    int32_t *ids = malloc(N * sizeof *ids);
+    uint32_t *bits = malloc(N * sizeof *bits);
+    if (ids && bits) {
+        uint64_t key = g3_rng_key(12345, 678);
+        for (int i = 0; i < N; i++) ids[i] = (int32_t)(next() % 262144);
+        for (int isa = 0; isa <= 2; isa++) {
+            g3_gumbel_bits_n_fn fn = g3_gumbel_bits_n_get(isa);
+            if (!fn) continue; /* skipped once above */
+            fn(key, ids, bits, N - 3);
+            int wrong = 0;
+            for (int i = 0; i < N - 3; i++)
+                wrong += bits[i] != (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, ids[i]) >> 32);
+            CHECK_MSG(wrong == 0, "isa %d: %d wrong", isa, wrong);
+        }
+    }
+    free(ids);
+    free(bits);
     /* the fixed-point masses from it: every one exactly g3_fixed_mass (about 1% of these
      * inputs land within 2^-7 of a rounding tie and take libm's exp) */
     uint64_t *q = malloc(N * sizeof *q);
