@@ -320,36 +320,40 @@ static int candidate_positions(gemma3_sampler *s, int by_mass, int count, int32_
     return nsub;
 }
 
-/* Computes the float key of every position in sub (into s->keys, by position) and a histogram
- * of their top digit (by count, and by mass when by_mass), then walks the buckets from the top
- * to the boundary bucket: the one where the count reaches `count` (or the mass reaches
- * `target`). Returns it; *above and *above_m get the count and mass of the buckets above it,
- * *shift the top digit's shift. */
+/* Computes the float key of every position in sub (into s->keys, by position) and its bucket
+ * (into s->keys_tmp, by position): RADIX_BUCKETS buckets linear in the logit between the
+ * smallest and largest finite one (a monotone map, -inf in bucket 0, equal logits in one
+ * bucket), so that the logits, not their float exponents, spread over the buckets. Then walks
+ * the buckets from the top to the boundary bucket: the one where the count reaches `count` (or
+ * the mass reaches `target`). Returns it; *above and *above_m get the count and mass of the
+ * buckets above it. */
 static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int by_mass,
-                                int count, uint64_t target, int *shift, int *above,
-                                uint64_t *above_m) {
-    const struct digits *dg = digits_for(nsub);
-    int sh = dg->shift[0];
-    uint32_t top_bucket = dg->mask[0];
-    uint32_t *keys = s->keys, *hist = s->hist_bins;
+                                int count, uint64_t target, int *above, uint64_t *above_m) {
+    const uint32_t top_bucket = RADIX_BUCKETS - 1;
+    uint32_t *keys = s->keys, *bucket = s->keys_tmp, *hist = s->hist_bins;
     uint64_t *hm = s->hist_mass;
     const float *l = s->logits;
     const int32_t *c = s->cand;
-    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
-    if (by_mass) {
-        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-            hm[k >> sh] += s->mass[j];
+    float lo = INFINITY, hi = -INFINITY;
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        float v = l[c[j]];
+        keys[j] = g3_float_key(v);
+        if (v != -INFINITY) {
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
         }
-    } else {
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-        }
+    }
+    double scale = hi > lo ? (double)top_bucket / ((double)hi - (double)lo) : 0;
+    memset(hist, 0, RADIX_BUCKETS * sizeof *hist);
+    if (by_mass) memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        double x = ((double)l[c[j]] - (double)lo) * scale; /* -inf for a ban */
+        uint32_t b = !(x > 0) ? 0 : x < (double)top_bucket ? (uint32_t)x : top_bucket;
+        bucket[j] = b;
+        hist[b]++;
+        if (by_mass) hm[b] += s->mass[j];
     }
     uint32_t b = top_bucket;
     *above = 0;
@@ -359,23 +363,22 @@ static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub,
         *above += (int)hist[b];
         if (by_mass) *above_m += hm[b];
     }
-    *shift = sh;
     return b;
 }
 
-/* Splits the positions of sub by their top digit: above the boundary bucket b into
- * s->pos_above, in it into s->pos_edge (both in list order; the rest cannot survive). The edge
- * keys go to s->sel_keys. */
-static void split_at_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int sh, uint32_t b,
+/* Splits the positions of sub by their bucket: above the boundary bucket b into s->pos_above,
+ * in it into s->pos_edge (both in list order; the rest cannot survive). The edge keys go to
+ * s->sel_keys. */
+static void split_at_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, uint32_t b,
                             int *n_above, int *n_edge) {
     int na = 0, ne = 0;
-    for (int r = 0; r < nsub; r++) {
+    const uint32_t *bucket = s->keys_tmp;
+    for (int r = 0; r < nsub; r++) { /* branch-free: which list a position joins is random */
         int j = sub[r];
-        uint32_t d = s->keys[j] >> sh;
-        if (d > b)
-            s->pos_above[na++] = j;
-        else if (d == b)
-            s->pos_edge[ne++] = j;
+        s->pos_above[na] = j;
+        s->pos_edge[ne] = j;
+        na += bucket[j] > b;
+        ne += bucket[j] == b;
     }
     for (int r = 0; r < ne; r++) s->sel_keys[r] = s->keys[s->pos_edge[r]];
     *n_above = na;
@@ -437,10 +440,10 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
                           int min_count) {
     int32_t *sub = s->pos_sub;
     int nsub = candidate_positions(s, by_mass, count, sub);
-    int sh, above, na, ne;
+    int above, na, ne;
     uint64_t above_m;
-    uint32_t b = boundary_bucket(s, sub, nsub, by_mass, count, target, &sh, &above, &above_m);
-    split_at_bucket(s, sub, nsub, sh, b, &na, &ne);
+    uint32_t b = boundary_bucket(s, sub, nsub, by_mass, count, target, &above, &above_m);
+    split_at_bucket(s, sub, nsub, b, &na, &ne);
     uint32_t t;
     int ties;
     if (by_mass) {
