@@ -9,6 +9,7 @@
 #include "sampling.h"
 
 #define RADIX_BUCKETS 2048
+#define TYPICAL_BUCKETS 65536
 
 struct scored {
     double score;
@@ -50,6 +51,7 @@ struct gemma3_sampler {
     uint32_t *sel_keys, *sel_keys2;
     uint64_t *sel_mass;
     struct scored *scored, *scored_tmp; /* typical-p: (score, id) pairs, and bucketed */
+    uint32_t *typ_start, *typ_fill;     /* typical-p: [TYPICAL_BUCKETS + 2] bucket offsets */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 };

@@ -44,7 +44,6 @@
 #include <string.h>
 
 #include "sampling-impl.h"
-#include "kernels.h"
 #include "sampling-select.h"
 #include "util.h"
 
@@ -278,6 +277,8 @@ static int resolve_last_n(const gemma3_sampler_params *p, int last_n) {
     return last_n < 0 ? (p->n_ctx > 0 ? p->n_ctx : 4096) : last_n;
 }
 
+static int isa_detect(void);
+
 int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3_sampler **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL out pointer");
     *out = NULL;
@@ -315,6 +316,8 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
     s->scored_tmp = g3_alloc_aligned(V * sizeof *s->scored_tmp);
+    s->typ_start = g3_alloc_aligned((TYPICAL_BUCKETS + 2) * sizeof *s->typ_start);
+    s->typ_fill = g3_alloc_aligned((TYPICAL_BUCKETS + 2) * sizeof *s->typ_fill);
     s->pos_above = g3_alloc_aligned(V * sizeof *s->pos_above);
     s->pos_edge = g3_alloc_aligned(V * sizeof *s->pos_edge);
     s->pos_sub = g3_alloc_aligned(V * sizeof *s->pos_sub);
@@ -324,14 +327,15 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys || !s->keys_tmp ||
-        !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts || !s->scored || !s->scored_tmp) {
+        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys ||
+        !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts ||
+        !s->scored || !s->scored_tmp || !s->typ_start || !s->typ_fill) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
     for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
-    s->approx_exp_n = g3_approx_exp_n_get(g3_isa_detect());
-    s->gumbel_bits_n = g3_gumbel_bits_n_get(g3_isa_detect());
+    s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
+    s->gumbel_bits_n = g3_gumbel_bits_n_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -357,6 +361,8 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
     g3_free_aligned(s->scored_tmp);
+    g3_free_aligned(s->typ_start);
+    g3_free_aligned(s->typ_fill);
     g3_free_aligned(s->pos_above);
     g3_free_aligned(s->pos_edge);
     g3_free_aligned(s->pos_sub);
@@ -448,22 +454,36 @@ __attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restr
 #define SAMPLING_X86 0
 #endif
 
-g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
-    if (isa == G3_ISA_SCALAR) return gumbel_bits_n_scalar;
+/* 0 scalar, 1 AVX2, 2 AVX-512 (F and DQ): what this CPU runs. Asked at gemma3_sampler_init, not
+ * per token; sampling keeps its own check so that it links without the kernels. */
+enum { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+static int isa_detect(void) {
 #if SAMPLING_X86
-    g3_isa have = g3_isa_detect();
-    if (isa == G3_ISA_AVX2 && have >= G3_ISA_AVX2) return gumbel_bits_n_avx2;
-    if (isa == G3_ISA_AVX512 && have >= G3_ISA_AVX512) return gumbel_bits_n_avx512;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2")) return ISA_SCALAR;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? ISA_AVX512
+                                                                                   : ISA_AVX2;
+#else
+    return ISA_SCALAR;
+#endif
+}
+
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
+    if (isa == ISA_SCALAR) return gumbel_bits_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
 #endif
     return NULL;
 }
 
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
-    if (isa == G3_ISA_SCALAR) return approx_exp_n_scalar;
+    if (isa == ISA_SCALAR) return approx_exp_n_scalar;
 #if SAMPLING_X86
-    g3_isa have = g3_isa_detect();
-    if (isa == G3_ISA_AVX2 && have >= G3_ISA_AVX2) return approx_exp_n_avx2;
-    if (isa == G3_ISA_AVX512 && have >= G3_ISA_AVX512) return approx_exp_n_avx512;
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return approx_exp_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return approx_exp_n_avx512;
 #endif
     return NULL;
 }
@@ -760,9 +780,9 @@ static void typical(gemma3_sampler *s, float tp) {
         smin = x < smin ? x : smin;
         smax = x > smax ? x : smax;
     }
-    int nb = n / 4 < 1 ? 1 : n / 4 > 65536 ? 65536 : n / 4; /* finite: 0..nb-1; +inf: nb */
+    int nb = n / 4 < 1 ? 1 : n / 4 > TYPICAL_BUCKETS ? TYPICAL_BUCKETS : n / 4; /* +inf: nb */
     double scale = smax > smin ? (double)(nb - 1) / (smax - smin) : 0;
-    uint32_t *start = s->keys, *fill = s->keys_tmp; /* [nb + 2], [nb + 1] */
+    uint32_t *start = s->typ_start, *fill = s->typ_fill;
     memset(start, 0, (size_t)(nb + 2) * sizeof *start);
     for (int j = 0; j < n; j++) {
         double x = sc[j].score;

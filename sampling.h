@@ -83,7 +83,7 @@ static inline double g3_approx_exp(double x) {
  * vectorises (the clamp in its own loop: GCC does not if-convert it inside the big one). The
  * same C compiled for SSE2 (the scalar reference), AVX2 and AVX-512 (x86 only; NULL elsewhere or
  * where the CPU lacks it): IEEE operations without contraction (-std=c11), so all three give
- * the same bits. isa is a g3_isa (kernels.h). */
+ * the same bits. isa: 0 scalar, 1 AVX2, 2 AVX-512 (the numbering of kernels.h's g3_isa). */
 /* out[i] = the top 32 bits of g3_rng_bits(key, G3_RNG_GUMBEL, ids[i]) (all that g3_gumbel
  * reads), in blocks of 16 that the compiler vectorises; compiled per instruction set like
  * g3_approx_exp_n_get (integer arithmetic: every variant gives the same bits). */

@@ -634,7 +634,10 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
     case 0: *name = "default"; p = gemma3_sampler_default_params(); break;
     case 1: *name = "llama.cpp defaults"; p = llama_chain(); break;
     case 2: *name = "temperature alone"; p.temperature = temps[next() % 6]; break;
-    case 3: *name = "top-k alone"; p.top_k = 1 + (int)(next() % (uint64_t)(V < 3000 ? V : 3000)); break;
+    case 3:
+        *name = "top-k alone";
+        p.top_k = 1 + (int)(next() % (uint64_t)(V < 3000 ? V : 3000));
+        break;
     case 4: *name = "top-k large"; p.top_k = V / 2 + (int)(next() % (uint64_t)(V / 2 + 1)); break;
     case 5: *name = "top-p alone"; p.top_p = (float)unif(); break;
     case 6: *name = "top-p 0.95 alone"; p.top_p = 0.95f; break;
@@ -653,10 +656,10 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
         p.dry_penalty_last_n = next() % 2 ? -1 : 500;
         p.n_dry_breakers = 2;
         p.dry_breaker_len[0] = 1;
-        p.dry_breakers[0][0] = 3;
+        p.dry_breakers[0][0] = 3 % V;
         p.dry_breaker_len[1] = 2;
-        p.dry_breakers[1][0] = 5;
-        p.dry_breakers[1][1] = 6;
+        p.dry_breakers[1][0] = 5 % V;
+        p.dry_breakers[1][1] = 6 % V;
         break;
     case 12:
         *name = "penalties alone";
@@ -756,7 +759,7 @@ int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
     if (env) vectors = atoi(env);
-    static const int sizes[] = {262144, 32768, 5000, 300, 7};
+    static const int sizes[] = {262144, 32768, 5000, 300, 7, 2};
     const int n_sizes = sizeof sizes / sizeof sizes[0];
     int Vmax = sizes[0];
     float *l = malloc((size_t)Vmax * sizeof *l);
