@@ -19,9 +19,14 @@
  *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
  * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.
  * - Sort path: top-k uses a size-k heap (O(n log k)), or one O(n) LSD radix sort when k > n/4 and
- *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256 and falls back
- *   to the radix sort only when the nucleus is larger. Never an O(n log n) comparison sort of the
- *   vocabulary.
+ *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256, and a larger
+ *   nucleus is found by the Gumbel path's radix selection and only it is sorted. Never an
+ *   O(n log n) comparison sort of the vocabulary.
+ * - Speed without changing a result (docs/sampling.md §7): long CDF walks, top-p's fixed-point
+ *   masses and mirostat v2's normaliser start from an approximate exp with a proven error bound
+ *   and fall back to libm wherever that bound cannot settle the answer; the Gumbel draw drops a
+ *   token from its random bits when they cannot reach the best; typical sorts only the buckets
+ *   its walk reaches.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
