@@ -35,6 +35,7 @@ struct gemma3_sampler {
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;
+    int cand_lazy;     /* cand not written yet: the list is 0..n_vocab-1 (iota) */
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
     int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */

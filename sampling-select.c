@@ -9,6 +9,12 @@
 
 /* ================================ the sort path ============================================= */
 
+void g3_cand_materialise(gemma3_sampler *s) {
+    if (!s->cand_lazy) return;
+    memcpy(s->cand, s->iota, (size_t)s->n_vocab * sizeof *s->cand);
+    s->cand_lazy = 0;
+}
+
 float g3_cand_max(const gemma3_sampler *s) {
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
@@ -88,7 +94,7 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
 void g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
-    const int32_t *c = s->cand;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     int n = s->n_cand;
     for (int j = 0; j < m; j++) h[j] = c[j];
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
@@ -125,6 +131,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
     memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
+    s->cand_lazy = 0;
     s->n_cand = m;
     s->sorted = 1;
     s->id_order = (m <= 1);

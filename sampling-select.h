@@ -15,6 +15,11 @@ static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
     return l[a] > l[b] || (l[a] == l[b] && a < b);
 }
 
+/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy): every reader of
+ * s->cand but the heap selection calls this first (prepare leaves the list implicit, so that a
+ * chain that starts with penalties, DRY, temperature and top-k never writes n_vocab ids). */
+void g3_cand_materialise(gemma3_sampler *s);
+
 /* The largest logit among the candidates. */
 float g3_cand_max(const gemma3_sampler *s);
 

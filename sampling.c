@@ -513,8 +513,10 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
+        g3_cand_materialise(s);
         g3_cand_select_first(s, 0, k, 0, 0);
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        g3_cand_materialise(s);
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         g3_cand_sort(s);
         s->n_cand = k;
@@ -1141,10 +1143,9 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
-/* dst = src and cand = 0, 1, 2, ...; returns 1 if every value is finite. Fixed-size inner
- * blocks so that the compiler vectorises it at -O2. */
-static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src,
-                       int n) {
+/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
+ * vectorises it at -O2. */
+static int copy_logits(float *restrict dst, const float *restrict src, int n) {
     uint32_t bad = 0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -1153,7 +1154,6 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
             uint32_t u;
             memcpy(&u, &src[i + k], sizeof u);
             dst[i + k] = src[i + k];
-            cand[i + k] = i + k;
             b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
         }
         bad |= b;
@@ -1162,19 +1162,18 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
         uint32_t u;
         memcpy(&u, &src[i], sizeof u);
         dst[i] = src[i];
-        cand[i] = i;
         bad |= (u & 0x7f800000u) == 0x7f800000u;
     }
     return bad == 0;
 }
 
 /* Copies the logits, applies logit bias and --ignore-eos and the NaN/+inf rules, and lists every
- * token as a candidate. */
+ * token as a candidate (implicitly: g3_cand_materialise writes the list out when needed). */
 static void prepare(gemma3_sampler *s, const float *logits) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
     float *l = s->logits;
-    int clean = copy_logits(l, s->cand, logits, V);
+    int clean = copy_logits(l, logits, V);
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
@@ -1186,6 +1185,7 @@ static void prepare(gemma3_sampler *s, const float *logits) {
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
+    s->cand_lazy = 1;
     /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
      * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
     if (clean) return;
@@ -1211,12 +1211,32 @@ static int32_t fallback(const gemma3_sampler *s, const float *logits) {
     return best;
 }
 
+/* Whether sampler t has work to do: the parameter tests each one starts with (a sampler that
+ * is off returns before it reads the list). */
+static int sampler_on(const gemma3_sampler_params *p, int t) {
+    switch (t) {
+    case GEMMA3_SAMPLER_TOP_N_SIGMA: return p->top_n_sigma > 0.0f;
+    case GEMMA3_SAMPLER_TYPICAL_P: return p->typical_p < 1.0f;
+    case GEMMA3_SAMPLER_TOP_P: return p->top_p < 1.0f;
+    case GEMMA3_SAMPLER_MIN_P: return p->min_p > 0.0f;
+    case GEMMA3_SAMPLER_XTC: return p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f;
+    default: return 1;
+    }
+}
+
 /* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
 static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     const gemma3_sampler_params *p = &s->p;
     for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
         int t = p->samplers[i];
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
+        /* penalties, DRY and samplers that are off never read the list; plain temperature and
+         * top-k's heap read a full list straight (top_k writes it out for its other paths) */
+        int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
+                         t != GEMMA3_SAMPLER_TOP_K &&
+                         !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
+                         sampler_on(p, t);
+        if (reads_list) g3_cand_materialise(s);
         switch (t) {
         case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
         case GEMMA3_SAMPLER_DRY: dry(s); break;
@@ -1306,12 +1326,15 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
             run_chain(s, position, 1);
+            g3_cand_materialise(s);
             keep_argmax(s);
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
+            g3_cand_materialise(s);
             tok = mirostat(s, position);
         } else {
             run_chain(s, position, 0);
+            g3_cand_materialise(s);
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */
             else if (s->n_cand > 1)
@@ -1342,6 +1365,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
     prepare(s, logits);
     run_chain(s, position, 0);
+    g3_cand_materialise(s);
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)
         if (s->logits[s->cand[j]] != -INFINITY) ids[n++] = s->cand[j];
