@@ -184,6 +184,11 @@ void g3_cand_ensure_sorted(gemma3_sampler *s) {
 
 /* ================================ radix selection (Gumbel path) ============================= */
 
+/* The list to read: iota while it is implicit (g3_cand_materialise). */
+static const int32_t *cand_src(const gemma3_sampler *s) {
+    return s->cand_lazy ? s->iota : s->cand;
+}
+
 /* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
  * ones (where clearing and walking 2048 buckets would cost more than the keys). */
 struct digits {
@@ -340,7 +345,7 @@ static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub,
     uint32_t *keys = s->keys, *bucket = s->keys_tmp, *hist = s->hist_bins;
     uint64_t *hm = s->hist_mass;
     const float *l = s->logits;
-    const int32_t *c = s->cand;
+    const int32_t *c = cand_src(s);
     float lo = INFINITY, hi = -INFINITY;
     for (int r = 0; r < nsub; r++) {
         int j = sub[r];
@@ -417,7 +422,7 @@ static uint32_t mass_boundary(gemma3_sampler *s, int ne, uint64_t target, int *a
 static int32_t tie_id_limit(gemma3_sampler *s, int ne, uint32_t t, int ties) {
     int nt = 0;
     for (int r = 0; r < ne; r++)
-        if (s->sel_keys[r] == t) s->tie_ids[nt++] = s->cand[s->pos_edge[r]];
+        if (s->sel_keys[r] == t) s->tie_ids[nt++] = cand_src(s)[s->pos_edge[r]];
     if (ties >= nt) return INT32_MAX;
     for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
     int dummy;
@@ -426,19 +431,22 @@ static int32_t tie_id_limit(gemma3_sampler *s, int ne, uint32_t t, int ties) {
 
 /* Keeps every position above the boundary bucket and the edge positions whose key beats t (or
  * equals it with an id <= id_limit): a merge of the two increasing position lists, in place
- * since positions >= outputs. The list keeps its order. */
+ * since positions >= outputs (or from iota when the list is implicit). The list keeps its
+ * order. */
 static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t id_limit) {
-    int32_t *c = s->cand;
+    const int32_t *c = cand_src(s);
+    int32_t *out = s->cand;
     const uint32_t *keys = s->keys;
     int m = 0, ia = 0, ie = 0;
     while (ia < na || ie < ne) {
         if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
-            c[m++] = c[s->pos_above[ia++]];
+            out[m++] = c[s->pos_above[ia++]];
         } else {
             int j = s->pos_edge[ie++];
-            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
+            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) out[m++] = c[j];
         }
     }
+    s->cand_lazy = 0;
     s->n_cand = m;
     s->sorted = s->sorted || m <= 1;
 }

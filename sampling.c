@@ -513,8 +513,7 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        g3_cand_materialise(s);
-        g3_cand_select_first(s, 0, k, 0, 0);
+        g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
         g3_cand_materialise(s);
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
@@ -863,8 +862,13 @@ static void divide_logits(gemma3_sampler *s, float t) {
 
 /* Collapses the list to its first token in the total order (greedy). */
 static void keep_argmax(gemma3_sampler *s) {
-    if (s->n_cand <= 1) return;
+    if (s->n_cand <= 1) {
+        g3_cand_materialise(s);
+        return;
+    }
     const float *l = s->logits;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand; /* an implicit list is read as iota */
+    s->cand_lazy = 0;
     if (s->id_order) { /* the first maximum in id order is the lowest id */
         float m[16];
         int n = s->n_cand, j = 0;
@@ -874,7 +878,7 @@ static void keep_argmax(gemma3_sampler *s) {
                 for (int k = 0; k < 16; k++) m[k] = l[j + k] > m[k] ? l[j + k] : m[k];
         float mx = -INFINITY;
         for (int k = 0; k < 16; k++) mx = m[k] > mx ? m[k] : mx;
-        for (; j < n; j++) mx = l[s->cand[j]] > mx ? l[s->cand[j]] : mx;
+        for (; j < n; j++) mx = l[c[j]] > mx ? l[c[j]] : mx;
         j = 0;
         if (n == s->n_vocab) /* skip whole blocks without the maximum */
             for (; j + 16 <= n; j += 16) {
@@ -882,15 +886,15 @@ static void keep_argmax(gemma3_sampler *s) {
                 for (int k = 0; k < 16; k++) hits += l[j + k] == mx;
                 if (hits) break;
             }
-        for (; j < n && l[s->cand[j]] != mx; j++) {}
-        s->cand[0] = s->cand[j < n ? j : 0];
+        for (; j < n && l[c[j]] != mx; j++) {}
+        s->cand[0] = c[j < n ? j : 0];
         s->n_cand = 1;
         s->sorted = 1;
         return;
     }
-    int32_t best = s->cand[0];
+    int32_t best = c[0];
     for (int j = 1; j < s->n_cand; j++)
-        if (g3_cand_before(l, s->cand[j], best)) best = s->cand[j];
+        if (g3_cand_before(l, c[j], best)) best = c[j];
     s->cand[0] = best;
     s->n_cand = 1;
     s->sorted = s->id_order = 1;
@@ -1326,8 +1330,7 @@ int32_t gemma3_sampler_sample(gemma3_sampler *s, const float *logits, int64_t po
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
             run_chain(s, position, 1);
-            g3_cand_materialise(s);
-            keep_argmax(s);
+            keep_argmax(s); /* reads an implicit list straight */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
             g3_cand_materialise(s);

@@ -759,7 +759,7 @@ int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
     if (env) vectors = atoi(env);
-    static const int sizes[] = {262144, 32768, 5000, 300, 7, 2};
+    static const int sizes[] = {262144, 32768, 5000, 300, 7, 2, 1};
     const int n_sizes = sizeof sizes / sizeof sizes[0];
     int Vmax = sizes[0];
     float *l = malloc((size_t)Vmax * sizeof *l);
