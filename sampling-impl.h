@@ -6,12 +6,15 @@
 #include <stdint.h>
 
 #include "gemma3.h"
+#include "sampling.h"
 
 #define RADIX_BUCKETS 2048
+#define TYPICAL_BUCKETS 65536
 
 struct scored {
     double score;
     int32_t id;
+    uint32_t bucket; /* typical-p's counting sort */
 };
 
 struct gemma3_sampler {
@@ -19,6 +22,9 @@ struct gemma3_sampler {
     int n_vocab;
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
+    int exact_draw_only; /* tests: the CDF walk without its fast path */
+    g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
+    g3_gumbel_bits_n_fn gumbel_bits_n; /* the best of g3_gumbel_bits_n_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -29,11 +35,15 @@ struct gemma3_sampler {
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;
+    int cand_lazy;     /* cand not written yet: the list is 0..n_vocab-1 (iota) */
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
+    int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
     uint32_t *keys, *keys_tmp;
     uint64_t *mass, *mass_tmp;
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
+    double *blocks;   /* [n_vocab / 64 + 1]: block sums of the fast CDF walk */
+    float *gathered;  /* the list's logits in list order, for the fast CDF walk */
     int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
     int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx; /* [hist_cap] */
@@ -41,7 +51,8 @@ struct gemma3_sampler {
     int32_t *pos_above, *pos_edge, *tie_ids, *pos_sub; /* Gumbel-path selection scratch */
     uint32_t *sel_keys, *sel_keys2;
     uint64_t *sel_mass;
-    struct scored *scored; /* typical-p: (score, id) pairs */
+    struct scored *scored, *scored_tmp; /* typical-p: (score, id) pairs, and bucketed */
+    uint32_t *typ_start, *typ_fill;     /* typical-p: [TYPICAL_BUCKETS + 2] bucket offsets */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 };

@@ -9,6 +9,12 @@
 
 /* ================================ the sort path ============================================= */
 
+void g3_cand_materialise(gemma3_sampler *s) {
+    if (!s->cand_lazy) return;
+    memcpy(s->cand, s->iota, (size_t)s->n_vocab * sizeof *s->cand);
+    s->cand_lazy = 0;
+}
+
 float g3_cand_max(const gemma3_sampler *s) {
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
@@ -43,10 +49,10 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
     }
 }
 
-/* The candidate ids in ascending order, for order-independent sums: the list itself when it is
- * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
+/* The candidate ids in ascending order, for order-independent sums (sampling-select.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
     if (s->id_order) return s->cand;
+    if (s->n_cand == s->n_vocab) return s->iota; /* the list holds every id once */
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
     if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
         int32_t *a = s->ids_tmp2;
@@ -88,7 +94,7 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
 void g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
-    const int32_t *c = s->cand;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     int n = s->n_cand;
     for (int j = 0; j < m; j++) h[j] = c[j];
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
@@ -125,6 +131,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
     memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
+    s->cand_lazy = 0;
     s->n_cand = m;
     s->sorted = 1;
     s->id_order = (m <= 1);
@@ -176,6 +183,11 @@ void g3_cand_ensure_sorted(gemma3_sampler *s) {
 }
 
 /* ================================ radix selection (Gumbel path) ============================= */
+
+/* The list to read: iota while it is implicit (g3_cand_materialise). */
+static const int32_t *cand_src(const gemma3_sampler *s) {
+    return s->cand_lazy ? s->iota : s->cand;
+}
 
 /* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
  * ones (where clearing and walking 2048 buckets would cost more than the keys). */
@@ -320,36 +332,40 @@ static int candidate_positions(gemma3_sampler *s, int by_mass, int count, int32_
     return nsub;
 }
 
-/* Computes the float key of every position in sub (into s->keys, by position) and a histogram
- * of their top digit (by count, and by mass when by_mass), then walks the buckets from the top
- * to the boundary bucket: the one where the count reaches `count` (or the mass reaches
- * `target`). Returns it; *above and *above_m get the count and mass of the buckets above it,
- * *shift the top digit's shift. */
+/* Computes the float key of every position in sub (into s->keys, by position) and its bucket
+ * (into s->keys_tmp, by position): RADIX_BUCKETS buckets linear in the logit between the
+ * smallest and largest finite one (a monotone map, -inf in bucket 0, equal logits in one
+ * bucket), so that the logits, not their float exponents, spread over the buckets. Then walks
+ * the buckets from the top to the boundary bucket: the one where the count reaches `count` (or
+ * the mass reaches `target`). Returns it; *above and *above_m get the count and mass of the
+ * buckets above it. */
 static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int by_mass,
-                                int count, uint64_t target, int *shift, int *above,
-                                uint64_t *above_m) {
-    const struct digits *dg = digits_for(nsub);
-    int sh = dg->shift[0];
-    uint32_t top_bucket = dg->mask[0];
-    uint32_t *keys = s->keys, *hist = s->hist_bins;
+                                int count, uint64_t target, int *above, uint64_t *above_m) {
+    const uint32_t top_bucket = RADIX_BUCKETS - 1;
+    uint32_t *keys = s->keys, *bucket = s->keys_tmp, *hist = s->hist_bins;
     uint64_t *hm = s->hist_mass;
     const float *l = s->logits;
-    const int32_t *c = s->cand;
-    memset(hist, 0, (top_bucket + 1) * sizeof *hist);
-    if (by_mass) {
-        memset(hm, 0, (top_bucket + 1) * sizeof *hm);
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-            hm[k >> sh] += s->mass[j];
+    const int32_t *c = cand_src(s);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        float v = l[c[j]];
+        keys[j] = g3_float_key(v);
+        if (v != -INFINITY) {
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
         }
-    } else {
-        for (int r = 0; r < nsub; r++) {
-            int j = sub[r];
-            uint32_t k = keys[j] = g3_float_key(l[c[j]]);
-            hist[k >> sh]++;
-        }
+    }
+    double scale = hi > lo ? (double)top_bucket / ((double)hi - (double)lo) : 0;
+    memset(hist, 0, RADIX_BUCKETS * sizeof *hist);
+    if (by_mass) memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+    for (int r = 0; r < nsub; r++) {
+        int j = sub[r];
+        double x = ((double)l[c[j]] - (double)lo) * scale; /* -inf for a ban */
+        uint32_t b = !(x > 0) ? 0 : x < (double)top_bucket ? (uint32_t)x : top_bucket;
+        bucket[j] = b;
+        hist[b]++;
+        if (by_mass) hm[b] += s->mass[j];
     }
     uint32_t b = top_bucket;
     *above = 0;
@@ -359,23 +375,22 @@ static uint32_t boundary_bucket(gemma3_sampler *s, const int32_t *sub, int nsub,
         *above += (int)hist[b];
         if (by_mass) *above_m += hm[b];
     }
-    *shift = sh;
     return b;
 }
 
-/* Splits the positions of sub by their top digit: above the boundary bucket b into
- * s->pos_above, in it into s->pos_edge (both in list order; the rest cannot survive). The edge
- * keys go to s->sel_keys. */
-static void split_at_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, int sh, uint32_t b,
+/* Splits the positions of sub by their bucket: above the boundary bucket b into s->pos_above,
+ * in it into s->pos_edge (both in list order; the rest cannot survive). The edge keys go to
+ * s->sel_keys. */
+static void split_at_bucket(gemma3_sampler *s, const int32_t *sub, int nsub, uint32_t b,
                             int *n_above, int *n_edge) {
     int na = 0, ne = 0;
-    for (int r = 0; r < nsub; r++) {
+    const uint32_t *bucket = s->keys_tmp;
+    for (int r = 0; r < nsub; r++) { /* branch-free: which list a position joins is random */
         int j = sub[r];
-        uint32_t d = s->keys[j] >> sh;
-        if (d > b)
-            s->pos_above[na++] = j;
-        else if (d == b)
-            s->pos_edge[ne++] = j;
+        s->pos_above[na] = j;
+        s->pos_edge[ne] = j;
+        na += bucket[j] > b;
+        ne += bucket[j] == b;
     }
     for (int r = 0; r < ne; r++) s->sel_keys[r] = s->keys[s->pos_edge[r]];
     *n_above = na;
@@ -407,7 +422,7 @@ static uint32_t mass_boundary(gemma3_sampler *s, int ne, uint64_t target, int *a
 static int32_t tie_id_limit(gemma3_sampler *s, int ne, uint32_t t, int ties) {
     int nt = 0;
     for (int r = 0; r < ne; r++)
-        if (s->sel_keys[r] == t) s->tie_ids[nt++] = s->cand[s->pos_edge[r]];
+        if (s->sel_keys[r] == t) s->tie_ids[nt++] = cand_src(s)[s->pos_edge[r]];
     if (ties >= nt) return INT32_MAX;
     for (int r = 0; r < nt; r++) s->sel_keys2[r] = ~(uint32_t)s->tie_ids[r];
     int dummy;
@@ -416,19 +431,22 @@ static int32_t tie_id_limit(gemma3_sampler *s, int ne, uint32_t t, int ties) {
 
 /* Keeps every position above the boundary bucket and the edge positions whose key beats t (or
  * equals it with an id <= id_limit): a merge of the two increasing position lists, in place
- * since positions >= outputs. The list keeps its order. */
+ * since positions >= outputs (or from iota when the list is implicit). The list keeps its
+ * order. */
 static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t id_limit) {
-    int32_t *c = s->cand;
+    const int32_t *c = cand_src(s);
+    int32_t *out = s->cand;
     const uint32_t *keys = s->keys;
     int m = 0, ia = 0, ie = 0;
     while (ia < na || ie < ne) {
         if (ie == ne || (ia < na && s->pos_above[ia] < s->pos_edge[ie])) {
-            c[m++] = c[s->pos_above[ia++]];
+            out[m++] = c[s->pos_above[ia++]];
         } else {
             int j = s->pos_edge[ie++];
-            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) c[m++] = c[j];
+            if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) out[m++] = c[j];
         }
     }
+    s->cand_lazy = 0;
     s->n_cand = m;
     s->sorted = s->sorted || m <= 1;
 }
@@ -437,10 +455,10 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
                           int min_count) {
     int32_t *sub = s->pos_sub;
     int nsub = candidate_positions(s, by_mass, count, sub);
-    int sh, above, na, ne;
+    int above, na, ne;
     uint64_t above_m;
-    uint32_t b = boundary_bucket(s, sub, nsub, by_mass, count, target, &sh, &above, &above_m);
-    split_at_bucket(s, sub, nsub, sh, b, &na, &ne);
+    uint32_t b = boundary_bucket(s, sub, nsub, by_mass, count, target, &above, &above_m);
+    split_at_bucket(s, sub, nsub, b, &na, &ne);
     uint32_t t;
     int ties;
     if (by_mass) {

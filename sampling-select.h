@@ -15,6 +15,11 @@ static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
     return l[a] > l[b] || (l[a] == l[b] && a < b);
 }
 
+/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy): every reader of
+ * s->cand but the heap selection calls this first (prepare leaves the list implicit, so that a
+ * chain that starts with penalties, DRY, temperature and top-k never writes n_vocab ids). */
+void g3_cand_materialise(gemma3_sampler *s);
+
 /* The largest logit among the candidates. */
 float g3_cand_max(const gemma3_sampler *s);
 
@@ -22,7 +27,8 @@ float g3_cand_max(const gemma3_sampler *s);
 void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n);
 
 /* The candidate ids in ascending order, for order-independent sums: the list itself when it is
- * in id order, else a sorted copy in ids_tmp2 (uses ids_tmp as scratch). */
+ * in id order, 0..n_vocab-1 when it holds every id, else a sorted copy in ids_tmp2 (uses
+ * ids_tmp as scratch). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s);
 
 /* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */

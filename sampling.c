@@ -19,9 +19,14 @@
  *   -inf silently (the library never prints; a caller that wants a warning checks the logits).
  * - min-p compares l_i >= lmax + ln(min_p) in double: one max, no softmax, same set in both paths.
  * - Sort path: top-k uses a size-k heap (O(n log k)), or one O(n) LSD radix sort when k > n/4 and
- *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256 and falls back
- *   to the radix sort only when the nucleus is larger. Never an O(n log n) comparison sort of the
- *   vocabulary.
+ *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256, and a larger
+ *   nucleus is found by the Gumbel path's radix selection and only it is sorted. Never an
+ *   O(n log n) comparison sort of the vocabulary.
+ * - Speed without changing a result (docs/sampling.md §7): long CDF walks, top-p's fixed-point
+ *   masses and mirostat v2's normaliser start from an approximate exp with a proven error bound
+ *   and fall back to libm wherever that bound cannot settle the answer; the Gumbel draw drops a
+ *   token from its random bits when they cannot reach the best; typical sorts only the buckets
+ *   its walk reaches.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
@@ -277,6 +282,8 @@ static int resolve_last_n(const gemma3_sampler_params *p, int last_n) {
     return last_n < 0 ? (p->n_ctx > 0 ? p->n_ctx : 4096) : last_n;
 }
 
+static int isa_detect(void);
+
 int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3_sampler **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "sampler: NULL out pointer");
     *out = NULL;
@@ -303,13 +310,19 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->cand = g3_alloc_aligned(V * sizeof *s->cand);
     s->ids_tmp = g3_alloc_aligned(V * sizeof *s->ids_tmp);
     s->ids_tmp2 = g3_alloc_aligned(V * sizeof *s->ids_tmp2);
+    s->iota = g3_alloc_aligned(V * sizeof *s->iota);
     s->keys = g3_alloc_aligned(V * sizeof *s->keys);
     s->keys_tmp = g3_alloc_aligned(V * sizeof *s->keys_tmp);
     s->mass = g3_alloc_aligned(V * sizeof *s->mass);
     s->mass_tmp = g3_alloc_aligned(V * sizeof *s->mass_tmp);
     s->w = g3_alloc_aligned(V * sizeof *s->w);
+    s->blocks = g3_alloc_aligned((V / 64 + 1) * sizeof *s->blocks);
+    s->gathered = g3_alloc_aligned(V * sizeof *s->gathered);
     s->counts = g3_alloc_aligned(V * sizeof *s->counts);
     s->scored = g3_alloc_aligned(V * sizeof *s->scored);
+    s->scored_tmp = g3_alloc_aligned(V * sizeof *s->scored_tmp);
+    s->typ_start = g3_alloc_aligned((TYPICAL_BUCKETS + 2) * sizeof *s->typ_start);
+    s->typ_fill = g3_alloc_aligned((TYPICAL_BUCKETS + 2) * sizeof *s->typ_fill);
     s->pos_above = g3_alloc_aligned(V * sizeof *s->pos_above);
     s->pos_edge = g3_alloc_aligned(V * sizeof *s->pos_edge);
     s->pos_sub = g3_alloc_aligned(V * sizeof *s->pos_sub);
@@ -319,11 +332,15 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->keys || !s->keys_tmp ||
-        !s->mass || !s->mass_tmp || !s->w || !s->counts || !s->scored) {
+        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys ||
+        !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts ||
+        !s->scored || !s->scored_tmp || !s->typ_start || !s->typ_fill) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
+    for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
+    s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
+    s->gumbel_bits_n = g3_gumbel_bits_n_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -338,13 +355,19 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->cand);
     g3_free_aligned(s->ids_tmp);
     g3_free_aligned(s->ids_tmp2);
+    g3_free_aligned(s->iota);
     g3_free_aligned(s->keys);
     g3_free_aligned(s->keys_tmp);
     g3_free_aligned(s->mass);
     g3_free_aligned(s->mass_tmp);
     g3_free_aligned(s->w);
+    g3_free_aligned(s->blocks);
+    g3_free_aligned(s->gathered);
     g3_free_aligned(s->counts);
     g3_free_aligned(s->scored);
+    g3_free_aligned(s->scored_tmp);
+    g3_free_aligned(s->typ_start);
+    g3_free_aligned(s->typ_fill);
     g3_free_aligned(s->pos_above);
     g3_free_aligned(s->pos_edge);
     g3_free_aligned(s->pos_sub);
@@ -375,6 +398,100 @@ void gemma3_sampler_reset(gemma3_sampler *s) {
 uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; }
 const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
+void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
+
+/* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
+
+__attribute__((always_inline)) static inline void approx_exp_n_body(double *restrict w,
+                                                                    const float *restrict l,
+                                                                    float lmax, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int k = 0; k < 16; k++) w[i + k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) w[i + k] = w[i + k] > -708.0 ? w[i + k] : -708.0;
+        for (int k = 0; k < 16; k++) w[i + k] = g3_approx_exp(w[i + k]);
+    }
+    for (; i < n; i++) {
+        double d = (double)l[i] - lmax;
+        w[i] = g3_approx_exp(d > -708.0 ? d : -708.0);
+    }
+}
+
+__attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t key,
+                                                                     const int32_t *restrict ids,
+                                                                     uint32_t *restrict out,
+                                                                     int n) {
+    for (int i = 0; i < n; i++)
+        out[i] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
+}
+
+static void gumbel_bits_n_scalar(uint64_t key, const int32_t *restrict ids, uint32_t *restrict out,
+                                 int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
+
+static void approx_exp_n_scalar(double *restrict w, const float *restrict l, float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SAMPLING_X86 1
+__attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
+                                                               const int32_t *restrict ids,
+                                                               uint32_t *restrict out, int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
+    uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
+    gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
+                                                              const float *restrict l,
+                                                              float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+__attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restrict w,
+                                                                   const float *restrict l,
+                                                                   float lmax, int n) {
+    approx_exp_n_body(w, l, lmax, n);
+}
+#else
+#define SAMPLING_X86 0
+#endif
+
+/* 0 scalar, 1 AVX2, 2 AVX-512 (F and DQ): what this CPU runs. Asked at gemma3_sampler_init, not
+ * per token; sampling keeps its own check so that it links without the kernels. */
+enum { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+static int isa_detect(void) {
+#if SAMPLING_X86
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2")) return ISA_SCALAR;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? ISA_AVX512
+                                                                                   : ISA_AVX2;
+#else
+    return ISA_SCALAR;
+#endif
+}
+
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
+    if (isa == ISA_SCALAR) return gumbel_bits_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
+    if (isa == ISA_SCALAR) return approx_exp_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return approx_exp_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return approx_exp_n_avx512;
+#endif
+    return NULL;
+}
 
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
@@ -396,8 +513,9 @@ static void top_k(gemma3_sampler *s, int k) {
         return;
     }
     if (gumbel_mode(s)) {
-        g3_cand_select_first(s, 0, k, 0, 0);
+        g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        g3_cand_materialise(s);
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         g3_cand_sort(s);
         s->n_cand = k;
@@ -411,6 +529,35 @@ uint64_t g3_fixed_mass(float l, float lmax) {
     double d = (double)l - (double)lmax;
     if (!(d >= -29.0)) return 0;
     return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
+}
+
+/* round(w' 2^40) is round(w 2^40) whenever w' 2^40 lies farther than 2^-7 from the middle
+ * between two integers: |w' - w| 2^40 <= 2^-8 by the approximate exp's bound, and adding 0.5 to
+ * a number below 2^40 rounds by at most 2^-13. The few others take libm's exp. */
+uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
+                         uint64_t *q) {
+    exp_n(w, l, lmax, n);
+    uint64_t total = 0;
+    for (int j = 0; j < n; j++) {
+        double x = w[j] * 0x1p40;
+        uint64_t r = (uint64_t)(x + 0.5);
+        double frac = x - (double)(uint64_t)x; /* exact: x < 2^41 */
+        if (fabs(frac - 0.5) <= 0x1p-7) r = g3_fixed_mass(l[j], lmax);
+        total += q[j] = r;
+    }
+    return total;
+}
+
+/* The fixed-point masses of the list into s->mass (parallel to it), and their sum. */
+static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
+    int n = s->n_cand;
+    const float *l = s->logits;
+    if (!(s->id_order && n == s->n_vocab)) {
+        float *g = s->gathered;
+        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
+        l = g;
+    }
+    return g3_fixed_masses(s->approx_exp_n, l, lmax, n, s->w, s->mass);
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
@@ -432,10 +579,8 @@ static void top_p(gemma3_sampler *s, float p) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    uint64_t total = 0;
+    uint64_t total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
-        for (int j = 0; j < n; j++)
-            total += s->mass[j] = g3_fixed_mass(s->logits[s->cand[j]], lmax);
         uint64_t target = scale_floor(p, total);
         if (target == 0) {
             top_k(s, floor_keep);
@@ -444,13 +589,11 @@ static void top_p(gemma3_sampler *s, float p) {
         g3_cand_select_first(s, 1, 0, target, floor_keep);
         return;
     }
-    /* sort path: walk a sorted prefix: a heap-selected top 256 first (enough for most language
-     * model distributions), else the whole list sorted. Masses cached by token id. */
+    /* sort path: walk a heap-selected top 256 (enough for most language model distributions);
+     * a larger nucleus is found by the Gumbel path's radix selection, which keeps the same set
+     * (docs/sampling.md §3), and only it is sorted. Masses by token id for the walk. */
     uint64_t *q = s->mass_tmp;
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        total += q[id] = g3_fixed_mass(s->logits[id], lmax);
-    }
+    for (int j = 0; j < n; j++) q[s->cand[j]] = s->mass[j];
     uint64_t target = scale_floor(p, total);
     if (target == 0) {
         top_k(s, floor_keep);
@@ -468,7 +611,11 @@ static void top_p(gemma3_sampler *s, float p) {
             }
         }
     }
-    g3_cand_ensure_sorted(s);
+    if (!s->sorted) {
+        g3_cand_select_first(s, 1, 0, target, floor_keep);
+        g3_cand_ensure_sorted(s);
+        return;
+    }
     uint64_t cum = 0;
     int keep = n;
     for (int j = 0; j < n; j++) {
@@ -482,6 +629,50 @@ static void top_p(gemma3_sampler *s, float p) {
     s->n_cand = keep;
 }
 
+/* The smallest float >= thr: for a float l, (double)l >= thr iff l >= it. */
+static float float_at_least(double thr) {
+    float t = (float)thr;
+    return (double)t < thr ? nextafterf(t, INFINITY) : t;
+}
+
+/* How many candidates have l >= thr (compared in double), and keeping only those (in list
+ * order). A list of the whole vocabulary in id order is read straight, 16 lanes at a time. */
+static int count_at_least(const gemma3_sampler *s, double thr) {
+    const float *l = s->logits;
+    float t = float_at_least(thr);
+    int n = s->n_cand, count = 0, j = 0;
+    if (s->id_order && n == s->n_vocab)
+        for (; j + 16 <= n; j += 16) {
+            int c = 0;
+            for (int k = 0; k < 16; k++) c += l[j + k] >= t;
+            count += c;
+        }
+    for (; j < n; j++) count += (double)l[s->cand[j]] >= thr;
+    return count;
+}
+
+static void keep_at_least(gemma3_sampler *s, double thr) {
+    const float *l = s->logits;
+    int n = s->n_cand, m = 0;
+    if (s->id_order && n == s->n_vocab) { /* skip the blocks of 16 with no survivor */
+        float t = float_at_least(thr);
+        int j = 0;
+        for (; j + 16 <= n; j += 16) {
+            int c = 0;
+            for (int k = 0; k < 16; k++) c += l[j + k] >= t;
+            if (c)
+                for (int k = j; k < j + 16; k++)
+                    if (l[k] >= t) s->cand[m++] = k;
+        }
+        for (; j < n; j++)
+            if (l[j] >= t) s->cand[m++] = j;
+    } else {
+        for (int j = 0; j < n; j++)
+            if ((double)l[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
+    }
+    s->n_cand = m;
+}
+
 /* Min-p: keep p_i >= m * p_max, evaluated as l_i >= lmax + ln m in double (no softmax needed).
  * Shared by both paths; the floor (1 token or min_keep) goes through top_k. */
 static void min_p(gemma3_sampler *s, float mp) {
@@ -490,23 +681,17 @@ static void min_p(gemma3_sampler *s, float mp) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     double thr = (double)lmax + log((double)mp);
-    int kept = 0;
-    for (int j = 0; j < n; j++) kept += (double)s->logits[s->cand[j]] >= thr;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (kept < floor_keep) {
+    if (count_at_least(s, thr) < floor_keep) {
         top_k(s, floor_keep);
         return;
     }
-    int m = 0;
-    for (int j = 0; j < n; j++)
-        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
-    s->n_cand = m;
+    keep_at_least(s, thr);
 }
 
-/* Top-n-sigma: drop l_i < lmax - n * sigma, mean and population sigma over the finite candidate
- * logits, in double, summed in id order. */
-static void top_n_sigma(gemma3_sampler *s, float nsig) {
-    if (nsig <= 0.0f || s->n_cand <= 1) return;
+/* Top-n-sigma's threshold lmax - n * sigma, mean and population sigma over the finite candidate
+ * logits, in double, summed in id order. Returns 0 when no logit is finite. */
+static int sigma_threshold(gemma3_sampler *s, float nsig, double *thr) {
     const int32_t *ids = g3_cand_ids_ascending(s);
     double sum = 0, lmax = -INFINITY;
     int nf = 0;
@@ -517,17 +702,22 @@ static void top_n_sigma(gemma3_sampler *s, float nsig) {
         nf++;
         if (l > lmax) lmax = l;
     }
-    if (nf == 0) return;
+    if (nf == 0) return 0;
     double mean = sum / nf, var = 0;
     for (int j = 0; j < s->n_cand; j++) {
         float l = s->logits[ids[j]];
         if (l != -INFINITY) var += ((double)l - mean) * ((double)l - mean);
     }
-    double thr = lmax - (double)nsig * sqrt(var / nf);
-    int m = 0;
-    for (int j = 0; j < s->n_cand; j++)
-        if ((double)s->logits[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
-    s->n_cand = m;
+    *thr = lmax - (double)nsig * sqrt(var / nf);
+    return 1;
+}
+
+/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). */
+static void top_n_sigma(gemma3_sampler *s, float nsig) {
+    if (nsig <= 0.0f || s->n_cand <= 1) return;
+    double thr;
+    if (!sigma_threshold(s, nsig, &thr)) return;
+    keep_at_least(s, thr);
 }
 
 /* Probabilities of the candidates into w[] (parallel to the list); returns lmax. */
@@ -554,32 +744,79 @@ static int cmp_scored(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Sorts a bucket of (score, id) pairs: insertion sort for the usual handful, else qsort. */
+static void sort_scored(struct scored *a, int n) {
+    if (n > 32) {
+        qsort(a, (size_t)n, sizeof *a, cmp_scored);
+        return;
+    }
+    for (int i = 1; i < n; i++) {
+        struct scored v = a[i];
+        int j = i;
+        for (; j > 0 && cmp_scored(&a[j - 1], &v) > 0; j--) a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
 /* Locally typical: score |-ln p_i - H|, ascending (ties by id); keep the shortest prefix whose
- * mass exceeds p (strict, as llama.cpp), at least min_keep. */
+ * mass exceeds p (strict, as llama.cpp), at least min_keep. One pass gives each token's p and
+ * ln p (for H, then for its score); a counting sort spreads the scores over about n/4 buckets,
+ * linear in the score (a monotone map, so bucket order is score order), and the walk sorts a
+ * bucket only when it reaches it: the tail after the crossing is never sorted. The same sums in
+ * the same order, the same list as sorting everything. */
 static void typical(gemma3_sampler *s, float tp) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     double z = g3_cand_z(s, lmax);
-    double h = entropy_id_order(s, lmax, z);
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        double pj = exp((double)s->logits[id] - lmax) / z;
-        s->scored[j].score = fabs(-log(pj) - h);
-        s->scored[j].id = id;
+    const int32_t *ids = g3_cand_ids_ascending(s);
+    struct scored *sc = s->scored;
+    double h = 0;
+    for (int j = 0; j < n; j++) { /* entropy in id order; ln p kept for the scores */
+        double pj = exp((double)s->logits[ids[j]] - lmax) / z, lp = log(pj);
+        if (pj > 0) h -= pj * lp;
+        sc[j].score = lp;
+        sc[j].id = ids[j];
     }
-    qsort(s->scored, (size_t)n, sizeof *s->scored, cmp_scored);
+    double smin = INFINITY, smax = 0;
+    for (int j = 0; j < n; j++) {
+        double x = sc[j].score = fabs(-sc[j].score - h);
+        if (x == INFINITY) continue;
+        smin = x < smin ? x : smin;
+        smax = x > smax ? x : smax;
+    }
+    int nb = n / 4 < 1 ? 1 : n / 4 > TYPICAL_BUCKETS ? TYPICAL_BUCKETS : n / 4; /* +inf: nb */
+    double scale = smax > smin ? (double)(nb - 1) / (smax - smin) : 0;
+    uint32_t *start = s->typ_start, *fill = s->typ_fill;
+    memset(start, 0, (size_t)(nb + 2) * sizeof *start);
+    for (int j = 0; j < n; j++) {
+        double x = sc[j].score;
+        uint32_t b = nb;
+        if (x != INFINITY) {
+            double f = (x - smin) * scale;
+            b = f < (double)(nb - 1) ? (uint32_t)f : (uint32_t)(nb - 1);
+        }
+        sc[j].bucket = b;
+        start[b + 1]++;
+    }
+    for (int b = 0; b <= nb; b++) start[b + 1] += start[b];
+    memcpy(fill, start, (size_t)(nb + 1) * sizeof *fill);
+    struct scored *by_bucket = s->scored_tmp;
+    for (int j = 0; j < n; j++) by_bucket[fill[sc[j].bucket]++] = sc[j];
     double cum = 0;
     int keep = n;
-    for (int j = 0; j < n; j++) {
-        cum += exp((double)s->logits[s->scored[j].id] - lmax) / z;
-        if (cum > tp && j >= s->p.min_keep - 1) {
-            keep = j + 1;
-            break;
+    for (int b = 0, j = 0; b <= nb && keep == n; b++) {
+        sort_scored(by_bucket + start[b], (int)(start[b + 1] - start[b]));
+        for (; j < (int)start[b + 1]; j++) {
+            cum += exp((double)s->logits[by_bucket[j].id] - lmax) / z;
+            if (cum > tp && j >= s->p.min_keep - 1) {
+                keep = j + 1;
+                break;
+            }
         }
     }
-    for (int j = 0; j < keep; j++) s->cand[j] = s->scored[j].id;
+    for (int j = 0; j < keep; j++) s->cand[j] = by_bucket[j].id;
     s->n_cand = keep;
     s->sorted = keep <= 1;
     s->id_order = keep <= 1;
@@ -610,8 +847,14 @@ static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; 
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
     float *l = s->logits;
-    if (s->id_order && s->n_cand == s->n_vocab) {
-        for (int i = 0; i < s->n_cand; i++) l[i] = clamp_overflow(l[i] / t);
+    if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
+                                                     loop (a min): both vectorise at -O2 */
+        int n = s->n_cand, i = 0;
+        for (; i + 16 <= n; i += 16) {
+            for (int k = 0; k < 16; k++) l[i + k] /= t;
+            for (int k = 0; k < 16; k++) l[i + k] = l[i + k] > FLT_MAX ? FLT_MAX : l[i + k];
+        }
+        for (; i < n; i++) l[i] = clamp_overflow(l[i] / t);
     } else {
         for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = clamp_overflow(l[s->cand[j]] / t);
     }
@@ -619,8 +862,13 @@ static void divide_logits(gemma3_sampler *s, float t) {
 
 /* Collapses the list to its first token in the total order (greedy). */
 static void keep_argmax(gemma3_sampler *s) {
-    if (s->n_cand <= 1) return;
+    if (s->n_cand <= 1) {
+        g3_cand_materialise(s);
+        return;
+    }
     const float *l = s->logits;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand; /* an implicit list is read as iota */
+    s->cand_lazy = 0;
     if (s->id_order) { /* the first maximum in id order is the lowest id */
         float m[16];
         int n = s->n_cand, j = 0;
@@ -630,7 +878,7 @@ static void keep_argmax(gemma3_sampler *s) {
                 for (int k = 0; k < 16; k++) m[k] = l[j + k] > m[k] ? l[j + k] : m[k];
         float mx = -INFINITY;
         for (int k = 0; k < 16; k++) mx = m[k] > mx ? m[k] : mx;
-        for (; j < n; j++) mx = l[s->cand[j]] > mx ? l[s->cand[j]] : mx;
+        for (; j < n; j++) mx = l[c[j]] > mx ? l[c[j]] : mx;
         j = 0;
         if (n == s->n_vocab) /* skip whole blocks without the maximum */
             for (; j + 16 <= n; j += 16) {
@@ -638,15 +886,15 @@ static void keep_argmax(gemma3_sampler *s) {
                 for (int k = 0; k < 16; k++) hits += l[j + k] == mx;
                 if (hits) break;
             }
-        for (; j < n && l[s->cand[j]] != mx; j++) {}
-        s->cand[0] = s->cand[j < n ? j : 0];
+        for (; j < n && l[c[j]] != mx; j++) {}
+        s->cand[0] = c[j < n ? j : 0];
         s->n_cand = 1;
         s->sorted = 1;
         return;
     }
-    int32_t best = s->cand[0];
+    int32_t best = c[0];
     for (int j = 1; j < s->n_cand; j++)
-        if (g3_cand_before(l, s->cand[j], best)) best = s->cand[j];
+        if (g3_cand_before(l, c[j], best)) best = c[j];
     s->cand[0] = best;
     s->n_cand = 1;
     s->sorted = s->id_order = 1;
@@ -762,16 +1010,70 @@ static void dry(gemma3_sampler *s) {
 
 /* ================================ the draw ================================================== */
 
+/* The fast CDF walk finds the token from approximate weights w'_i = g3_approx_exp(l_i - lmax)
+ * (|w' - w| <= G3_APPROX_EXP_REL_ERR * w, or < 3.3e-308 where clamped) summed in blocks, and
+ * only answers when the target lies farther from both ends of that token's step than twice the
+ * largest possible difference between its sums and the exact walk's (docs/sampling.md §5):
+ * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
+ * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
+enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
+
+static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
+    int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double *w = s->w, *block = s->blocks;
+    const float *l = s->logits;
+    if (!(s->id_order && n == s->n_vocab)) { /* gather the list's logits first */
+        float *g = s->gathered;
+        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
+        l = g;
+    }
+    s->approx_exp_n(w, l, lmax, n);
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        int j = b * DRAW_BLOCK, end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+        double lane[8] = {0}, sum = 0; /* any order will do: these sums are approximations */
+        for (; j + 8 <= end; j += 8)
+            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
+        for (; j < end; j++) sum += w[j];
+        for (int k = 0; k < 8; k++) sum += lane[k];
+        block[b] = sum;
+        total += sum;
+    }
+    double target = u * total;
+    /* prefix sums and the target, here and in the exact walk, are within
+     * (2 n 2^-53 + 2 rel_err) * total of the true ones (any summation order of n non-negative
+     * terms errs by at most n 2^-53 of their sum; total >= 1, the maximum's weight); the margin
+     * is twice the sum of both bounds */
+    double margin = 4 * (4 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307;
+    double cum = 0;
+    int b = 0;
+    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
+    if (b == nb) return -1;
+    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    for (int j = b * DRAW_BLOCK; j < end; j++) {
+        double before = cum;
+        cum += w[j];
+        if (cum > target)
+            return before < target - margin && cum > target + margin ? s->cand[j] : -1;
+    }
+    return -1;
+}
+
 /* Inverse-CDF draw over the list: the first candidate whose running weight EXCEEDS u * Z (strict,
  * so a zero-weight token is never picked); the last positive-weight one if rounding leaves the
- * walk short. Returns -1 when no candidate has weight. */
+ * walk short. Returns -1 when no candidate has weight. Long lists try the fast walk first. */
 static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     int n = s->n_cand;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
+    double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
+        int32_t tok = draw_cdf_fast(s, lmax, u);
+        if (tok >= 0) return tok;
+    }
     double z = 0;
     for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
-    double target = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0)) * z;
+    double target = u * z;
     double cum = 0;
     int last = -1;
     for (int j = 0; j < n; j++) {
@@ -783,8 +1085,25 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     return last >= 0 ? s->cand[last] : -1;
 }
 
+/* The noise G(b) = -ln(-ln((b + 0.5) 2^-32)) of the top 32 random bits b grows with b, so
+ * G(b) >= g needs b >= 2^32 exp(-exp(-g)) - 0.5. This is that bound less 4 (far more than the
+ * rounding of the exps and of adding the noise to a logit can move it): a b below it cannot
+ * reach g, whatever the rounding. */
+static uint32_t gumbel_bits_below(double g) {
+    double b = exp(-exp(-g)) * 0x1p32 - 4.5;
+    return !(b > 0) ? 0 : b >= 4294967295.0 ? 0xffffffffu : (uint32_t)b;
+}
+
+/* For the tokens with l - lmax in (-(k+1)/2, -k/2] (k < 64; k = 64: below -32), the top noise
+ * bits under which they cannot reach best. */
+enum { GUMBEL_BANDS = 64, GUMBEL_CHUNK = 256 };
+static void gumbel_bands(double best, uint32_t *below) {
+    for (int k = 0; k <= GUMBEL_BANDS; k++) below[k] = gumbel_bits_below(best + 0.5 * k);
+}
+
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
- * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best. */
+ * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best, and
+ * (from the random bits alone, by the token's band of l_i - lmax) G_i >= best - (l_i - lmax). */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
@@ -798,14 +1117,25 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     double gmax = g3_gumbel_max(), lmax = l[top];
     int32_t best = top;
     double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
-    for (int j = 0; j < n; j++) {
-        int32_t id = s->cand[j];
-        double d = (double)l[id] - lmax;
-        if (id == top || d + gmax < best_v) continue;
-        double v = d + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
-        if (v > best_v || (v == best_v && id < best)) {
-            best_v = v;
-            best = id;
+    uint32_t below[GUMBEL_BANDS + 1], *top_bits = s->keys_tmp; /* [GUMBEL_CHUNK] */
+    gumbel_bands(best_v, below);
+    const int32_t *ids = s->id_order && n == s->n_vocab ? s->iota : s->cand;
+    for (int c = 0; c < n; c += GUMBEL_CHUNK) { /* the random bits a chunk at a time */
+        int end = c + GUMBEL_CHUNK < n ? c + GUMBEL_CHUNK : n;
+        s->gumbel_bits_n(key, ids + c, top_bits, end - c);
+        for (int j = c; j < end; j++) {
+            int32_t id = ids[j];
+            double d = (double)l[id] - lmax;
+            if (id == top || d + gmax < best_v) continue;
+            int band = -d >= 0.5 * GUMBEL_BANDS ? GUMBEL_BANDS : (int)(-2 * d);
+            uint32_t b = top_bits[j - c];
+            if (b < below[band]) continue;
+            double v = d + g3_gumbel((uint64_t)b << 32);
+            if (v > best_v || (v == best_v && id < best)) {
+                best_v = v;
+                best = id;
+                gumbel_bands(best_v, below);
+            }
         }
     }
     return best;
@@ -817,10 +1147,9 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
-/* dst = src and cand = 0, 1, 2, ...; returns 1 if every value is finite. Fixed-size inner
- * blocks so that the compiler vectorises it at -O2. */
-static int copy_logits(float *restrict dst, int32_t *restrict cand, const float *restrict src,
-                       int n) {
+/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
+ * vectorises it at -O2. */
+static int copy_logits(float *restrict dst, const float *restrict src, int n) {
     uint32_t bad = 0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -829,7 +1158,6 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
             uint32_t u;
             memcpy(&u, &src[i + k], sizeof u);
             dst[i + k] = src[i + k];
-            cand[i + k] = i + k;
             b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
         }
         bad |= b;
@@ -838,7 +1166,6 @@ static int copy_logits(float *restrict dst, int32_t *restrict cand, const float 
         uint32_t u;
         memcpy(&u, &src[i], sizeof u);
         dst[i] = src[i];
-        cand[i] = i;
         bad |= (u & 0x7f800000u) == 0x7f800000u;
     }
     return bad == 0;
@@ -856,12 +1183,13 @@ static void apply_mask(float *l, const uint32_t *allowed, int n) {
 }
 
 /* Copies the logits, applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
- * NaN/+inf rules, and lists every token as a candidate. */
+ * NaN/+inf rules, and lists every token as a candidate (implicitly: g3_cand_materialise writes
+ * the list out when needed). */
 static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
     float *l = s->logits;
-    int clean = copy_logits(l, s->cand, logits, V);
+    int clean = copy_logits(l, logits, V);
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
@@ -874,6 +1202,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
+    s->cand_lazy = 1;
     /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
      * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
     if (clean) return;
@@ -906,12 +1235,32 @@ static int32_t fallback(const gemma3_sampler *s, const float *logits, const uint
     return best >= 0 ? best : g3_error(GEMMA3_ERR_ARG, "sampler: the mask allows no token");
 }
 
+/* Whether sampler t has work to do: the parameter tests each one starts with (a sampler that
+ * is off returns before it reads the list). */
+static int sampler_on(const gemma3_sampler_params *p, int t) {
+    switch (t) {
+    case GEMMA3_SAMPLER_TOP_N_SIGMA: return p->top_n_sigma > 0.0f;
+    case GEMMA3_SAMPLER_TYPICAL_P: return p->typical_p < 1.0f;
+    case GEMMA3_SAMPLER_TOP_P: return p->top_p < 1.0f;
+    case GEMMA3_SAMPLER_MIN_P: return p->min_p > 0.0f;
+    case GEMMA3_SAMPLER_XTC: return p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f;
+    default: return 1;
+    }
+}
+
 /* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
 static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     const gemma3_sampler_params *p = &s->p;
     for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
         int t = p->samplers[i];
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
+        /* penalties, DRY and samplers that are off never read the list; plain temperature and
+         * top-k's heap read a full list straight (top_k writes it out for its other paths) */
+        int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
+                         t != GEMMA3_SAMPLER_TOP_K &&
+                         !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
+                         sampler_on(p, t);
+        if (reads_list) g3_cand_materialise(s);
         switch (t) {
         case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
         case GEMMA3_SAMPLER_DRY: dry(s); break;
@@ -926,6 +1275,31 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     }
 }
 
+/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order. A long list
+ * first tries Z from the approximate exp (relative error <= 2 n 2^-53 + 2 G3_APPROX_EXP_REL_ERR
+ * against the exact sum, both summation orders included) and keeps that limit when no logit
+ * lies within twice the resulting bound of it (the bound adds the rounding of ln and of the two
+ * additions): then both limits keep the same tokens. */
+static double surprise_limit(gemma3_sampler *s, float lmax) {
+    int n = s->n_cand;
+    double mu_ln2 = (double)s->mu * log(2.0);
+    if (n >= FAST_DRAW_MIN && s->id_order && n == s->n_vocab) {
+        double *w = s->w, lane[8] = {0}, z = 0;
+        s->approx_exp_n(w, s->logits, lmax, n);
+        int j = 0;
+        for (; j + 8 <= n; j += 8)
+            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
+        for (; j < n; j++) z += w[j];
+        for (int k = 0; k < 8; k++) z += lane[k];
+        double rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
+        double lim = (double)lmax + log(z) - mu_ln2;
+        double margin =
+            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
+        if (count_at_least(s, lim - margin) == count_at_least(s, lim + margin)) return lim;
+    }
+    return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
+}
+
 /* Mirostat (after bias and plain temperature). v1 fits a Zipf exponent to the top 100
  * probabilities and keeps the top k that would give surprise mu; v2 keeps tokens whose surprise
  * -log2 p is at most mu. Both draw, then move mu towards tau by the observed surprise. */
@@ -936,7 +1310,6 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     s->sorted = 0;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
-    double z = g3_cand_z(s, lmax);
     if (p->mirostat == 1) {
         int m = s->n_cand < 100 ? s->n_cand : 100;
         g3_cand_select_top(s, m);
@@ -956,14 +1329,11 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
         top_k(s, ki);
     } else {
-        double lim = (double)lmax + log(z) - (double)s->mu * log(2.0); /* -log2 p <= mu */
-        int m = 0;
-        for (int j = 0; j < s->n_cand; j++)
-            if ((double)s->logits[s->cand[j]] >= lim) s->cand[m++] = s->cand[j];
-        if (m == 0)
+        double lim = surprise_limit(s, lmax);
+        if (count_at_least(s, lim) == 0)
             keep_argmax(s);
         else
-            s->n_cand = m;
+            keep_at_least(s, lim);
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
@@ -988,12 +1358,14 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
             run_chain(s, position, 1);
-            keep_argmax(s);
+            keep_argmax(s); /* reads an implicit list straight */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
+            g3_cand_materialise(s);
             tok = mirostat(s, position);
         } else {
             run_chain(s, position, 0);
+            g3_cand_materialise(s);
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */
             else if (s->n_cand > 1)
@@ -1024,6 +1396,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
     prepare(s, logits, NULL);
     run_chain(s, position, 0);
+    g3_cand_materialise(s);
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)
         if (s->logits[s->cand[j]] != -INFINITY) ids[n++] = s->cand[j];

@@ -41,4 +41,63 @@ const float *g3_sampler_work_logits(const gemma3_sampler *s);
 /* Mirostat's current mu. */
 float g3_sampler_mirostat_mu(const gemma3_sampler *s);
 
+/* Tests: 1 turns the fast CDF walk off (every draw takes the exact walk), 0 back on. */
+void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
+
+/* exp(x) for -708 <= x <= 0 in double, branch-free so that loops over it vectorise:
+ * Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (fdlibm's two-part ln2, k ln2_hi exact), the
+ * degree-12 Taylor polynomial of e^r (remainder < 2.3e-16) by Horner, scaled by 2^k. Relative
+ * error against exp(): below 1.7e-15 (the 13 Horner steps' rounding, ~13 * 2^-53, the
+ * remainder and the reduction's rounding); the sampler's fast paths assume
+ * G3_APPROX_EXP_REL_ERR = 2^-48 (3.6e-15), and test-sampling-chains checks the observed error on
+ * a million inputs against a quarter of it (about 4.7e-16 is seen). */
+#define G3_APPROX_EXP_REL_ERR 0x1p-48
+static inline double g3_approx_exp(double x) {
+    double t = x * 1.44269504088896338700 + 0x1.8p52; /* round(x / ln2) in the low bits */
+    double k = t - 0x1.8p52;
+    int64_t ki;
+    memcpy(&ki, &t, sizeof ki);
+    ki -= 0x4338000000000000; /* the bits of 0x1.8p52 */
+    double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    double p = 1.0 / 479001600;
+    p = p * r + 1.0 / 39916800;
+    p = p * r + 1.0 / 3628800;
+    p = p * r + 1.0 / 362880;
+    p = p * r + 1.0 / 40320;
+    p = p * r + 1.0 / 5040;
+    p = p * r + 1.0 / 720;
+    p = p * r + 1.0 / 120;
+    p = p * r + 1.0 / 24;
+    p = p * r + 1.0 / 6;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t bits = (ki + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* w[i] = g3_approx_exp(max((double)l[i] - lmax, -708)) for l[i] <= lmax (below -708 the
+ * result, e^-708 < 3.3e-308, is off by less than that), in blocks of 16 that the compiler
+ * vectorises (the clamp in its own loop: GCC does not if-convert it inside the big one). The
+ * same C compiled for SSE2 (the scalar reference), AVX2 and AVX-512 (x86 only; NULL elsewhere or
+ * where the CPU lacks it): IEEE operations without contraction (-std=c11), so all three give
+ * the same bits. isa: 0 scalar, 1 AVX2, 2 AVX-512 (the numbering of kernels.h's g3_isa). */
+/* out[i] = the top 32 bits of g3_rng_bits(key, G3_RNG_GUMBEL, ids[i]) (all that g3_gumbel
+ * reads), in blocks of 16 that the compiler vectorises; compiled per instruction set like
+ * g3_approx_exp_n_get (integer arithmetic: every variant gives the same bits). */
+typedef void (*g3_gumbel_bits_n_fn)(uint64_t key, const int32_t *restrict ids,
+                                    uint32_t *restrict out, int n);
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa);
+
+typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
+                                   int n);
+g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
+
+/* q[i] = g3_fixed_mass(l[i], lmax) for i < n, computed from exp_n's approximate exponentials
+ * (into w [n]) and libm's only where the rounding could go either way; returns the sum. */
+uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
+                         uint64_t *q);
+
 #endif

@@ -1,15 +1,35 @@
-/* bench-sampling.c - time per call of the sampler on 262,144 random logits, single thread:
- * the default chain (CDF walk), the same chain in Gumbel mode, and greedy. Median of many calls. */
+/* bench-sampling.c - time per call of the sampler on 262,144 random logits, single thread: one
+ * row per sampler alone (every other sampler off, so the draw is over what that sampler keeps)
+ * and per chain users run, each in CDF and Gumbel mode. Median of up to 301 calls (fewer when a
+ * row is slow: at least 21, about 2 s per row) and the fastest call, printed as a markdown
+ * table. Each call is timed
+ * in the thread's CPU time, so that a busy shared machine (time spent descheduled) does not
+ * count; caches shared with other work still do.
+ *
+ *   build/tools/bench-sampling            every row
+ *   build/tools/bench-sampling top-p      the rows whose name contains "top-p"
+ *   build/tools/bench-sampling top-p cdf  ... in one mode only (cdf or gumbel) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "gemma3.h"
 #include "sampling.h"
 #include "util.h"
 
 #define V 262144
-#define CALLS 301
+#define MAX_CALLS 301
+#define MIN_CALLS 21
+#define ROW_SECONDS 2.0
+#define HISTORY 4000
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -26,65 +46,168 @@ static void make_logits(float *l, uint64_t seed) {
     for (int j = 0; j < 8; j++) l[g3_mix64(seed + (uint64_t)j) % V] += 12.0f - (float)j;
 }
 
-static double bench(const char *name, gemma3_sampler_params p, float *const *logits, int n_logits) {
+/* A text-like history of HISTORY tokens: mostly ids from a few thousand common ones, with
+ * stretches copied from earlier in the history (what DRY and the penalties look for). */
+static void make_history(int32_t *h) {
+    uint64_t r = 7;
+    for (int i = 0; i < HISTORY;) {
+        r = g3_mix64(r);
+        if (i > 64 && r % 4 == 0) { /* repeat an earlier stretch of 4..35 tokens */
+            int len = 4 + (int)((r >> 8) % 32), from = (int)((r >> 16) % (uint64_t)(i - 40));
+            for (int j = 0; j < len && i < HISTORY; j++) h[i++] = h[from + j];
+        } else {
+            h[i++] = (int32_t)((r >> 20) % 3000);
+        }
+    }
+}
+
+/* Median seconds per gemma3_sampler_sample call over the logit vectors, cycling; *fastest gets
+ * the minimum (the least disturbed by other work on a shared machine). */
+static double time_row(const gemma3_sampler_params *p, float *const *logits, int n_logits,
+                       const int32_t *history, int *calls, double *fastest) {
     gemma3_sampler *s;
-    if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+    if (gemma3_sampler_init(p, V, &s) != GEMMA3_OK) {
         fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
         exit(1);
     }
-    for (int i = 0; i < 64; i++)
-        gemma3_sampler_accept(s, (int32_t)(g3_mix64((uint64_t)i) % V)); /* a history */
-    static double t[CALLS];
+    for (int i = 0; i < HISTORY; i++) gemma3_sampler_accept(s, history[i]);
+    static double t[MAX_CALLS];
     long sink = 0;
-    for (int i = 0; i < CALLS; i++) {
-        double t0 = g3_now();
-        sink += gemma3_sampler_sample(s, logits[i % n_logits], i);
-        t[i] = g3_now() - t0;
+    double start = g3_now();
+    int n = 0;
+    while (n < MAX_CALLS && (n < MIN_CALLS || g3_now() - start < ROW_SECONDS)) {
+        double t0 = cpu_now();
+        sink += gemma3_sampler_sample(s, logits[n % n_logits], n);
+        t[n++] = cpu_now() - t0;
     }
-    qsort(t, CALLS, sizeof t[0], cmp_double);
-    printf("sampling %-32s %.3f ms/token  (median of %d; min %.3f)%s\n", name, t[CALLS / 2] * 1e3,
-           CALLS, t[0] * 1e3, sink < 0 ? "!" : "");
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
     gemma3_sampler_free(s);
-    return t[CALLS / 2];
+    *calls = n;
+    *fastest = t[0];
+    return sink < 0 ? -1 : t[n / 2];
 }
 
-int main(void) {
-    enum { NL = 8 };
-    float *logits[NL];
-    for (int i = 0; i < NL; i++) {
-        logits[i] = malloc(V * sizeof(float));
-        make_logits(logits[i], (uint64_t)i + 1);
-    }
+/* Every sampler off: the "alone" rows switch one on. */
+static gemma3_sampler_params all_off(void) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
     p.seed = 42;
-    printf("# sampler, vocab %d, single thread (T 1, top-k 64, top-p 0.95)\n", V);
-    bench("default chain:", p, logits, NL);
-    p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
-    bench("gumbel:", p, logits, NL);
-    p.mode = GEMMA3_SAMPLER_MODE_CDF;
-    p.temperature = 0;
-    bench("greedy:", p, logits, NL);
-    p = gemma3_sampler_default_params();
-    p.seed = 42;
     p.top_k = 0;
-    bench("top-p 0.95 only (cdf):", p, logits, NL);
-    p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
-    bench("top-p 0.95 only (gumbel):", p, logits, NL);
-    p = gemma3_sampler_default_params();
-    p.seed = 42;
-    p.repeat_penalty = 1.1f;
-    p.ignore_eos = 1;
-    p.n_eos = 2;
-    p.eos_ids[0] = 1;
-    p.eos_ids[1] = 106;
-    bench("default + repeat 1.1 + no-eos:", p, logits, NL);
-    p = gemma3_sampler_default_params();
-    p.seed = 42;
+    p.top_p = 1.0f;
+    p.n_ctx = HISTORY;
+    return p;
+}
+
+static gemma3_sampler_params llama_defaults(void) {
+    gemma3_sampler_params p = all_off();
     gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &p);
     p.top_k = 40;
+    p.top_p = 0.95f;
     p.min_p = 0.05f;
     p.temperature = 0.8f;
-    bench("llama.cpp chain+defaults:", p, logits, NL);
+    return p;
+}
+
+enum { N_ROWS = 17 };
+
+static gemma3_sampler_params row_params(int row, const char **name) {
+    gemma3_sampler_params p = all_off();
+    switch (row) {
+    case 0:
+        *name = "default (top-k 64, top-p 0.95)";
+        p = gemma3_sampler_default_params();
+        p.seed = 42;
+        break;
+    case 1: *name = "greedy (T 0)"; p.temperature = 0.0f; break;
+    case 2: *name = "llama.cpp chain + defaults"; p = llama_defaults(); break;
+    case 3: *name = "top-k 40 alone"; p.top_k = 40; break;
+    case 4: *name = "top-p 0.95 alone"; p.top_p = 0.95f; break;
+    case 5: *name = "min-p 0.05 alone"; p.min_p = 0.05f; break;
+    case 6: *name = "typical 0.9 alone"; p.typical_p = 0.9f; break;
+    case 7: *name = "top-n-sigma 1 alone"; p.top_n_sigma = 1.0f; break;
+    case 8:
+        *name = "XTC 0.1 (p 1) alone";
+        p.xtc_threshold = 0.1f;
+        p.xtc_probability = 1.0f;
+        break;
+    case 9: *name = "temperature 0.7 alone"; p.temperature = 0.7f; break;
+    case 10:
+        *name = "DRY 0.8, 4000-token history";
+        p.dry_multiplier = 0.8f;
+        p.dry_penalty_last_n = HISTORY;
+        p.n_dry_breakers = 1;
+        p.dry_breaker_len[0] = 1;
+        p.dry_breakers[0][0] = 108; /* a newline-like id */
+        break;
+    case 11:
+        *name = "penalties 1.1/0.1/0.1, 4000 tokens";
+        p.repeat_penalty = 1.1f;
+        p.frequency_penalty = 0.1f;
+        p.presence_penalty = 0.1f;
+        p.repeat_last_n = HISTORY;
+        break;
+    case 12:
+        *name = "logit bias (256 ids)";
+        p.n_logit_bias = GEMMA3_SAMPLER_MAX_BIAS;
+        for (int i = 0; i < p.n_logit_bias; i++) {
+            p.logit_bias[i].token = (int32_t)(g3_mix64((uint64_t)i + 99) % V);
+            p.logit_bias[i].bias = i % 4 == 0 ? -INFINITY : (float)(i % 7) - 3.0f;
+        }
+        break;
+    case 13: *name = "mirostat v1 (tau 5, eta 0.1)"; p.mirostat = 1; break;
+    case 14: *name = "mirostat v2 (tau 5, eta 0.1)"; p.mirostat = 2; break;
+    case 15: {
+        *name = "llama.cpp chain + DRY + penalties";
+        p = llama_defaults();
+        p.dry_multiplier = 0.8f;
+        p.dry_penalty_last_n = HISTORY;
+        p.repeat_penalty = 1.1f;
+        p.repeat_last_n = HISTORY;
+        break;
+    }
+    case 16:
+        *name = "default + XTC 0.1 (p 1)";
+        p = gemma3_sampler_default_params();
+        p.seed = 42;
+        p.xtc_threshold = 0.1f;
+        p.xtc_probability = 1.0f;
+        break;
+    }
+    return p;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL, *only = argc > 2 ? argv[2] : NULL;
+    enum { NL = 8 };
+    float *logits[NL];
+    static int32_t history[HISTORY];
+    for (int i = 0; i < NL; i++) {
+        logits[i] = malloc(V * sizeof(float));
+        if (!logits[i]) return 1;
+        make_logits(logits[i], (uint64_t)i + 1);
+    }
+    make_history(history);
+    printf("# sampler, vocab %d, single thread, CPU ms/token: median (min, calls); history %d "
+           "tokens\n",
+           V, HISTORY);
+    printf("| chain | cdf | gumbel |\n|---|---|---|\n");
+    for (int row = 0; row < N_ROWS; row++) {
+        const char *name = "";
+        gemma3_sampler_params p = row_params(row, &name);
+        if (filter && !strstr(name, filter)) continue;
+        printf("| %-36s |", name);
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            if (only && strcmp(only, mode ? "gumbel" : "cdf") != 0) {
+                printf(" - |");
+                continue;
+            }
+            int calls;
+            double fastest, t = time_row(&p, logits, NL, history, &calls, &fastest);
+            printf(" %7.3f (%.3f, %d) |", t * 1e3, fastest * 1e3, calls);
+            fflush(stdout);
+        }
+        printf("\n");
+    }
     for (int i = 0; i < NL; i++) free(logits[i]);
     return 0;
 }

@@ -1,0 +1,860 @@
+/* test-sampling-chains.c - every sampler alone and the chains users run, through the engine and
+ * through a plain sort-everything reference kept here, on many logit vectors (ties, bans, a flat
+ * distribution, one dominant token, huge and tiny temperatures, several vocabulary sizes up to
+ * Gemma's 262,144): the same seed and position must give the same token, in both draw modes,
+ * every time.
+ *
+ * The reference is the specification of docs/sampling.md written the slow way: a list of ids
+ * that every truncating sampler qsorts into the total order (logit descending, id ascending),
+ * sums in ascending id order, top-p on the fixed-point masses, DRY by direct suffix comparison,
+ * and the CDF walk over the list in its order (which is part of the result: the same uniform
+ * picks a different token from a differently ordered list). The engine's selection tricks
+ * (heaps, radix selection, histograms, prefilters) must be invisible against it.
+ * G3_CHAINS_VECTORS overrides the number of vectors per vocabulary size. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gemma3.h"
+#include "sampling.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DEFAULT_VECTORS 10 /* every kind of vector once per vocabulary size */
+#else
+#define DEFAULT_VECTORS 12
+#endif
+#define HIST_CAP 4096
+
+static uint64_t rng_state;
+static uint64_t next(void) { return g3_mix64(rng_state += 0x9e3779b97f4a7c15ull); }
+static double unif(void) { return g3_uniform(next()); }
+
+/* ================================ the reference ============================================= */
+
+struct ref {
+    const gemma3_sampler_params *p;
+    int V;
+    uint32_t seed;
+    float mu;
+    float *l;     /* working logits by id */
+    int32_t *c;   /* the list */
+    int n;        /* its length */
+    int32_t *tmp; /* [V] */
+    double *w;    /* [V] */
+    int32_t *cnt; /* [V], all zero between uses */
+    const int32_t *hist;
+    int hist_len;
+};
+
+static const float *cmp_logits;
+static int cmp_total(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float lx = cmp_logits[x], ly = cmp_logits[y];
+    if (lx != ly) return lx > ly ? -1 : 1;
+    return (x > y) - (x < y);
+}
+static int cmp_id(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void ref_sort(struct ref *r) {
+    cmp_logits = r->l;
+    qsort(r->c, (size_t)r->n, sizeof *r->c, cmp_total);
+}
+
+/* The list's ids ascending, in r->tmp. */
+static const int32_t *ref_ids(struct ref *r) {
+    memcpy(r->tmp, r->c, (size_t)r->n * sizeof *r->c);
+    qsort(r->tmp, (size_t)r->n, sizeof *r->tmp, cmp_id);
+    return r->tmp;
+}
+
+static float ref_max(const struct ref *r) {
+    float m = -INFINITY;
+    for (int j = 0; j < r->n; j++) m = fmaxf(m, r->l[r->c[j]]);
+    return m;
+}
+
+static double ref_z(struct ref *r, float lmax) {
+    const int32_t *ids = ref_ids(r);
+    double z = 0;
+    for (int j = 0; j < r->n; j++) z += exp((double)r->l[ids[j]] - lmax);
+    return z;
+}
+
+static double ref_entropy(struct ref *r, float lmax, double z) {
+    const int32_t *ids = ref_ids(r);
+    double h = 0;
+    for (int j = 0; j < r->n; j++) {
+        double pj = exp((double)r->l[ids[j]] - lmax) / z;
+        if (pj > 0) h -= pj * log(pj);
+    }
+    return h;
+}
+
+static void ref_top_k(struct ref *r, int k) {
+    if (k <= 0 || k >= r->n) return;
+    ref_sort(r);
+    r->n = k;
+}
+
+static void ref_argmax(struct ref *r) {
+    if (r->n <= 1) return;
+    ref_sort(r);
+    r->n = 1;
+}
+
+static int ref_floor(const struct ref *r) { return r->p->min_keep > 1 ? r->p->min_keep : 1; }
+
+static uint64_t ref_mass(float l, float lmax) {
+    double d = (double)l - (double)lmax;
+    if (!(d >= -29.0)) return 0;
+    return (uint64_t)(exp(d) * 0x1p40 + 0.5);
+}
+
+static void ref_top_p(struct ref *r, float p) {
+    if (p >= 1.0f || r->n <= 1) return;
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return;
+    unsigned __int128 total = 0;
+    for (int j = 0; j < r->n; j++) total += ref_mass(r->l[r->c[j]], lmax);
+    int e;
+    uint64_t mant = (uint64_t)ldexp(frexp((double)p, &e), 24);
+    uint64_t target = (uint64_t)((total * mant) >> (24 - e));
+    if (target == 0) {
+        ref_top_k(r, ref_floor(r));
+        return;
+    }
+    ref_sort(r);
+    uint64_t cum = 0;
+    int keep = r->n;
+    for (int j = 0; j < r->n; j++) {
+        cum += ref_mass(r->l[r->c[j]], lmax);
+        if (cum >= target) {
+            keep = j + 1;
+            break;
+        }
+    }
+    if (keep < ref_floor(r)) keep = ref_floor(r) < r->n ? ref_floor(r) : r->n;
+    r->n = keep;
+}
+
+static void ref_filter_at_least(struct ref *r, double thr) {
+    int m = 0;
+    for (int j = 0; j < r->n; j++)
+        if ((double)r->l[r->c[j]] >= thr) r->c[m++] = r->c[j];
+    r->n = m;
+}
+
+static void ref_min_p(struct ref *r, float mp) {
+    if (mp <= 0.0f || r->n <= 1) return;
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return;
+    double thr = (double)lmax + log((double)mp);
+    int kept = 0;
+    for (int j = 0; j < r->n; j++) kept += (double)r->l[r->c[j]] >= thr;
+    if (kept < ref_floor(r)) {
+        ref_top_k(r, ref_floor(r));
+        return;
+    }
+    ref_filter_at_least(r, thr);
+}
+
+static void ref_top_n_sigma(struct ref *r, float nsig) {
+    if (nsig <= 0.0f || r->n <= 1) return;
+    const int32_t *ids = ref_ids(r);
+    double sum = 0, lmax = -INFINITY, var = 0;
+    int nf = 0;
+    for (int j = 0; j < r->n; j++) {
+        float l = r->l[ids[j]];
+        if (l == -INFINITY) continue;
+        sum += l;
+        nf++;
+        lmax = l > lmax ? l : lmax;
+    }
+    if (nf == 0) return;
+    double mean = sum / nf;
+    for (int j = 0; j < r->n; j++) {
+        float l = r->l[ids[j]];
+        if (l != -INFINITY) var += ((double)l - mean) * ((double)l - mean);
+    }
+    ref_filter_at_least(r, lmax - (double)nsig * sqrt(var / nf));
+}
+
+static const double *cmp_scores;
+static int cmp_score(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (cmp_scores[x] != cmp_scores[y]) return cmp_scores[x] < cmp_scores[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static void ref_typical(struct ref *r, float tp) {
+    if (tp >= 1.0f || r->n <= 1) return;
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return;
+    double z = ref_z(r, lmax), h = ref_entropy(r, lmax, z);
+    for (int j = 0; j < r->n; j++) {
+        int32_t id = r->c[j];
+        r->w[id] = fabs(-log(exp((double)r->l[id] - lmax) / z) - h); /* score by id */
+    }
+    cmp_scores = r->w;
+    qsort(r->c, (size_t)r->n, sizeof *r->c, cmp_score);
+    double cum = 0;
+    for (int j = 0; j < r->n; j++) {
+        cum += exp((double)r->l[r->c[j]] - lmax) / z;
+        if (cum > tp && j >= r->p->min_keep - 1) {
+            r->n = j + 1;
+            return;
+        }
+    }
+}
+
+static void ref_xtc(struct ref *r, int64_t pos) {
+    float prob = r->p->xtc_probability, thr = r->p->xtc_threshold;
+    if (prob <= 0.0f || thr > 0.5f || r->n < 2) return;
+    if (g3_uniform(g3_rng_bits(g3_rng_key(r->seed, pos), G3_RNG_XTC, 0)) > prob) return;
+    ref_sort(r);
+    float lmax = r->l[r->c[0]];
+    double z = ref_z(r, lmax);
+    int last = -1;
+    for (int j = 0; j < r->n; j++)
+        if (exp((double)r->l[r->c[j]] - lmax) / z >= thr) last = j;
+    if (last < 1 || r->n - last < r->p->min_keep) return;
+    memmove(r->c, r->c + last, (size_t)(r->n - last) * sizeof *r->c);
+    r->n -= last;
+}
+
+static float ref_clamp(float v) { return v > FLT_MAX ? FLT_MAX : v; }
+
+static void ref_divide(struct ref *r, float t) {
+    for (int j = 0; j < r->n; j++) r->l[r->c[j]] = ref_clamp(r->l[r->c[j]] / t);
+}
+
+static void ref_temperature(struct ref *r, float t) {
+    const gemma3_sampler_params *p = r->p;
+    if (p->dynatemp_range > 0.0f && r->n > 1) {
+        float lo = fmaxf(0.0f, t - p->dynatemp_range), hi = t + p->dynatemp_range;
+        float lmax = ref_max(r);
+        if (lmax != -INFINITY) {
+            double z = ref_z(r, lmax);
+            double h = ref_entropy(r, lmax, z) / log((double)r->n);
+            t = lo + (hi - lo) * (float)pow(h, (double)p->dynatemp_exponent);
+        }
+    }
+    if (t <= 0.0f) {
+        ref_argmax(r);
+        return;
+    }
+    if (t != 1.0f) ref_divide(r, t);
+}
+
+static int ref_last_n(const gemma3_sampler_params *p, int last_n) {
+    int n = last_n < 0 ? (p->n_ctx > 0 ? p->n_ctx : 4096) : last_n;
+    return n;
+}
+
+/* The last n accepted tokens, oldest first. */
+static const int32_t *ref_tail(const struct ref *r, int *n) {
+    if (*n > r->hist_len) *n = r->hist_len;
+    return r->hist + r->hist_len - *n;
+}
+
+static void ref_penalties(struct ref *r) {
+    const gemma3_sampler_params *p = r->p;
+    int n = ref_last_n(p, p->repeat_last_n);
+    if (n == 0 ||
+        (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+        return;
+    const int32_t *h = ref_tail(r, &n);
+    for (int j = 0; j < n; j++) r->cnt[h[j]]++;
+    for (int j = 0; j < n; j++) {
+        int32_t id = h[j];
+        if (r->cnt[id] == 0) continue; /* done */
+        float l = r->l[id];
+        l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
+        l -= (float)r->cnt[id] * p->frequency_penalty + p->presence_penalty;
+        r->l[id] = ref_clamp(l);
+        r->cnt[id] = 0;
+    }
+}
+
+/* DRY by direct comparison: the suffix ending just before position i matched against the
+ * history's suffix, never reaching back past the newest breaker. */
+static void ref_dry(struct ref *r) {
+    const gemma3_sampler_params *p = r->p;
+    int n = ref_last_n(p, p->dry_penalty_last_n);
+    if (p->dry_multiplier == 0.0f || p->dry_base < 1.0f || n == 0) return;
+    const int32_t *c = ref_tail(r, &n);
+    if (n < 2) return;
+    int limit = n;
+    for (int e = n - 1; e >= 0 && limit == n; e--)
+        for (int b = 0; b < p->n_dry_breakers && limit == n; b++) {
+            int len = p->dry_breaker_len[b];
+            if (len <= e + 1 && memcmp(c + e - len + 1, p->dry_breakers[b], len * sizeof *c) == 0)
+                limit = n - 1 - e;
+        }
+    for (int i = 1; i < n; i++) {
+        int m = 0;
+        while (m < i && c[i - 1 - m] == c[n - 1 - m]) m++;
+        if (m > limit) m = limit;
+        if (m < p->dry_allowed_length || m == 0) continue;
+        int single_breaker = 0;
+        for (int b = 0; b < p->n_dry_breakers; b++)
+            single_breaker |= p->dry_breaker_len[b] == 1 && p->dry_breakers[b][0] == c[i];
+        if (!single_breaker && m > r->cnt[c[i]]) r->cnt[c[i]] = m;
+    }
+    for (int i = 1; i < n; i++) {
+        int32_t t = c[i];
+        if (r->cnt[t] == 0) continue;
+        double pen = (double)p->dry_multiplier *
+                     pow((double)p->dry_base, (double)(r->cnt[t] - p->dry_allowed_length));
+        r->l[t] -= (float)(pen > FLT_MAX ? FLT_MAX : pen);
+        r->cnt[t] = 0;
+    }
+}
+
+static int32_t ref_draw(struct ref *r, int64_t pos) {
+    float lmax = ref_max(r);
+    if (r->n == 0 || lmax == -INFINITY) return -1;
+    uint64_t key = g3_rng_key(r->seed, pos);
+    if (r->p->mode == GEMMA3_SAMPLER_MODE_GUMBEL) { /* argmax over every kept token */
+        int32_t best = -1;
+        double best_v = -INFINITY;
+        for (int j = 0; j < r->n; j++) {
+            int32_t id = r->c[j];
+            if (r->l[id] == -INFINITY) continue;
+            double v = ((double)r->l[id] - lmax) + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, id));
+            if (best < 0 || v > best_v || (v == best_v && id < best)) {
+                best = id;
+                best_v = v;
+            }
+        }
+        return best;
+    }
+    double z = 0;
+    for (int j = 0; j < r->n; j++) z += r->w[j] = exp((double)r->l[r->c[j]] - lmax);
+    double target = g3_uniform(g3_rng_bits(key, G3_RNG_DRAW, 0)) * z, cum = 0;
+    int last = -1;
+    for (int j = 0; j < r->n; j++) {
+        if (r->w[j] <= 0) continue;
+        cum += r->w[j];
+        last = j;
+        if (cum > target) return r->c[j];
+    }
+    return last >= 0 ? r->c[last] : -1;
+}
+
+static int32_t ref_mirostat(struct ref *r, int64_t pos) {
+    const gemma3_sampler_params *p = r->p;
+    if (p->temperature != 1.0f) ref_divide(r, p->temperature);
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return -1;
+    double z = ref_z(r, lmax);
+    if (p->mirostat == 1) {
+        int32_t *top = r->tmp; /* the list sorted, for the fit; the list keeps its order */
+        memcpy(top, r->c, (size_t)r->n * sizeof *top);
+        cmp_logits = r->l;
+        qsort(top, (size_t)r->n, sizeof *top, cmp_total);
+        int m = r->n < 100 ? r->n : 100;
+        double sum_tb = 0, sum_tt = 0;
+        for (int i = 0; i + 1 < m; i++) {
+            double ti = log((double)(i + 2) / (double)(i + 1));
+            double bi = (double)r->l[top[i]] - (double)r->l[top[i + 1]];
+            if (!isfinite(bi)) break;
+            sum_tb += ti * bi;
+            sum_tt += ti * ti;
+        }
+        double s_hat = sum_tt > 0 ? sum_tb / sum_tt : 1.0, eps = s_hat - 1;
+        double k = pow(eps * pow(2.0, (double)r->mu) / (1 - pow((double)r->V, -eps)), 1 / s_hat);
+        ref_top_k(r, !(k >= 1) ? 1 : k >= (double)r->n ? r->n : (int)k);
+    } else {
+        double lim = (double)lmax + log(z) - (double)r->mu * log(2.0);
+        int n0 = r->n;
+        ref_filter_at_least(r, lim);
+        if (r->n == 0) {
+            r->n = n0; /* the filter only drops: the first n0 slots still hold the list */
+            ref_argmax(r);
+        }
+    }
+    int32_t tok = ref_draw(r, pos);
+    if (tok < 0) return tok;
+    lmax = ref_max(r);
+    double pk = exp((double)r->l[tok] - lmax) / ref_z(r, lmax);
+    r->mu -= p->mirostat_eta * (float)(-log2(pk) - p->mirostat_tau);
+    return tok;
+}
+
+static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
+    const gemma3_sampler_params *p = r->p;
+    memcpy(r->l, logits, (size_t)r->V * sizeof *r->l);
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        int32_t id = p->logit_bias[i].token;
+        float b = p->logit_bias[i].bias;
+        r->l[id] = b == -INFINITY ? -INFINITY : r->l[id] + b;
+    }
+    if (p->ignore_eos)
+        for (int i = 0; i < p->n_eos; i++) r->l[p->eos_ids[i]] = -INFINITY;
+    int n_pinf = 0;
+    for (int i = 0; i < r->V; i++) {
+        if (isnan(r->l[i])) r->l[i] = -INFINITY;
+        n_pinf += r->l[i] == INFINITY;
+    }
+    if (n_pinf > 0)
+        for (int i = 0; i < r->V; i++) r->l[i] = r->l[i] == INFINITY ? 0.0f : -INFINITY;
+    for (int i = 0; i < r->V; i++) r->c[i] = i;
+    r->n = r->V;
+    int32_t tok = -1;
+    int greedy = p->temperature == 0.0f;
+    if (p->mirostat && !greedy) {
+        tok = ref_mirostat(r, pos);
+    } else {
+        for (int i = 0; i < p->n_samplers && r->n > 0; i++) {
+            int t = p->samplers[i];
+            if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
+            switch (t) {
+            case GEMMA3_SAMPLER_PENALTIES: ref_penalties(r); break;
+            case GEMMA3_SAMPLER_DRY: ref_dry(r); break;
+            case GEMMA3_SAMPLER_TOP_N_SIGMA: ref_top_n_sigma(r, p->top_n_sigma); break;
+            case GEMMA3_SAMPLER_TOP_K: ref_top_k(r, p->top_k); break;
+            case GEMMA3_SAMPLER_TYPICAL_P: ref_typical(r, p->typical_p); break;
+            case GEMMA3_SAMPLER_TOP_P: ref_top_p(r, p->top_p); break;
+            case GEMMA3_SAMPLER_MIN_P: ref_min_p(r, p->min_p); break;
+            case GEMMA3_SAMPLER_XTC: ref_xtc(r, pos); break;
+            case GEMMA3_SAMPLER_TEMPERATURE: ref_temperature(r, p->temperature); break;
+            }
+        }
+        if (greedy) ref_argmax(r);
+        if (r->n == 1)
+            tok = r->l[r->c[0]] != -INFINITY ? r->c[0] : -1;
+        else if (r->n > 1 && !greedy)
+            tok = ref_draw(r, pos);
+    }
+    if (tok >= 0) return tok;
+    int32_t best = 0; /* nothing finite survived: the raw argmax, NaN ignored */
+    float bv = NAN;
+    for (int i = 0; i < r->V; i++)
+        if (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv)) {
+            bv = logits[i];
+            best = i;
+        }
+    return best;
+}
+
+/* ================================ the fast walk's exp ======================================= */
+
+/* g3_approx_exp against libm over [-708, 0] (the fast CDF walk's error bound must hold with room
+ * to spare), and every compiled instruction set against the scalar reference, bit for bit. */
+static void check_approx_exp(void) {
+    enum { N = 1 << 20 };
+    float *l = malloc(N * sizeof *l);
+    double *ref = malloc(N * sizeof *ref), *got = malloc(N * sizeof *got);
+    if (!l || !ref || !got) {
+        CHECK(0);
+        return;
+    }
+    const float lmax = 3.5f;
+    for (int i = 0; i < N; i++) {
+        double u = unif();
+        switch (i % 4) {
+        case 0: l[i] = lmax - (float)(711 * u); break;  /* the whole range and past -708 */
+        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
+        case 2: l[i] = lmax - (float)(40 * u); break;   /* where the weights that matter are */
+        case 3: l[i] = i % 8 == 3 ? lmax : -INFINITY; break;
+        }
+    }
+    g3_approx_exp_n_get(0)(ref, l, lmax, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double d = (double)l[i] - lmax;
+        if (d < -708) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs(ref[i] - e) / e);
+    }
+    printf("approx exp: worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_APPROX_EXP_REL_ERR);
+    CHECK_MSG(worst < G3_APPROX_EXP_REL_ERR / 4, "worst %.3g", worst);
+    CHECK(ref[3] == 1.0); /* l = lmax */
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_approx_exp_n_fn fn = g3_approx_exp_n_get(isa);
+        if (!fn) {
+            CHECK_SKIP("isa %s (approx exp)", isa == 1 ? "avx2" : "avx512");
+            continue;
+        }
+        for (int n = N - 5; n <= N; n += 5) { /* a ragged tail and a whole number of blocks */
+            fn(got, l, lmax, n);
+            CHECK_MSG(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "isa %d n %d", isa, n);
+        }
+    }
+    /* the Gumbel path's random bits, every variant against g3_rng_bits */
+    int32_t *ids = malloc(N * sizeof *ids);
+    uint32_t *bits = malloc(N * sizeof *bits);
+    if (ids && bits) {
+        uint64_t key = g3_rng_key(12345, 678);
+        for (int i = 0; i < N; i++) ids[i] = (int32_t)(next() % 262144);
+        for (int isa = 0; isa <= 2; isa++) {
+            g3_gumbel_bits_n_fn fn = g3_gumbel_bits_n_get(isa);
+            if (!fn) continue; /* skipped once above */
+            fn(key, ids, bits, N - 3);
+            int wrong = 0;
+            for (int i = 0; i < N - 3; i++)
+                wrong += bits[i] != (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, ids[i]) >> 32);
+            CHECK_MSG(wrong == 0, "isa %d: %d wrong", isa, wrong);
+        }
+    }
+    free(ids);
+    free(bits);
+    /* the fixed-point masses from it: every one exactly g3_fixed_mass (about 1% of these
+     * inputs land within 2^-7 of a rounding tie and take libm's exp) */
+    uint64_t *q = malloc(N * sizeof *q);
+    if (q) {
+        uint64_t total = g3_fixed_masses(g3_approx_exp_n_get(0), l, lmax, N, got, q), sum = 0;
+        int wrong = 0;
+        for (int i = 0; i < N; i++) {
+            uint64_t want = g3_fixed_mass(l[i], lmax);
+            wrong += q[i] != want;
+            sum += want;
+        }
+        CHECK_EQ_INT(wrong, 0);
+        CHECK(total == sum);
+    }
+    free(q);
+    free(l);
+    free(ref);
+    free(got);
+}
+
+/* ================================ test vectors ============================================== */
+
+enum { N_KINDS = 10 };
+static const char *const kind_names[N_KINDS] = {
+    "gaussian", "quantised ties", "few levels", "bans + tied max", "flat",
+    "one dominant", "mostly banned", "all banned", "huge magnitudes", "tiny spread"};
+
+static void make_logits(float *l, int V, int kind) {
+    double sd = 0.5 + 3.5 * unif();
+    for (int i = 0; i < V; i++) {
+        uint64_t b = next();
+        double u = ((b & 0xfffff) + ((b >> 20) & 0xfffff) + ((b >> 40) & 0xfffff)) /
+                       (double)(1 << 20) -
+                   1.5;
+        l[i] = (float)(2 * sd * u);
+    }
+    switch (kind) {
+    case 0:
+        for (int j = 0; j < 10; j++) l[next() % V] += (float)(15 * unif());
+        break;
+    case 1:
+        for (int i = 0; i < V; i++) l[i] = roundf(l[i] * 8) / 8;
+        break;
+    case 2: {
+        int levels = 2 + (int)(next() % 6);
+        for (int i = 0; i < V; i++) {
+            int lev = (int)(next() % (uint64_t)levels);
+            if (lev == levels - 1 && next() % 64 != 0) lev = 0;
+            l[i] = (float)(lev * sd);
+        }
+        break;
+    }
+    case 3: {
+        for (int j = 0; j < V / 8; j++) l[next() % V] = -INFINITY;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) mx = fmaxf(mx, l[i]);
+        for (int j = 0; j < 3; j++) l[next() % V] = mx;
+        break;
+    }
+    case 4:
+        for (int i = 0; i < V; i++) l[i] = 1.5f;
+        break;
+    case 5:
+        l[next() % V] = 40.0f;
+        break;
+    case 6: {
+        int keep = 1 + (int)(next() % 5);
+        for (int i = 0; i < V; i++)
+            if (next() % (uint64_t)V >= (uint64_t)keep) l[i] = -INFINITY;
+        break;
+    }
+    case 7:
+        for (int i = 0; i < V; i++) l[i] = -INFINITY;
+        break;
+    case 8:
+        for (int i = 0; i < V; i++) l[i] *= 1e30f;
+        break;
+    case 9:
+        for (int i = 0; i < V; i++) l[i] = 1.0f + l[i] * 1e-6f;
+        break;
+    }
+}
+
+/* A history with repeated stretches, over the low ids (which every vocabulary size has). */
+static void make_history(int32_t *h, int n, int V) {
+    int alphabet = V < 50 ? V : 50;
+    for (int i = 0; i < n;) {
+        uint64_t b = next();
+        if (i > 16 && b % 3 == 0) {
+            int len = 2 + (int)((b >> 8) % 12), from = (int)((b >> 16) % (uint64_t)(i - 8));
+            for (int j = 0; j < len && i < n; j++) h[i++] = h[from + j];
+        } else {
+            h[i++] = (int32_t)((b >> 24) % (uint64_t)alphabet);
+        }
+    }
+}
+
+/* ================================ the chains ================================================ */
+
+enum { N_CHAINS = 26 };
+
+static gemma3_sampler_params all_off(void) {
+    gemma3_sampler_params p = gemma3_sampler_default_params();
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.repeat_last_n = 64;
+    p.n_ctx = HIST_CAP;
+    return p;
+}
+
+static gemma3_sampler_params llama_chain(void) {
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &p);
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.temperature = 0.8f;
+    return p;
+}
+
+/* Chain number c, with random parameters where a range is natural. */
+static gemma3_sampler_params chain(int c, int V, const char **name) {
+    gemma3_sampler_params p = all_off();
+    static const float temps[] = {1.0f, 0.7f, 1.5f, 1e-3f, 1e-6f, 100.0f};
+    switch (c) {
+    case 0: *name = "default"; p = gemma3_sampler_default_params(); break;
+    case 1: *name = "llama.cpp defaults"; p = llama_chain(); break;
+    case 2: *name = "temperature alone"; p.temperature = temps[next() % 6]; break;
+    case 3:
+        *name = "top-k alone";
+        p.top_k = 1 + (int)(next() % (uint64_t)(V < 3000 ? V : 3000));
+        break;
+    case 4: *name = "top-k large"; p.top_k = V / 2 + (int)(next() % (uint64_t)(V / 2 + 1)); break;
+    case 5: *name = "top-p alone"; p.top_p = (float)unif(); break;
+    case 6: *name = "top-p 0.95 alone"; p.top_p = 0.95f; break;
+    case 7: *name = "min-p alone"; p.min_p = (float)pow(unif(), 3); break;
+    case 8: *name = "typical alone"; p.typical_p = (float)unif(); break;
+    case 9: *name = "top-n-sigma alone"; p.top_n_sigma = (float)(0.2 + 3 * unif()); break;
+    case 10:
+        *name = "XTC alone";
+        p.xtc_probability = next() % 2 ? 1.0f : 0.5f;
+        p.xtc_threshold = (float)(0.5 * unif());
+        break;
+    case 11:
+        *name = "DRY alone";
+        p.dry_multiplier = 0.8f;
+        p.dry_allowed_length = 1 + (int)(next() % 3);
+        p.dry_penalty_last_n = next() % 2 ? -1 : 500;
+        p.n_dry_breakers = 2;
+        p.dry_breaker_len[0] = 1;
+        p.dry_breakers[0][0] = 3 % V;
+        p.dry_breaker_len[1] = 2;
+        p.dry_breakers[1][0] = 5 % V;
+        p.dry_breakers[1][1] = 6 % V;
+        break;
+    case 12:
+        *name = "penalties alone";
+        p.repeat_penalty = 1.0f + (float)unif();
+        p.frequency_penalty = (float)unif();
+        p.presence_penalty = (float)unif();
+        p.repeat_last_n = next() % 2 ? -1 : 64;
+        break;
+    case 13:
+        *name = "logit bias alone";
+        p.n_logit_bias = 1 + (int)(next() % GEMMA3_SAMPLER_MAX_BIAS);
+        for (int i = 0; i < p.n_logit_bias; i++) {
+            p.logit_bias[i].token = (int32_t)(next() % (uint64_t)V);
+            p.logit_bias[i].bias = i % 5 == 0 ? -INFINITY : (float)(20 * unif() - 10);
+        }
+        p.ignore_eos = 1;
+        p.n_eos = 1;
+        p.eos_ids[0] = 1 % V;
+        break;
+    case 14: *name = "mirostat v1"; p.mirostat = 1; p.temperature = temps[next() % 3]; break;
+    case 15: *name = "mirostat v2"; p.mirostat = 2; p.temperature = temps[next() % 3]; break;
+    case 16: *name = "greedy + penalties"; p.temperature = 0; p.repeat_penalty = 1.3f; break;
+    case 17:
+        *name = "dynamic temperature";
+        p.temperature = (float)(0.2 + unif());
+        p.dynatemp_range = (float)(1.5 * unif());
+        p.dynatemp_exponent = (float)(0.5 + unif());
+        break;
+    case 18:
+        *name = "llama.cpp + DRY + penalties";
+        p = llama_chain();
+        p.dry_multiplier = 0.8f;
+        p.repeat_penalty = 1.1f;
+        p.repeat_last_n = -1;
+        break;
+    case 19:
+        *name = "default + XTC";
+        p = gemma3_sampler_default_params();
+        p.xtc_probability = 1.0f;
+        p.xtc_threshold = 0.1f;
+        break;
+    case 20:
+        *name = "llama.cpp, top-k off";
+        p = llama_chain();
+        p.top_k = 0;
+        p.min_p = (float)(0.05 * unif());
+        p.top_p = (float)(0.5 + 0.5 * unif());
+        break;
+    case 21:
+        *name = "llama.cpp + typical + sigma";
+        p = llama_chain();
+        p.top_k = 0;
+        p.typical_p = (float)(0.5 + 0.5 * unif());
+        p.top_n_sigma = (float)(0.5 + 2 * unif());
+        break;
+    case 22:
+        *name = "min_keep floors";
+        p.min_keep = 1 + (int)(next() % 100);
+        p.top_p = (float)(0.3 * unif());
+        p.min_p = (float)unif();
+        p.typical_p = (float)(0.3 * unif());
+        break;
+    case 23:
+        *name = "everything, default order";
+        p = gemma3_sampler_default_params();
+        p.top_k = next() % 2 ? 0 : 1 + (int)(next() % 500);
+        p.top_p = (float)unif();
+        p.min_p = (float)(0.1 * unif());
+        p.typical_p = (float)(0.5 + 0.5 * unif());
+        p.top_n_sigma = (float)(0.5 + 3 * unif());
+        p.xtc_probability = (float)unif();
+        p.xtc_threshold = (float)(0.3 * unif());
+        p.repeat_penalty = 1.2f;
+        p.dry_multiplier = 0.5f;
+        p.temperature = temps[next() % 6];
+        break;
+    case 24:
+        *name = "everything, llama.cpp order";
+        p = llama_chain();
+        p.top_k = next() % 2 ? 0 : 1 + (int)(next() % 500);
+        p.typical_p = (float)(0.5 + 0.5 * unif());
+        p.top_n_sigma = (float)(0.5 + 3 * unif());
+        p.xtc_probability = (float)unif();
+        p.xtc_threshold = (float)(0.3 * unif());
+        p.frequency_penalty = 0.3f;
+        p.presence_penalty = 0.2f;
+        p.dry_multiplier = 0.5f;
+        p.temperature = temps[next() % 6];
+        break;
+    case 25: *name = "greedy"; p = gemma3_sampler_default_params(); p.temperature = 0; break;
+    }
+    p.n_ctx = HIST_CAP;
+    return p;
+}
+
+int main(void) {
+    int vectors = DEFAULT_VECTORS;
+    const char *env = getenv("G3_CHAINS_VECTORS");
+    if (env) vectors = atoi(env);
+    static const int sizes[] = {262144, 32768, 5000, 300, 7, 2, 1};
+    const int n_sizes = sizeof sizes / sizeof sizes[0];
+    int Vmax = sizes[0];
+    float *l = malloc((size_t)Vmax * sizeof *l);
+    int32_t *hist = malloc(HIST_CAP * sizeof *hist);
+    struct ref r = {0};
+    r.l = malloc((size_t)Vmax * sizeof *r.l);
+    r.c = malloc((size_t)Vmax * sizeof *r.c);
+    r.tmp = malloc((size_t)Vmax * sizeof *r.tmp);
+    r.w = malloc((size_t)Vmax * sizeof *r.w);
+    r.cnt = calloc((size_t)Vmax, sizeof *r.cnt);
+    if (!l || !hist || !r.l || !r.c || !r.tmp || !r.w || !r.cnt) {
+        CHECK(0);
+        return check_report();
+    }
+    check_approx_exp();
+    int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
+    int per_chain_fail[N_CHAINS] = {0};
+    for (int si = 0; si < n_sizes; si++) {
+        int V = sizes[si];
+        gemma3_sampler_params init = all_off();
+        init.repeat_last_n = -1; /* history buffers for the largest window */
+        gemma3_sampler *s;
+        if (gemma3_sampler_init(&init, V, &s) != GEMMA3_OK) {
+            CHECK_MSG(0, "init: %s", gemma3_last_error());
+            continue;
+        }
+        /* the big vocabulary is slow through the reference: fewer vectors there */
+        int nv = V >= 262144 ? (vectors + 3) / 4 : vectors;
+        for (int v = 0; v < nv; v++) {
+            rng_state = 0xc0ffee + 1000003ull * (uint64_t)(si * 1000 + v);
+            int kind = v % N_KINDS;
+            if (V >= 262144) kind = (v * 3) % N_KINDS;
+            make_logits(l, V, kind);
+            int hist_len = (int)(next() % HIST_CAP);
+            make_history(hist, hist_len, V);
+            gemma3_sampler_reset(s);
+            for (int i = 0; i < hist_len; i++) gemma3_sampler_accept(s, hist[i]);
+            r.hist = hist;
+            r.hist_len = hist_len;
+            r.V = V;
+            for (int c = 0; c < N_CHAINS; c++) {
+                const char *name = "";
+                gemma3_sampler_params p = chain(c, V, &name);
+                p.seed = (uint32_t)next();
+                for (int mode = 0; mode < 2; mode++) {
+                    p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+                    if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
+                        CHECK_MSG(0, "%s: %s", name, gemma3_last_error());
+                        continue;
+                    }
+                    r.p = &p;
+                    r.seed = p.seed;
+                    r.mu = 2.0f * p.mirostat_tau;
+                    for (int step = 0; step < 3; step++) { /* mirostat carries mu across */
+                        int64_t pos = (int64_t)(next() % 100000);
+                        /* the 32768 vocabulary also runs without the fast CDF walk */
+                        g3_sampler_exact_draw_only(s, V == 32768 && (v & 1));
+                        int32_t got = gemma3_sampler_sample(s, l, pos);
+                        int32_t want = ref_sample(&r, l, pos);
+                        calls++;
+                        single += r.n == 1;
+                        fallbacks += kind == 7;
+                        if (got != want) {
+                            if (mismatches++ < 10)
+                                fprintf(stderr,
+                                        "V %d vector %d (%s) chain %d (%s) %s step %d: engine %d, "
+                                        "reference %d\n",
+                                        V, v, kind_names[kind], c, name, mode ? "gumbel" : "cdf",
+                                        step, (int)got, (int)want);
+                            per_chain_fail[c]++;
+                        }
+                        if (!p.mirostat) break;
+                    }
+                }
+            }
+        }
+        gemma3_sampler_free(s);
+    }
+    printf("%d calls over %d chains x 2 modes, %d vocabulary sizes: %d mismatches (%d kept one "
+           "token, %d on all-banned vectors)\n",
+           calls, N_CHAINS, n_sizes, mismatches, single, fallbacks);
+    for (int c = 0; c < N_CHAINS; c++) {
+        const char *name = "";
+        rng_state = 0;
+        chain(c, 300, &name);
+        CHECK_MSG(per_chain_fail[c] == 0, "chain %d (%s): %d mismatches", c, name,
+                  per_chain_fail[c]);
+    }
+    CHECK(calls >= 2 * N_CHAINS * vectors); /* every chain ran, in both modes */
+    free(l);
+    free(hist);
+    free(r.l);
+    free(r.c);
+    free(r.tmp);
+    free(r.w);
+    free(r.cnt);
+    return check_report();
+}
