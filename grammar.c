@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
 #include "util.h"
 
 /* ================================ limits ==================================================== */
@@ -196,19 +197,6 @@ struct gemma3_grammar {
 
 /* ================================ 1. parser ================================================= */
 
-static void pos_of(const char *src, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (src[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else if (((unsigned char)src[i] & 0xC0) != 0x80) {
-            (*col)++;
-        }
-    }
-}
-
 static int perr_at(parser *P, size_t off, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int perr_at(parser *P, size_t off, const char *fmt, ...) {
@@ -219,7 +207,7 @@ static int perr_at(parser *P, size_t off, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     int line, col;
-    pos_of(P->src, off > P->len ? P->len : off, &line, &col);
+    g3_utf8_line_col(P->src, off > P->len ? P->len : off, &line, &col);
     g3_error(GEMMA3_ERR_FORMAT, "grammar:%d:%d: %s", line, col, msg);
     P->failed = 1;
     return -1;
@@ -571,7 +559,7 @@ static int parse_rule(parser *P) {
     if (r < 0) return -1;
     if (P->rules[r].defined) {
         int line, col;
-        pos_of(P->src, P->rules[r].def_off, &line, &col);
+        g3_utf8_line_col(P->src, P->rules[r].def_off, &line, &col);
         return perr_at(P, s, "rule '%s' is already defined at %d:%d", P->rules[r].name, line, col);
     }
     P->rules[r].defined = 1;

@@ -680,20 +680,6 @@ static int visit(conv *c, const cJSON *s, const char *path) {
     return r;
 }
 
-/* Line and column of byte off in text. */
-static void line_col(const char *text, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (text[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
-            (*col)++;
-        }
-    }
-}
-
 int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
     if (!gbnf) return g3_error(GEMMA3_ERR_ARG, "json-schema: NULL out pointer");
     *gbnf = NULL;
@@ -702,7 +688,7 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
         size_t n = g3_utf8_len((const unsigned char *)schema + i, len - i);
         if (n == 1 && (unsigned char)schema[i] >= 0x80) {
             int line, col;
-            line_col(schema, i, &line, &col);
+            g3_utf8_line_col(schema, i, &line, &col);
             return g3_error(GEMMA3_ERR_FORMAT,
                             "json-schema:%d:%d: expected UTF-8 text (byte 0x%02X)", line, col,
                             (unsigned char)schema[i]);
@@ -714,7 +700,7 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
     if (!root) {
         size_t off = end && end >= schema && end <= schema + len ? (size_t)(end - schema) : 0;
         int line, col;
-        line_col(schema, off, &line, &col);
+        g3_utf8_line_col(schema, off, &line, &col);
         return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected valid JSON here", line,
                         col);
     }
@@ -724,7 +710,7 @@ int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf) {
         used++;
     if (used < len) {
         int line, col;
-        line_col(schema, used, &line, &col);
+        g3_utf8_line_col(schema, used, &line, &col);
         cJSON_Delete(root);
         return g3_error(GEMMA3_ERR_FORMAT, "json-schema:%d:%d: expected the end of the schema",
                         line, col);

@@ -72,3 +72,16 @@ void g3_utf8_flush(gemma3_decoder *d, g3_sink *o) {
     if (d->n_pending) g3_sink_put(o, REPLACEMENT, 3);
     memset(d, 0, sizeof *d);
 }
+
+void g3_utf8_line_col(const char *text, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+            (*col)++;
+        }
+    }
+}

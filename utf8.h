@@ -53,4 +53,8 @@ void g3_utf8_push_byte(gemma3_decoder *d, unsigned char c, g3_sink *o);
 /* Ends the stream: a pending incomplete sequence becomes U+FFFD; the decoder is reset. */
 void g3_utf8_flush(gemma3_decoder *d, g3_sink *o);
 
+/* Line and column (both from 1; a column counts characters, not bytes) of byte off in text:
+ * where a parser's error message points. */
+void g3_utf8_line_col(const char *text, size_t off, int *line, int *col);
+
 #endif
