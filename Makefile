@@ -4,6 +4,12 @@
 #   make test       every test suite (tests/run.sh); ends with "N passed, N failed, N skipped"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
 #   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
+#   make OPENMP=1   the same, threads on OpenMP instead of our pool, in build/omp (gcc: libgomp;
+#                   CC=clang: LLVM's libomp, libomp-dev); any target: `make OPENMP=1 test`
+#   make omp-test   the OpenMP build's thread, kernel and forward suites, and its logits against
+#                   the default build's (bit-identical)
+#   make bench-omp  pool and OpenMP builds side by side: decode and prefill, 270m and 1b, 1 and 2
+#                   threads, quiet and with a process spinning on one core (tools/bench-omp.sh)
 #   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
 #                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
 #   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
@@ -30,6 +36,11 @@ WARN = -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-
 STD := -std=c11 -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
+OPENMP ?= 0
+ifeq ($(OPENMP),1)
+  BUILD ?= build/omp
+  OMP_FLAGS := -fopenmp
+endif
 BUILD ?= build
 LDLIBS := -lcjson -lm -lpthread
 EDIT_LIBS := -ledit
@@ -43,7 +54,7 @@ ifeq ($(SAN),thread)
   OPT := -O1
 endif
 
-ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(DEPFLAGS) -I.
+ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c \
@@ -59,9 +70,9 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: all test asan tsan cross-test bench fuzz models mutation clean FORCE
+.PHONY: all test asan tsan omp-test cross-test bench bench-omp fuzz models mutation clean FORCE
 
-test asan tsan cross-test: WERROR = 1
+test asan tsan omp-test cross-test: WERROR = 1
 
 all: $(BIN) $(LIB) $(TOOL_BINS)
 ifeq ($(BUILD),build)
@@ -83,7 +94,7 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(CLI_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $(OMP_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -107,6 +118,13 @@ tsan:
 	@BUILD=build/tsan SUITES="$(TSAN_SUITES)" TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
 	  sh tests/run.sh
 
+# The OpenMP build (build/omp) under the suites that run threads.c, then its logits and output
+# against the default build's on the CLI (tests/openmp-match.sh): the same bits.
+OMP_SUITES := test-threads test-kernels test-forward
+omp-test: all
+	$(MAKE) OPENMP=1 WERROR=$(WERROR) build/omp/gemma3 $(OMP_SUITES:%=build/omp/tests/%)
+	@BUILD=build/omp SUITES="$(OMP_SUITES) openmp-match.sh" G3_REF=build/gemma3 sh tests/run.sh
+
 # Cross build for aarch64 (Debian: dpkg --add-architecture arm64, then apt-get install
 # gcc-aarch64-linux-gnu qemu-user libcjson-dev:arm64), suites run under qemu-user. Only the
 # library and the C suites are cross-built (no CLI, so no libedit); suites that run host tools
@@ -127,6 +145,10 @@ cross-test:
 
 bench: all
 	@sh tools/bench.sh
+
+bench-omp: all
+	$(MAKE) OPENMP=1 build/omp/gemma3
+	@sh tools/bench-omp.sh
 
 # Fuzz targets: tests/fuzz-*.c, each defining LLVMFuzzerTestOneInput, built with clang.
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
