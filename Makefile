@@ -12,7 +12,7 @@
 #                   threads, quiet and with a process spinning on one core (tools/bench-omp.sh)
 #   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
 #                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
-#   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
+#   make bench      benchmarks (tok/s, MB/s, sampler time, pool vs OpenMP), printed as tables
 #   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target; reproducers of a finding
 #                   in build/fuzz/artifacts/
 #   make models     the bundled small synthetic checkpoint in models/
@@ -122,7 +122,7 @@ tsan:
 # against the default build's on the CLI (tests/openmp-match.sh): the same bits.
 OMP_SUITES := test-threads test-kernels test-forward
 omp-test: all
-	$(MAKE) OPENMP=1 WERROR=$(WERROR) build/omp/gemma3 $(OMP_SUITES:%=build/omp/tests/%)
+	$(MAKE) OPENMP=1 BUILD=build/omp WERROR=$(WERROR) build/omp/gemma3 $(OMP_SUITES:%=build/omp/tests/%)
 	@BUILD=build/omp SUITES="$(OMP_SUITES) openmp-match.sh" G3_REF=build/gemma3 sh tests/run.sh
 
 # Cross build for aarch64 (Debian: dpkg --add-architecture arm64, then apt-get install
@@ -144,10 +144,11 @@ cross-test:
 	@BUILD=build/cross SUITES="$(CROSS_SUITES)" RUNNER=$(QEMU) G3_EQUIV_VECTORS=100 sh tests/run.sh
 
 bench: all
+	$(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3
 	@sh tools/bench.sh
 
 bench-omp: all
-	$(MAKE) OPENMP=1 build/omp/gemma3
+	$(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3
 	@sh tools/bench-omp.sh
 
 # Fuzz targets: tests/fuzz-*.c, each defining LLVMFuzzerTestOneInput, built with clang.
