@@ -4,12 +4,12 @@
 #   make test       every test suite (tests/run.sh); ends with "N passed, N failed, N skipped"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
 #   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
-#   make OPENMP=1   the same, threads on OpenMP instead of our pool, in build/omp (gcc: libgomp;
-#                   CC=clang: LLVM's libomp, libomp-dev); any target: `make OPENMP=1 test`
+#   make OPENMP=1   the same, threads on OpenMP instead of our pool, in build/omp (clang and
+#                   LLVM's libomp, libomp-dev; CC=gcc: libgomp); any target: `make OPENMP=1 test`
 #   make omp-test   the OpenMP build's thread, kernel and forward suites, and its logits against
 #                   the default build's (bit-identical)
-#   make bench-omp  pool and OpenMP builds side by side: decode and prefill, 270m and 1b, 1 and 2
-#                   threads, quiet and with a process spinning on one core (tools/bench-omp.sh)
+#   make bench-omp  pool and OpenMP builds (one compiler) side by side: decode and prefill, 270m
+#                   and 1b, 1 and 2 threads, quiet and with a process spinning on one core
 #   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
 #                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
 #   make bench      benchmarks (tok/s, MB/s, sampler time, pool vs OpenMP), printed as tables
@@ -36,8 +36,13 @@ WARN = -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-
 STD := -std=c11 -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
+# OPENMP=1: threads.c on OpenMP. LLVM's libomp (clang, libomp-dev) unless CC is given: gcc's
+# libgomp spins without yielding between regions and decodes several times slower than the pool
+# on a loaded machine (README, "Threads: our pool or OpenMP").
 OPENMP ?= 0
+OMP_CC := $(if $(filter default,$(origin CC)),clang,$(CC))
 ifeq ($(OPENMP),1)
+  CC := $(OMP_CC)
   BUILD ?= build/omp
   OMP_FLAGS := -fopenmp
 endif
@@ -143,13 +148,17 @@ cross-test:
 	  $(CROSS_SUITES:%=build/cross/tests/%)
 	@BUILD=build/cross SUITES="$(CROSS_SUITES)" RUNNER=$(QEMU) G3_EQUIV_VECTORS=100 sh tests/run.sh
 
+# The pool against OpenMP with one compiler: build/omp-pool is the pool built by the OpenMP
+# build's compiler (clang by default, whose code is not gcc's: compare the two builds only).
+OMP_BENCH_BUILDS = $(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3 && \
+	$(MAKE) OPENMP=0 BUILD=build/omp-pool CC=$(OMP_CC) build/omp-pool/gemma3
 bench: all
-	$(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3
-	@sh tools/bench.sh
+	$(OMP_BENCH_BUILDS)
+	@POOL_BUILD=build/omp-pool OMP_BUILD=build/omp sh tools/bench.sh
 
-bench-omp: all
-	$(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3
-	@sh tools/bench-omp.sh
+bench-omp: $(BUILD)/tools/gen-checkpoint
+	$(OMP_BENCH_BUILDS)
+	@POOL_BUILD=build/omp-pool OMP_BUILD=build/omp sh tools/bench-omp.sh
 
 # Fuzz targets: tests/fuzz-*.c, each defining LLVMFuzzerTestOneInput, built with clang.
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)

@@ -6,14 +6,16 @@
 # turn, ROUNDS times, the first of the pair alternating, so that drifts in the machine's speed
 # fall on both; the table gives each build's median t/s and the median of the per-round ratios.
 #
-#   POOL_BUILD=build OMP_BUILD=build/omp   the two builds' directories (each holds gemma3)
-#   MODELS=$POOL_BUILD/bench-models        checkpoints (written once to MODELS/SHAPE if missing)
+#   POOL_BUILD=build OMP_BUILD=build/omp   the two builds' directories (each holds gemma3); make
+#                                          bench-omp compares build/omp-pool, the pool built by
+#                                          the OpenMP build's compiler (clang and gcc code differ)
+#   MODELS=build/bench-models              checkpoints (written once to MODELS/SHAPE if missing)
 #   SHAPES="270m 1b" TYPE=bf16             shapes, weight type (-q: quantized at load)
 #   THREADS=1,2 LOADS="quiet busy"         thread counts, machine states
 #   PP=128 TG=32 REPS=2 ROUNDS=3           test sizes, runs per process, process pairs per cell
 POOL_BUILD=${POOL_BUILD:-build}
 OMP_BUILD=${OMP_BUILD:-build/omp}
-MODELS=${MODELS:-$POOL_BUILD/bench-models}
+MODELS=${MODELS:-build/bench-models}
 SHAPES=${SHAPES:-"270m 1b"}
 TYPE=${TYPE:-bf16}
 THREADS=${THREADS:-1,2}
@@ -44,7 +46,7 @@ for shape in $SHAPES; do
     dir=$MODELS/$shape
     if [ ! -f "$dir/config.json" ]; then
         echo "writing a synthetic $shape checkpoint to $dir (once)"
-        "$POOL_BUILD/tools/gen-checkpoint" "$shape" "$dir" --seed 1 --tokenizer models/tokenizer.model >/dev/null || exit 1
+        build/tools/gen-checkpoint "$shape" "$dir" --seed 1 --tokenizer models/tokenizer.model >/dev/null || exit 1
     fi
     cat "$dir"/*.safetensors >/dev/null
     for load in $LOADS; do

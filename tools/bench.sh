@@ -1,6 +1,6 @@
 #!/bin/sh
 # tools/bench.sh - runs every build/tools/bench-* binary, the model benchmark and the pool against
-# OpenMP (make bench). BUILD overrides build/, OMP_BUILD build/omp.
+# OpenMP (make bench: POOL_BUILD and OMP_BUILD, see tools/bench-omp.sh). BUILD overrides build/.
 BUILD=${BUILD:-build}
 status=0
 for b in "$BUILD"/tools/bench-*; do
@@ -14,5 +14,5 @@ echo "== gemma3 bench: synthetic 1B-shaped checkpoint"
 BUILD=$BUILD sh tools/bench-model.sh || status=1
 echo
 echo "== threads: our pool against OpenMP (make OPENMP=1)"
-POOL_BUILD=$BUILD OMP_BUILD=${OMP_BUILD:-build/omp} MODELS=$BUILD/bench-models sh tools/bench-omp.sh || status=1
+MODELS=$BUILD/bench-models sh tools/bench-omp.sh || status=1
 exit $status
