@@ -40,7 +40,7 @@ if ldd "$POOL_BUILD/gemma3" 2>/dev/null | grep -q 'libgomp\|libomp'; then
     exit 1
 fi
 
-echo "pool: $POOL_BUILD/gemma3; OpenMP: $OMP_BUILD/gemma3 ($runtime$(env | grep '^OMP_\|^GOMP_\|^KMP_' | tr '\n' ' ' | sed 's/ $//; s/^./, &/'))"
+echo "pool: $POOL_BUILD/gemma3; OpenMP: $OMP_BUILD/gemma3 ($runtime$(env | grep '^OMP_\|^GOMP_\|^KMP_' | grep -v '^OMP_BUILD=' | tr '\n' ' ' | sed 's/ $//; s/^./, &/'))"
 echo "$(getconf _NPROCESSORS_ONLN) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); -p $PP -n $TG -r $REPS -t $THREADS, $ROUNDS rounds"
 for shape in $SHAPES; do
     dir=$MODELS/$shape
