@@ -4,9 +4,15 @@
 #   make test       every test suite (tests/run.sh); ends with "N passed, N failed, N skipped"
 #   make asan       the same suites built with address + undefined-behaviour sanitizers
 #   make tsan       the thread-pool and forward-determinism suites under ThreadSanitizer
+#   make OPENMP=1   the same, threads on OpenMP instead of our pool, in build/omp (clang and
+#                   LLVM's libomp, libomp-dev; CC=gcc: libgomp); any target: `make OPENMP=1 test`
+#   make omp-test   the OpenMP build's thread, kernel and forward suites, and its logits against
+#                   the default build's (bit-identical)
+#   make bench-omp  pool and OpenMP builds (one compiler) side by side: decode and prefill, 270m
+#                   and 1b, 1 and 2 threads, quiet and with a process spinning on one core
 #   make cross-test kernel, tokenizer, sampling, ... suites cross-built for aarch64, run in
 #                   qemu-user (needs gcc-aarch64-linux-gnu, qemu-user, libcjson-dev:arm64)
-#   make bench      benchmarks (tok/s, MB/s, sampler time), printed as tables
+#   make bench      benchmarks (tok/s, MB/s, sampler time, pool vs OpenMP), printed as tables
 #   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target; reproducers of a finding
 #                   in build/fuzz/artifacts/
 #   make models     the bundled small synthetic checkpoint in models/
@@ -30,6 +36,16 @@ WARN = -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-
 STD := -std=c11 -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
+# OPENMP=1: threads.c on OpenMP. LLVM's libomp (clang, libomp-dev) unless CC is given: gcc's
+# libgomp spins without yielding between regions and decodes several times slower than the pool
+# on a loaded machine (README, "Threads: our pool or OpenMP").
+OPENMP ?= 0
+OMP_CC := $(if $(filter default,$(origin CC)),clang,$(CC))
+ifeq ($(OPENMP),1)
+  CC := $(OMP_CC)
+  BUILD ?= build/omp
+  OMP_FLAGS := -fopenmp
+endif
 BUILD ?= build
 LDLIBS := -lcjson -lm -lpthread
 EDIT_LIBS := -ledit
@@ -43,7 +59,7 @@ ifeq ($(SAN),thread)
   OPT := -O1
 endif
 
-ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(DEPFLAGS) -I.
+ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c rng.c \
@@ -59,9 +75,9 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: all test asan tsan cross-test bench fuzz models mutation clean FORCE
+.PHONY: all test asan tsan omp-test cross-test bench bench-omp fuzz models mutation clean FORCE
 
-test asan tsan cross-test: WERROR = 1
+test asan tsan omp-test cross-test: WERROR = 1
 
 all: $(BIN) $(LIB) $(TOOL_BINS)
 ifeq ($(BUILD),build)
@@ -83,7 +99,7 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(CLI_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $(OMP_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -107,6 +123,13 @@ tsan:
 	@BUILD=build/tsan SUITES="$(TSAN_SUITES)" TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
 	  sh tests/run.sh
 
+# The OpenMP build (build/omp) under the suites that run threads.c, then its logits and output
+# against the default build's on the CLI (tests/openmp-match.sh): the same bits.
+OMP_SUITES := test-threads test-kernels test-forward
+omp-test: all
+	$(MAKE) OPENMP=1 BUILD=build/omp WERROR=$(WERROR) build/omp/gemma3 $(OMP_SUITES:%=build/omp/tests/%)
+	@BUILD=build/omp SUITES="$(OMP_SUITES) openmp-match.sh" G3_REF=build/gemma3 sh tests/run.sh
+
 # Cross build for aarch64 (Debian: dpkg --add-architecture arm64, then apt-get install
 # gcc-aarch64-linux-gnu qemu-user libcjson-dev:arm64), suites run under qemu-user. Only the
 # library and the C suites are cross-built (no CLI, so no libedit); suites that run host tools
@@ -125,8 +148,17 @@ cross-test:
 	  $(CROSS_SUITES:%=build/cross/tests/%)
 	@BUILD=build/cross SUITES="$(CROSS_SUITES)" RUNNER=$(QEMU) G3_EQUIV_VECTORS=100 sh tests/run.sh
 
+# The pool against OpenMP with one compiler: build/omp-pool is the pool built by the OpenMP
+# build's compiler (clang by default, whose code is not gcc's: compare the two builds only).
+OMP_BENCH_BUILDS = $(MAKE) OPENMP=1 BUILD=build/omp build/omp/gemma3 && \
+	$(MAKE) OPENMP=0 BUILD=build/omp-pool CC=$(OMP_CC) build/omp-pool/gemma3
 bench: all
-	@sh tools/bench.sh
+	$(OMP_BENCH_BUILDS)
+	@POOL_BUILD=build/omp-pool OMP_BUILD=build/omp sh tools/bench.sh
+
+bench-omp: $(BUILD)/tools/gen-checkpoint
+	$(OMP_BENCH_BUILDS)
+	@POOL_BUILD=build/omp-pool OMP_BUILD=build/omp sh tools/bench-omp.sh
 
 # Fuzz targets: tests/fuzz-*.c, each defining LLVMFuzzerTestOneInput, built with clang.
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)

@@ -1,10 +1,13 @@
-/* threads.c - persistent worker pool with low-latency fork/join.
+/* threads.c - the worker pool behind g3_pool_run: our own pthread pool with low-latency
+ * fork/join (the default), or OpenMP when built with `make OPENMP=1` (-fopenmp defines _OPENMP).
+ * Both give fn the same (ith, nth), and the callers split work by those alone, so the two builds
+ * compute the same bits.
  *
- * A decoded token has a few hundred fork/join points, each a few microseconds of work, so a
- * condvar round trip per job (tens of microseconds on a loaded box) would dominate. The caller
- * publishes a job by bumping an atomic generation counter; workers spin on it for a short while
- * (pause or yield instructions, then sched_yield) and only then sleep on a condition variable.
- * Completion works the same way in reverse with an atomic count of pending workers.
+ * The pthread pool. A decoded token has a few hundred fork/join points, each a few microseconds
+ * of work, so a condvar round trip per job (tens of microseconds on a loaded box) would dominate.
+ * The caller publishes a job by bumping an atomic generation counter; workers spin on it for a
+ * short while (pause or yield instructions, then sched_yield) and only then sleep on a condition
+ * variable. Completion works the same way in reverse with an atomic count of pending workers.
  *
  * Sleeping is race-free without a lock on the fast path: a worker about to sleep registers in
  * `sleepers` and re-checks the generation under the mutex; the caller bumps the generation and
@@ -13,11 +16,16 @@
 #define _POSIX_C_SOURCE 200809L
 #include "threads.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef _OPENMP
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -27,8 +35,6 @@
 #else
 #define cpu_relax() ((void)0)
 #endif
-
-#include "util.h"
 
 /* Spin budget before sleeping: up to SPIN_PAUSES pause instructions (~30 ns each on these
  * cores, so ~60 us: longer than the gap between two fork/join points of a decoded token),
@@ -176,6 +182,58 @@ void g3_pool_run(g3_pool *pool, g3_task_fn fn, void *ctx) {
     atomic_store(&pool->caller_sleeping, 0);
     pthread_mutex_unlock(&pool->lock);
 }
+
+#else /* _OPENMP */
+
+#include <omp.h>
+
+/* OpenMP build: one parallel region per job. The runtime keeps its team of threads between
+ * regions (spinning for a while, then sleeping: OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME
+ * tune it), so the pool is only the thread count. */
+struct g3_pool {
+    int n_threads;
+};
+
+int g3_pool_create(int n_threads, g3_pool **out) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return g3_error(GEMMA3_ERR_ARG, "threads: %d is out of range [1, 1024]", n_threads);
+    g3_pool *pool = malloc(sizeof *pool);
+    if (!pool) return g3_error(GEMMA3_ERR_NOMEM, "threads: out of memory");
+    pool->n_threads = n_threads;
+    /* start the team now, as the pthread pool starts its workers, not in the first job */
+    if (n_threads > 1) {
+#pragma omp parallel num_threads(n_threads)
+        {
+        }
+    }
+    *out = pool;
+    return GEMMA3_OK;
+}
+
+void g3_pool_free(g3_pool *pool) { free(pool); }
+
+int g3_pool_size(const g3_pool *pool) { return pool->n_threads; }
+
+/* Not reentrant, as the pthread pool: one caller at a time per pool. */
+void g3_pool_run(g3_pool *pool, g3_task_fn fn, void *ctx) {
+    const int nth = pool->n_threads;
+    if (nth == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        /* The runtime may field a smaller team than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC, a
+         * nested region): its threads then take the missing shares in turn, so fn still sees
+         * every ith of nth and the work is split, and rounded, exactly as asked. The master
+         * (the caller) is thread 0. */
+        const int team = omp_get_num_threads();
+        for (int ith = omp_get_thread_num(); ith < nth; ith += team) fn(ctx, ith, nth);
+    }
+}
+
+#endif /* _OPENMP */
 
 int g3_n_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -2,7 +2,8 @@
  *
  * g3_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) once for every ith in [0, nth) — the
  * calling thread runs ith = 0 — and returns when all have finished. Work is split statically by
- * the callers (g3_split), so which thread computes an output never changes its value. */
+ * the callers (g3_split), so which thread computes an output never changes its value. Built with
+ * `make OPENMP=1` the same calls run on the OpenMP runtime's threads (threads.c). */
 #ifndef G3_THREADS_H
 #define G3_THREADS_H
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tools/bench.sh - runs every build/tools/bench-* binary (make bench). BUILD overrides build/.
+# tools/bench.sh - runs every build/tools/bench-* binary, the model benchmark and the pool against
+# OpenMP (make bench: POOL_BUILD and OMP_BUILD, see tools/bench-omp.sh). BUILD overrides build/.
 BUILD=${BUILD:-build}
 status=0
 for b in "$BUILD"/tools/bench-*; do
@@ -11,4 +12,7 @@ for b in "$BUILD"/tools/bench-*; do
 done
 echo "== gemma3 bench: synthetic 1B-shaped checkpoint"
 BUILD=$BUILD sh tools/bench-model.sh || status=1
+echo
+echo "== threads: our pool against OpenMP (make OPENMP=1)"
+MODELS=$BUILD/bench-models sh tools/bench-omp.sh || status=1
 exit $status
