@@ -12,7 +12,6 @@
  * chunk prints as "[1]12.3456,[2]..."; the final line is "Final estimate: PPL = P +/- E",
  * E = P * the standard error of the mean negative log-likelihood. */
 #include <math.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "cli.h"
 #include "gemma3.h"
 #include "kld.h"
+#include "threads.h"
 #include "util.h"
 
 #define PPL_DEFAULT_CTX 512 /* llama-perplexity's default -c */
@@ -180,7 +180,7 @@ typedef struct ppl_run {
     float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
     double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
-    int n_threads;     /* for the scoring (the session's) */
+    g3_pool *pool;     /* the scoring's threads (as many as the session's) */
     double nll, nll2;  /* sums over the scored positions */
     long count;
     double t_forward, t_score;
@@ -210,7 +210,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     return 0;
 }
 
-/* Rows of a chunk's scored half, shared out among the threads: each takes every nth row, so a
+/* Rows of a chunk's scored half, shared out on the pool: each thread takes every nth row, so a
  * row's numbers do not depend on the thread count; the sums over rows are then taken in order. */
 typedef struct score_job {
     float *logits;       /* [rows][V]; replaced by the log-probs in place when `in_place` */
@@ -218,36 +218,17 @@ typedef struct score_job {
     const int32_t *next; /* [rows] the token each row is scored on */
     double *nll;         /* [rows] out */
     size_t V;
-    int n_rows, in_place, ith, nth;
+    int n_rows, in_place;
 } score_job;
 
-static void *score_rows(void *arg) {
-    const score_job *j = arg;
-    for (int i = j->ith; i < j->n_rows; i += j->nth) {
+static void score_rows(void *ctx, int ith, int nth) {
+    const score_job *j = ctx;
+    for (int i = ith; i < j->n_rows; i += nth) {
         float *row = j->logits + (size_t)i * j->V;
         float target = row[j->next[i]]; /* read before an in-place log-softmax */
         float *out = j->out ? j->out + (size_t)i * j->V : j->in_place ? row : NULL;
         j->nll[i] = kld_log_softmax(row, (int)j->V, out) - target;
     }
-    return NULL;
-}
-
-/* Runs score_rows on n_threads threads, this one included; a thread that cannot be started
- * leaves its rows to this one. */
-static void score_parallel(const score_job *proto, int n_threads) {
-    enum { MAX_SCORE_THREADS = 64 };
-    pthread_t tid[MAX_SCORE_THREADS];
-    score_job jobs[MAX_SCORE_THREADS];
-    int started[MAX_SCORE_THREADS];
-    int nth = n_threads < 1 ? 1 : n_threads > MAX_SCORE_THREADS ? MAX_SCORE_THREADS : n_threads;
-    for (int i = 0; i < nth; i++) {
-        jobs[i] = *proto;
-        jobs[i].ith = i, jobs[i].nth = nth;
-        started[i] = i > 0 && pthread_create(&tid[i], NULL, score_rows, &jobs[i]) == 0;
-    }
-    for (int i = 0; i < nth; i++)
-        if (started[i]) pthread_join(tid[i], NULL);
-        else score_rows(&jobs[i]);
 }
 
 /* Scores positions c/2 .. c-2 of the chunk: each one's negative log-likelihood of the token that
@@ -260,7 +241,7 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     double t0 = g3_now();
     score_job job = {.logits = r->logits, .out = save ? r->rows : NULL, .next = t + first + 1,
                      .nll = r->nll_rows, .V = V, .n_rows = n_rows, .in_place = base != NULL};
-    score_parallel(&job, r->n_threads);
+    g3_pool_run(r->pool, score_rows, &job);
     for (int i = 0; i < n_rows; i++) {
         r->nll += r->nll_rows[i];
         r->nll2 += r->nll_rows[i] * r->nll_rows[i];
@@ -318,7 +299,8 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
 static int open_session(const gemma3_model *model, const cli_model_opts *mo, ppl_run *r) {
     if (gemma3_session_init(model, &mo->sp, &r->s) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
-    r->n_threads = gemma3_session_n_threads(r->s);
+    if (g3_pool_create(gemma3_session_n_threads(r->s), &r->pool) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
     return 0;
 }
 
@@ -402,6 +384,7 @@ done:
     free(r.logits);
     free(r.rows);
     free(r.nll_rows);
+    g3_pool_free(r.pool);
     gemma3_session_free(r.s);
     gemma3_model_free(model);
     return rc;
