@@ -2,8 +2,8 @@
  * See kernels.h for the contract every table keeps.
  *
  * Sections: scalar reference; AVX2 + FMA ("avx2"); AVX-512 F/BW/VL/DQ ("avx512", whose
- * matmul_bf16 widens bf16 to fp32) and the same with vdpbf16ps for matmul_bf16 ("avx512bf16");
- * dispatch. Each SIMD table gives results that differ from the scalar ones by rounding only
+ * matmul_bf16 widens bf16 to fp32), the same with vdpbf16ps for matmul_bf16 ("avx512bf16"), and
+ * with AMX tiles for it ("amx-bf16", kernels-amx.inc); dispatch. Each SIMD table gives results that differ from the scalar ones by rounding only
  * (bounds in tests/test-kernels.c), and are bit-reproducible within the table.
  *
  * The x86 sections (intrinsics, target attributes, cpuid) compile only on x86 (KERNELS_X86);
@@ -16,7 +16,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KERNELS_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #else
 #define KERNELS_X86 0
 #endif
@@ -813,6 +816,8 @@ static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W
     MATMUL_TILES_512(tile_dpbf16_512, 2, 8);
 }
 
+#include "kernels-amx.inc"
+
 /* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,
  * then vscalefps, which rounds subnormal results once and correctly. Inputs clamp to
  * [-120, 89], so -inf gives exactly 0 and large x gives +inf. */
@@ -966,17 +971,42 @@ static const g3_kernels kernels_avx512bf16 = {
     KERNELS_512_COMMON,
 };
 
+static const g3_kernels kernels_amx_bf16 = {
+    .name = "amx-bf16",
+    .matmul_bf16 = matmul_amx_bf16,
+    KERNELS_512_COMMON,
+};
+
 /* ==== x86 feature detection =============================================================== */
 
 typedef struct {
-    int avx2, avx512, avx512bf16;
+    int avx2, avx512, avx512bf16, amx_bf16;
 } cpu_features;
+
+/* AMX: cpuid 7.0 EDX bits 24 (tiles), 22 (BF16), 25 (INT8), and Linux's permission for the tile
+ * data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once per process. */
+int g3_cpu_amx(void) {
+    static atomic_int cache = -1;
+    int bits = atomic_load_explicit(&cache, memory_order_relaxed);
+    if (bits < 0) {
+        unsigned a, b, c, d;
+        bits = 0;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1)) {
+#if defined(__linux__) && defined(__x86_64__)
+            if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0)
+                bits = G3_AMX_TILE | (d >> 22 & 1 ? G3_AMX_BF16 : 0) | (d >> 25 & 1 ? G3_AMX_INT8 : 0);
+#endif
+        }
+        atomic_store_explicit(&cache, bits, memory_order_relaxed);
+    }
+    return bits;
+}
 
 /* cpuid (and the OS's saved-state support, which __builtin_cpu_supports also checks) is asked
  * once; the answer is cached in an atomic, so concurrent first calls are harmless: they compute
  * the same bits. */
 static cpu_features cpu_get(void) {
-    static atomic_int cache = -1; /* bit 0: avx2+fma, 1: avx512 f/bw/vl/dq, 2: avx512bf16 */
+    static atomic_int cache = -1; /* bit 0: avx2+fma, 1: avx512 f/bw/vl/dq, 2: avx512bf16, 3: amx-bf16 */
     int bits = atomic_load_explicit(&cache, memory_order_relaxed);
     if (bits < 0) {
         __builtin_cpu_init();
@@ -984,15 +1014,21 @@ static cpu_features cpu_get(void) {
         int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
         int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-        bits = avx2 | avx512 << 1 | bf16 << 2;
+        int amx = bf16 && (g3_cpu_amx() & G3_AMX_BF16);
+        bits = avx2 | avx512 << 1 | bf16 << 2 | amx << 3;
         atomic_store_explicit(&cache, bits, memory_order_relaxed);
     }
-    return (cpu_features){.avx2 = bits & 1, .avx512 = bits >> 1 & 1, .avx512bf16 = bits >> 2 & 1};
+    return (cpu_features){.avx2 = bits & 1, .avx512 = bits >> 1 & 1, .avx512bf16 = bits >> 2 & 1,
+                          .amx_bf16 = bits >> 3 & 1};
 }
 
 #endif /* KERNELS_X86 */
 
 /* ==== dispatch ============================================================================ */
+
+#if !KERNELS_X86
+int g3_cpu_amx(void) { return 0; }
+#endif
 
 g3_isa g3_isa_detect(void) {
 #if KERNELS_X86
@@ -1012,7 +1048,7 @@ const g3_kernels *g3_kernels_get(g3_isa isa) {
     case G3_ISA_AVX2: return f.avx2 ? &kernels_avx2 : NULL;
     case G3_ISA_AVX512:
         if (!f.avx512) return NULL;
-        return f.avx512bf16 ? &kernels_avx512bf16 : &kernels_avx512;
+        return f.amx_bf16 ? &kernels_amx_bf16 : f.avx512bf16 ? &kernels_avx512bf16 : &kernels_avx512;
     default: return NULL;
     }
 #else
@@ -1021,7 +1057,7 @@ const g3_kernels *g3_kernels_get(g3_isa isa) {
 }
 
 int g3_kernels_all(const g3_kernels **out, int max) {
-    const g3_kernels *all[4];
+    const g3_kernels *all[5];
     int n = 0;
     all[n++] = &kernels_scalar;
 #if KERNELS_X86
@@ -1029,6 +1065,7 @@ int g3_kernels_all(const g3_kernels **out, int max) {
     if (f.avx2) all[n++] = &kernels_avx2;
     if (f.avx512) all[n++] = &kernels_avx512;
     if (f.avx512bf16) all[n++] = &kernels_avx512bf16;
+    if (f.amx_bf16) all[n++] = &kernels_amx_bf16;
 #endif
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return n < max ? n : max;

@@ -17,7 +17,7 @@
 typedef enum g3_isa { G3_ISA_SCALAR = 0, G3_ISA_AVX2 = 1, G3_ISA_AVX512 = 2 } g3_isa;
 
 typedef struct g3_kernels {
-    const char *name;  /* "scalar", "avx2", "avx512", "avx512bf16" */
+    const char *name;  /* "scalar", "avx2", "avx512", "avx512bf16", "amx-bf16" */
     g3_isa isa;
 
     /* Y[t*ldy + r] = sum_k W[r*n_in + k] * X[t*ldx + k]   for t < n_tok, r0 <= r < r1.
@@ -43,13 +43,18 @@ typedef struct g3_kernels {
     void (*to_bf16)(uint16_t *dst, const float *src, int n);
 } g3_kernels;
 
+/* AMX on this CPU and permitted by the OS (bits; 0 elsewhere). Asked once; asking requests
+ * the tile state for the process. */
+enum { G3_AMX_TILE = 1, G3_AMX_BF16 = 2, G3_AMX_INT8 = 4 };
+int g3_cpu_amx(void);
+
 /* The best ISA this CPU supports (cpuid, checked once). */
 g3_isa g3_isa_detect(void);
 /* The table for an ISA level; NULL if the CPU cannot run it. */
 const g3_kernels *g3_kernels_get(g3_isa isa);
 /* Every table this CPU can run, scalar first, into out[0..max); returns how many. Besides
- * g3_kernels_get's choices this lists "avx512" (widening matmul_bf16) next to "avx512bf16",
- * so tests and benchmarks cover both. */
+ * g3_kernels_get's choices this lists "avx512" (widening matmul_bf16) and "avx512bf16" next to
+ * "amx-bf16", so tests and benchmarks cover each. */
 int g3_kernels_all(const g3_kernels **out, int max);
 /* Parses "scalar" / "avx2" / "avx512"; -1 if unknown. */
 int g3_isa_parse(const char *name);

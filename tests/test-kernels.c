@@ -40,7 +40,7 @@ static void fill_bf16(uint16_t *x, size_t n, float scale) {
 }
 
 static const int n_ins[] = {1, 7, 16, 31, 33, 100, 257, 1153, 3001};
-static const int n_rows[] = {1, 5, 17, 40};
+static const int n_rows[] = {1, 5, 17, 40, 70}; /* 70: amx-bf16 decode runs 64 rows a pass */
 static const int n_toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 37};
 
 #define N_ELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -102,8 +102,9 @@ static void test_matmul(const g3_kernels *k, const g3_kernels *ref, int xbf16) {
  * split row ranges (odd splits, and the g3_split shares of 2 and 3 threads), bitwise. */
 static void test_determinism(const g3_kernels *k, int xbf16) {
     const int n_tok = 37, rows = 53;
-    int ins[] = {31, 100, 1153, 3001}; /* 3001: k-blocked, tail in the last block */
-    for (int a = 0; a < 4; a++) {
+    /* 3001: k-blocked, tail in the last block; 20000: amx-bf16 cuts 37 tokens into two blocks */
+    int ins[] = {31, 100, 1153, 3001, 20000};
+    for (int a = 0; a < 5; a++) {
         int n_in = ins[a];
         uint16_t *W = malloc((size_t)rows * n_in * sizeof *W);
         float *X = malloc((size_t)n_tok * n_in * sizeof *X);
