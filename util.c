@@ -97,6 +97,28 @@ int64_t g3_first_nonfinite(const float *x, size_t n) {
     return -1;
 }
 
+/* The same for bf16 (exponent bits 0x7f80). */
+static int block_nonfinite_bf16(const uint16_t *x) {
+    uint32_t any = 0;
+    for (int i = 0; i < G3_SCAN; i++) {
+        uint16_t h;
+        memcpy(&h, &x[i], sizeof h);
+        any |= (h & 0x7f80u) == 0x7f80u;
+    }
+    return any != 0;
+}
+
+int64_t g3_first_nonfinite_bf16(const uint16_t *x, size_t n) {
+    size_t at = 0;
+    while (at + G3_SCAN <= n && !block_nonfinite_bf16(x + at)) at += G3_SCAN;
+    for (; at < n; at++) {
+        uint16_t h;
+        memcpy(&h, &x[at], sizeof h);
+        if ((h & 0x7f80u) == 0x7f80u) return (int64_t)at;
+    }
+    return -1;
+}
+
 double g3_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

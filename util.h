@@ -53,6 +53,8 @@ void g3_release(void *p, size_t n);
  * of integer tests on the exponent bits, which the compiler vectorises (~30 us for 262,144
  * logits). */
 int64_t g3_first_nonfinite(const float *x, size_t n);
+/* The same over n bf16 values (x may be unaligned: a mapped tensor). */
+int64_t g3_first_nonfinite_bf16(const uint16_t *x, size_t n);
 
 /* Seconds from a monotonic clock. */
 double g3_now(void);

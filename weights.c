@@ -194,12 +194,7 @@ static int64_t first_bad_source(const g3_tensor *t, const uint8_t *src, const fl
         }
         return -1;
     }
-    for (int64_t i = 0; i < cols; i++) {
-        uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        if ((h & 0x7f80u) == 0x7f80u) return i;
-    }
-    return -1;
+    return g3_first_nonfinite_bf16((const uint16_t *)(const void *)src, (size_t)cols);
 }
 
 static void task_quantize(void *ctx, int ith, int nth) {
