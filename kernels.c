@@ -97,6 +97,15 @@ static void softmax_scalar(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+static double log_sum_exp_scalar(const float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += expf(x[i] - max);
+    return max + log(sum);
+}
+
 static float dot_f32_scalar(const float *a, const float *b, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) sum += a[i] * b[i];
@@ -129,6 +138,7 @@ static const g3_kernels kernels_scalar = {
     .rmsnorm = rmsnorm_scalar,
     .gelu_tanh_mul = gelu_tanh_mul_scalar,
     .softmax = softmax_scalar,
+    .log_sum_exp = log_sum_exp_scalar,
     .dot_f32 = dot_f32_scalar,
     .dot_bf16 = dot_bf16_scalar,
     .axpy_f32 = axpy_f32_scalar,
@@ -478,6 +488,28 @@ INLINE AVX2 __m256i to_bf16_lanes_avx2(__m256 f) {
     return _mm256_blendv_epi8(rounded, quiet, is_nan);
 }
 
+static AVX2 double log_sum_exp_avx2(const float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float lanes[8], max = -INFINITY;
+    _mm256_storeu_ps(lanes, vmax);
+    for (int j = 0; j < 8; j++) max = lanes[j] > max ? lanes[j] : max;
+    for (int j = i; j < n; j++) max = x[j] > max ? x[j] : max;
+    const __m256 vm = _mm256_set1_ps(max);
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) { /* exp in float, the sum in double lanes */
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double d[4], sum = 0;
+    _mm256_storeu_pd(d, _mm256_add_pd(lo, hi));
+    for (int j = 0; j < 4; j++) sum += d[j];
+    for (; i < n; i++) sum += expf(x[i] - max);
+    return max + log(sum);
+}
+
 static AVX2 void to_bf16_avx2(uint16_t *dst, const float *src, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -498,6 +530,7 @@ static const g3_kernels kernels_avx2 = {
     .rmsnorm = rmsnorm_avx2,
     .gelu_tanh_mul = gelu_tanh_mul_avx2,
     .softmax = softmax_avx2,
+    .log_sum_exp = log_sum_exp_avx2,
     .dot_f32 = dot_f32_avx2,
     .dot_bf16 = dot_bf16_avx2,
     .axpy_f32 = axpy_f32_avx2,
@@ -938,6 +971,22 @@ static AVX512 void softmax_512(float *x, int n) {
     }
 }
 
+static AVX512 double log_sum_exp_512(const float *x, int n) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 vmax = ninf;
+    for (int i = 0; i < n; i += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, mask16_512(n - i < 16 ? n - i : 16), x + i));
+    const float max = _mm512_reduce_max_ps(vmax);
+    const __m512 vm = _mm512_set1_ps(max);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int i = 0; i < n; i += 16) { /* exp in float (masked lanes: exp(-inf) = 0), sum in double */
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mask16_512(n - i < 16 ? n - i : 16), x + i), vm));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    return max + log(_mm512_reduce_add_pd(_mm512_add_pd(lo, hi)));
+}
+
 static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
     for (int i = 0; i < n; i += 16) { /* integer RNE, as g3_f32_to_bf16 (see to_bf16_lanes_avx2) */
         __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
@@ -955,7 +1004,8 @@ static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
 
 #define KERNELS_512_COMMON                                                                     \
     .isa = G3_ISA_AVX512, .matmul_f32 = matmul_f32_512, .rmsnorm = rmsnorm_512,                 \
-    .gelu_tanh_mul = gelu_tanh_mul_512, .softmax = softmax_512, .dot_f32 = dot_f32_512,         \
+    .gelu_tanh_mul = gelu_tanh_mul_512, .softmax = softmax_512, .log_sum_exp = log_sum_exp_512, \
+    .dot_f32 = dot_f32_512,                                                                     \
     .dot_bf16 = dot_bf16_512, .axpy_f32 = axpy_f32_512, .axpy_bf16 = axpy_bf16_512,             \
     .to_bf16 = to_bf16_512
 

@@ -34,6 +34,9 @@ typedef struct g3_kernels {
     void (*gelu_tanh_mul)(float *out, const float *gate, const float *up, int n);
     /* In-place softmax over n values (max-subtracted, fp32). -inf entries get 0. */
     void (*softmax)(float *x, int n);
+    /* log(sum_i exp(x[i])) over n >= 1 finite values, as max + log(sum exp(x - max)), the sum in
+     * double: the normaliser of a log-softmax. */
+    double (*log_sum_exp)(const float *x, int n);
 
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_bf16)(const float *a, const uint16_t *b, int n);   /* b is bf16 */

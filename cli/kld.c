@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kernels.h"
 
 #define FLAG "--kl-divergence-base"
 
@@ -164,12 +165,9 @@ void kld_read_close(kld_reader *r) {
 /* ---- log-softmax ----------------------------------------------------------------------------- */
 
 double kld_log_softmax(const float *logits, int n_vocab, float *out) {
-    float max = logits[0];
-    for (int i = 1; i < n_vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += expf(logits[i] - max); /* half exp's time; sum in double */
-    double lse = max + log(sum);
+    /* the CPU's best kernel table (the sum in double whichever; cpuid is asked once): scoring
+     * is not part of --isa, and a run and its base file meet the same table on one machine */
+    double lse = g3_kernels_get(g3_isa_detect())->log_sum_exp(logits, n_vocab);
     if (out)
         for (int i = 0; i < n_vocab; i++) out[i] = (float)((double)logits[i] - lse);
     return lse;

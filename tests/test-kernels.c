@@ -14,6 +14,7 @@
  *                   1 + tanh(u) cancels for negative u, so its error is absolute)
  *   softmax:        |y - ref| <= 1e-5 * ref + 1e-30 against double exp of the same fp32
  *                   difference x - max; -inf entries give exactly 0; all -inf gives all 0
+ *   log_sum_exp:    |y - ref| <= 1e-6 against a double evaluation
  *   to_bf16:        bit-exact with g3_f32_to_bf16, NaN/inf/ties/subnormals included. */
 #include <math.h>
 #include <stdatomic.h>
@@ -292,6 +293,33 @@ static void test_softmax(const g3_kernels *k) {
     printf("%-10s softmax worst relative error %.3g\n", k->name, softmax_worst);
 }
 
+/* log_sum_exp against the same sum in double with double exp: |lse - ref| <= 1e-6 (float exp
+ * within ~2 ulp per term, summed in double; the log of a sum within 2.4e-7 relative moves by
+ * that much absolutely). Sizes off the vector widths, a dominant entry, equal entries, a wide
+ * range. */
+static void test_log_sum_exp(const g3_kernels *k) {
+    static const int ns[] = {1, 7, 17, 100, 1001, 262144};
+    float *x = malloc(262144 * sizeof *x);
+    int bad = 0;
+    for (int a = 0; a < N_ELEMS(ns); a++)
+        for (int kind = 0; kind < 4; kind++) {
+            int n = ns[a];
+            for (int i = 0; i < n; i++)
+                x[i] = kind == 0 ? rng_f() * 10.0f : kind == 1 ? (i == n / 2 ? 50.0f : rng_f())
+                     : kind == 2 ? 3.25f : rng_f() * 200.0f - 100.0f;
+            double max = x[0], sum = 0;
+            for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+            for (int i = 0; i < n; i++) sum += exp((double)x[i] - max);
+            double ref = max + log(sum), got = k->log_sum_exp(x, n);
+            if (!(fabs(got - ref) <= 1e-6)) {
+                if (bad < 5) fprintf(stderr, "%s log_sum_exp n=%d kind %d: %.12g vs %.12g\n", k->name, n, kind, got, ref);
+                bad++;
+            }
+        }
+    free(x);
+    CHECK_MSG(bad == 0, "%s log_sum_exp: %d cases out of bound", k->name, bad);
+}
+
 static void test_to_bf16(const g3_kernels *k) {
     enum { N = 70000 };
     float *x = malloc(N * sizeof *x);
@@ -402,6 +430,7 @@ int main(void) {
         test_rmsnorm(k, ref);
         test_gelu(k);
         test_softmax(k);
+        test_log_sum_exp(k);
         test_to_bf16(k);
     }
     test_pool();
