@@ -41,7 +41,7 @@ static void fill_bf16(uint16_t *x, size_t n, float scale) {
 }
 
 static const int n_ins[] = {1, 7, 16, 31, 33, 100, 257, 1153, 3001};
-static const int n_rows[] = {1, 5, 17, 40, 70}; /* 70: amx-bf16 decode runs 64 rows a pass */
+static const int n_rows[] = {1, 5, 17, 40, 70}; /* 70: several 16-row tiles, the last one shifted */
 static const int n_toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 37};
 
 #define N_ELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
