@@ -24,14 +24,16 @@ struct gemma3_sampler {
     float mu; /* mirostat state, starts at 2 tau */
     int exact_draw_only; /* tests: the CDF walk without its fast path */
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
-    g3_gumbel_bits_n_fn gumbel_bits_n; /* the best of g3_gumbel_bits_n_get */
+    g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
     int hist_cap, hist_len, hist_head; /* head = next write slot */
 
     /* working state of one call; every buffer [n_vocab] */
-    float *logits; /* by token id */
+    const float *logits; /* by token id: the caller's until a sampler writes, then own */
+    float *own;          /* the writable copy (writable_logits in sampling.c) */
+    int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;

@@ -27,7 +27,8 @@ float g3_cand_max(const gemma3_sampler *s) {
             for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
         for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
     }
-    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    for (; j < n; j++) m = l[c[j]] > m ? l[c[j]] : m;
     return m;
 }
 
@@ -91,20 +92,37 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
     }
 }
 
-void g3_cand_select_top(gemma3_sampler *s, int m) {
+static int non_finite(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+}
+
+int g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     int n = s->n_cand;
-    for (int j = 0; j < m; j++) h[j] = c[j];
+    int full = s->id_order && n == s->n_vocab;
+    uint32_t bad = 0;
+    for (int j = 0; j < m; j++) {
+        h[j] = c[j];
+        bad |= full && non_finite(l[c[j]]);
+    }
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
     int j = m;
-    if (s->id_order &&
-        n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
+    if (full) { /* the list is 0..n-1: skip blocks with nothing >= worst */
         for (; j + 16 <= n; j += 16) {
             int hits = 0;
-            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
+            uint32_t b = 0;
+            for (int k = 0; k < 16; k++) {
+                uint32_t u;
+                memcpy(&u, &l[j + k], sizeof u);
+                b |= (u & 0x7f800000u) == 0x7f800000u;
+                hits += l[j + k] >= worst;
+            }
+            bad |= b;
             if (hits == 0) continue;
             for (int k = j; k < j + 16; k++) {
                 if (l[k] < worst || !g3_cand_before(l, k, h[0])) continue;
@@ -115,6 +133,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
         }
     }
     for (; j < n; j++) {
+        bad |= full && non_finite(l[c[j]]);
         if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
         if (!g3_cand_before(l, c[j], h[0])) continue;
         h[0] = c[j];
@@ -127,6 +146,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
         h[end] = t;
         sift_down(l, h, end, 0);
     }
+    return bad != 0;
 }
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {

@@ -306,7 +306,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->touched = g3_alloc_aligned(H * sizeof *s->touched);
     s->dry_ctx = g3_alloc_aligned(H * sizeof *s->dry_ctx);
     s->dry_z = g3_alloc_aligned(H * sizeof *s->dry_z);
-    s->logits = g3_alloc_aligned(V * sizeof *s->logits);
+    s->own = g3_alloc_aligned(V * sizeof *s->own);
     s->cand = g3_alloc_aligned(V * sizeof *s->cand);
     s->ids_tmp = g3_alloc_aligned(V * sizeof *s->ids_tmp);
     s->ids_tmp2 = g3_alloc_aligned(V * sizeof *s->ids_tmp2);
@@ -332,7 +332,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys ||
+        !s->own || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys ||
         !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts ||
         !s->scored || !s->scored_tmp || !s->typ_start || !s->typ_fill) {
         gemma3_sampler_free(s);
@@ -340,7 +340,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     }
     for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
-    s->gumbel_bits_n = g3_gumbel_bits_n_get(isa_detect());
+    s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -351,7 +351,7 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->touched);
     g3_free_aligned(s->dry_ctx);
     g3_free_aligned(s->dry_z);
-    g3_free_aligned(s->logits);
+    g3_free_aligned(s->own);
     g3_free_aligned(s->cand);
     g3_free_aligned(s->ids_tmp);
     g3_free_aligned(s->ids_tmp2);
@@ -425,6 +425,30 @@ __attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t ke
         out[i] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
 }
 
+/* The Gumbel screen: pass[i] = 1 when token ids[i], at logit l[i], could reach thr:
+ * (l[i] - lmax) + g3_gumbel_upper(its top random bits) >= thr, all in float (the slack is in
+ * thr, gumbel_screen_threshold). Blocks of 16 that the compiler vectorises. */
+__attribute__((always_inline)) static inline void gumbel_screen_n_body(
+    uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
+    uint8_t *restrict pass, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            uint32_t b = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i + k]) >> 32);
+            pass[i + k] = (l[i + k] - lmax) + g3_gumbel_upper(b) >= thr;
+        }
+    for (; i < n; i++) {
+        uint32_t b = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
+        pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
+    }
+}
+
+static void gumbel_screen_n_scalar(uint64_t key, const int32_t *restrict ids,
+                                   const float *restrict l, float lmax, float thr,
+                                   uint8_t *restrict pass, int n) {
+    gumbel_screen_n_body(key, ids, l, lmax, thr, pass, n);
+}
+
 static void gumbel_bits_n_scalar(uint64_t key, const int32_t *restrict ids, uint32_t *restrict out,
                                  int n) {
     gumbel_bits_n_body(key, ids, out, n);
@@ -444,6 +468,16 @@ __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
 __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
+    uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
+    uint8_t *restrict pass, int n) {
+    gumbel_screen_n_body(key, ids, l, lmax, thr, pass, n);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void gumbel_screen_n_avx512(
+    uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
+    uint8_t *restrict pass, int n) {
+    gumbel_screen_n_body(key, ids, l, lmax, thr, pass, n);
 }
 __attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
@@ -483,6 +517,16 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
     return NULL;
 }
 
+g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa) {
+    if (isa == ISA_SCALAR) return gumbel_screen_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_screen_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_screen_n_avx512;
+#endif
+    return NULL;
+}
+
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
     if (isa == ISA_SCALAR) return approx_exp_n_scalar;
 #if SAMPLING_X86
@@ -503,7 +547,97 @@ static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
 
 /* ================================ the samplers ============================================== */
 
+/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
+ * vectorises it at -O2. */
+static int copy_logits(float *restrict dst, const float *restrict src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            dst[i + k] = src[i + k];
+            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = src[i];
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* 1 if every value is finite: copy_logits without the copy, a read-only pass. */
+static int all_finite(const float *src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* The NaN and +inf rules on the own copy of the whole vocabulary: NaN becomes -inf; if any
+ * logit is +inf, the +inf tokens share the mass uniformly (the limit of the softmax). */
+static void fix_non_finite(gemma3_sampler *s) {
+    float *l = s->own;
+    int V = s->n_vocab, n_pinf = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(l[i])) l[i] = -INFINITY;
+        n_pinf += l[i] == INFINITY;
+    }
+    if (n_pinf > 0)
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+}
+
+/* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
+ * (prepare); the first sampler that rewrites logits (penalties, DRY, temperature) copies it
+ * here, once per call, checking it on the way. A short list (after a truncation, so checked)
+ * copies only its candidates' logits: from then on nothing reads the logit of a token outside
+ * the list (the list only shrinks), so the stale entries of the copy are never seen. */
+static float *writable_logits(gemma3_sampler *s) {
+    if (s->logits == s->own) return s->own;
+    if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
+        for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
+        s->logits = s->own;
+        return s->own;
+    }
+    int clean = copy_logits(s->own, s->logits, s->n_vocab);
+    s->logits = s->own;
+    if (s->unchecked && !clean) fix_non_finite(s);
+    s->unchecked = 0;
+    return s->own;
+}
+
+/* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
+ * (a copy only when one of them is not finite). Every reader of the logits but top-k's heap
+ * (which checks as it scans) calls this first. */
+static void check_finite(gemma3_sampler *s) {
+    if (!s->unchecked) return;
+    if (all_finite(s->logits, s->n_vocab))
+        s->unchecked = 0;
+    else
+        writable_logits(s);
+}
+
 static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
+
+enum { GUMBEL_HEAP_MAX_K = 1024 };
 
 /* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
 static void top_k(gemma3_sampler *s, int k) {
@@ -512,15 +646,26 @@ static void top_k(gemma3_sampler *s, int k) {
         s->n_cand = k;
         return;
     }
-    if (gumbel_mode(s)) {
+    if (gumbel_mode(s) && k > GUMBEL_HEAP_MAX_K && s->n_cand > 4096) {
+        /* a large k without sorting; a small one (the usual 40 or 64) takes the heap below,
+         * whose vectorised block skip beats the radix passes: the same set either way, and the
+         * Gumbel draw does not depend on the list's order */
+        check_finite(s);
         g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        check_finite(s);
         g3_cand_materialise(s);
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         g3_cand_sort(s);
         s->n_cand = k;
     } else {
-        g3_cand_select_top(s, k);
+        /* the heap's scan is the call's first pass over the caller's logits when they are
+         * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
+        if (g3_cand_select_top(s, k) && s->unchecked) {
+            writable_logits(s);
+            g3_cand_select_top(s, k);
+        }
+        s->unchecked = 0;
         g3_cand_keep_selected(s, k);
     }
 }
@@ -846,7 +991,7 @@ static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; 
 
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
-    float *l = s->logits;
+    float *l = writable_logits(s);
     if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
                                                      loop (a min): both vectorise at -O2 */
         int n = s->n_cand, i = 0;
@@ -903,6 +1048,8 @@ static void keep_argmax(gemma3_sampler *s) {
 /* Temperature, with llama.cpp's dynamic temperature when dynatemp_range > 0: the entropy of the
  * current candidates, normalised by ln N, picks T' in [max(0, T-d), T+d]. */
 static void temperature(gemma3_sampler *s, float t) {
+    if (t == 1.0f && s->p.dynatemp_range <= 0.0f) return;
+    if (t <= 0.0f || s->p.dynatemp_range > 0.0f) check_finite(s); /* else divide copies */
     if (s->p.dynatemp_range > 0.0f && s->n_cand > 1) {
         float lo = fmaxf(0.0f, t - s->p.dynatemp_range), hi = t + s->p.dynatemp_range;
         float lmax = g3_cand_max(s);
@@ -933,12 +1080,13 @@ static void penalties(gemma3_sampler *s) {
     int nt = 0;
     for (int j = 0; j < n; j++)
         if (s->counts[s->dry_ctx[j]]++ == 0) s->touched[nt++] = s->dry_ctx[j];
+    float *own = nt > 0 ? writable_logits(s) : NULL;
     for (int j = 0; j < nt; j++) {
         int32_t id = s->touched[j];
-        float l = s->logits[id];
+        float l = own[id];
         l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
         l -= (float)s->counts[id] * p->frequency_penalty + p->presence_penalty;
-        s->logits[id] = clamp_overflow(l);
+        own[id] = clamp_overflow(l);
         s->counts[id] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -997,12 +1145,13 @@ static void dry(gemma3_sampler *s) {
         if (s->counts[t] == 0) s->touched[nt++] = t;
         if (m > s->counts[t]) s->counts[t] = m;
     }
+    float *own = nt > 0 ? writable_logits(s) : NULL;
     for (int j = 0; j < nt; j++) {
         int32_t t = s->touched[j];
         double pen = (double)p->dry_multiplier *
                      pow((double)p->dry_base, (double)(s->counts[t] - p->dry_allowed_length));
         if (pen > FLT_MAX) pen = FLT_MAX;
-        s->logits[t] -= (float)pen;
+        own[t] -= (float)pen;
         s->counts[t] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -1020,11 +1169,12 @@ enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
 static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
     int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     double *w = s->w, *block = s->blocks;
     const float *l = s->logits;
     if (!(s->id_order && n == s->n_vocab)) { /* gather the list's logits first */
         float *g = s->gathered;
-        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
+        for (int j = 0; j < n; j++) g[j] = l[c[j]];
         l = g;
     }
     s->approx_exp_n(w, l, lmax, n);
@@ -1054,7 +1204,7 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
         double before = cum;
         cum += w[j];
         if (cum > target)
-            return before < target - margin && cum > target + margin ? s->cand[j] : -1;
+            return before < target - margin && cum > target + margin ? c[j] : -1;
     }
     return -1;
 }
@@ -1071,8 +1221,9 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
         int32_t tok = draw_cdf_fast(s, lmax, u);
         if (tok >= 0) return tok;
     }
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     double z = 0;
-    for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
+    for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[c[j]] - lmax);
     double target = u * z;
     double cum = 0;
     int last = -1;
@@ -1080,61 +1231,83 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
         if (s->w[j] <= 0) continue;
         cum += s->w[j];
         last = j;
-        if (cum > target) return s->cand[j];
+        if (cum > target) return c[j];
     }
-    return last >= 0 ? s->cand[last] : -1;
+    return last >= 0 ? c[last] : -1;
 }
 
-/* The noise G(b) = -ln(-ln((b + 0.5) 2^-32)) of the top 32 random bits b grows with b, so
- * G(b) >= g needs b >= 2^32 exp(-exp(-g)) - 0.5. This is that bound less 4 (far more than the
- * rounding of the exps and of adding the noise to a logit can move it): a b below it cannot
- * reach g, whatever the rounding. */
-static uint32_t gumbel_bits_below(double g) {
-    double b = exp(-exp(-g)) * 0x1p32 - 4.5;
-    return !(b > 0) ? 0 : b >= 4294967295.0 ? 0xffffffffu : (uint32_t)b;
+/* The first i with l[i] == v (v must occur), skipping blocks of 16 without it. */
+static int first_equal(const float *l, int n, float v) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        int hits = 0;
+        for (int k = 0; k < 16; k++) hits += l[j + k] == v;
+        if (hits) break;
+    }
+    while (l[j] != v) j++;
+    return j;
 }
 
-/* For the tokens with l - lmax in (-(k+1)/2, -k/2] (k < 64; k = 64: below -32), the top noise
- * bits under which they cannot reach best. */
-enum { GUMBEL_BANDS = 64, GUMBEL_CHUNK = 256 };
-static void gumbel_bands(double best, uint32_t *below) {
-    for (int k = 0; k <= GUMBEL_BANDS; k++) below[k] = gumbel_bits_below(best + 0.5 * k);
-}
+enum { GUMBEL_CHUNK = 256 };
+
+/* The screen's threshold for the current best value: fl32(best - 1/64). The screen computes
+ * (l - lmax) + g3_gumbel_upper(b) in float; a token that can win or tie has
+ * d + G >= best - 2^-52 |best| with |best| < 23 (best is the noise of a token plus d <= 0, and
+ * the noise lies in [-3.1, 22.9]), hence |d| < 26 and g3_gumbel_upper <= 111, so the float
+ * roundings of l - lmax, of the bound, of their sum and of this threshold move the comparison
+ * by less than 2^-24 * 4 * 140 < 4e-5, far inside the 1/64 slack: such a token always passes. */
+static float gumbel_screen_threshold(double best) { return (float)(best - 0.015625); }
 
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
- * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best, and
- * (from the random bits alone, by the token's band of l_i - lmax) G_i >= best - (l_i - lmax). */
+ * lowest id. A vectorised screen (g3_gumbel_screen_n: the random bits, and the bound
+ * g3_gumbel_upper on the noise they can give, 16 tokens at a time) passes every token that
+ * could still reach the best value so far; only those take the two logs. */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
     if (n == 0) return -1;
-    int32_t top = s->cand[0];
-    for (int j = 1; j < n; j++)
-        if (g3_cand_before(l, s->cand[j], top)) top = s->cand[j];
-    if (l[top] == -INFINITY) return -1;
+    int full = s->id_order && n == s->n_vocab; /* the list is 0..n-1: logits read in place */
+    const int32_t *ids = full ? s->iota : s->cand;
+    float lmax_f = g3_cand_max(s);
+    if (lmax_f == -INFINITY) return -1;
+    int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
+    if (full) {
+        top = first_equal(l, n, lmax_f);
+    } else {
+        for (int j = 0; j < n; j++)
+            if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
+    }
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
-    double gmax = g3_gumbel_max(), lmax = l[top];
+    double lmax = lmax_f;
     int32_t best = top;
     double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
-    uint32_t below[GUMBEL_BANDS + 1], *top_bits = s->keys_tmp; /* [GUMBEL_CHUNK] */
-    gumbel_bands(best_v, below);
-    const int32_t *ids = s->id_order && n == s->n_vocab ? s->iota : s->cand;
-    for (int c = 0; c < n; c += GUMBEL_CHUNK) { /* the random bits a chunk at a time */
-        int end = c + GUMBEL_CHUNK < n ? c + GUMBEL_CHUNK : n;
-        s->gumbel_bits_n(key, ids + c, top_bits, end - c);
-        for (int j = c; j < end; j++) {
-            int32_t id = ids[j];
-            double d = (double)l[id] - lmax;
-            if (id == top || d + gmax < best_v) continue;
-            int band = -d >= 0.5 * GUMBEL_BANDS ? GUMBEL_BANDS : (int)(-2 * d);
-            uint32_t b = top_bits[j - c];
-            if (b < below[band]) continue;
-            double v = d + g3_gumbel((uint64_t)b << 32);
+    uint8_t pass[GUMBEL_CHUNK];
+    float *g = s->gathered;
+    for (int c = 0; c < n; c += GUMBEL_CHUNK) {
+        int m = n - c < GUMBEL_CHUNK ? n - c : GUMBEL_CHUNK;
+        const float *lc = l + c;
+        if (!full) { /* the chunk's logits in list order */
+            for (int j = 0; j < m; j++) g[j] = l[ids[c + j]];
+            lc = g;
+        }
+        /* the threshold of the chunk's start: best only grows, so it stays conservative */
+        s->gumbel_screen_n(key, ids + c, lc, lmax_f, gumbel_screen_threshold(best_v), pass, m);
+        for (int j = 0; j < m; j++) {
+            if (j % 8 == 0 && j + 8 <= m) { /* skip 8 rejected tokens at once */
+                uint64_t w;
+                memcpy(&w, pass + j, sizeof w);
+                if (w == 0) {
+                    j += 7;
+                    continue;
+                }
+            }
+            if (!pass[j] || ids[c + j] == top) continue;
+            int32_t id = ids[c + j];
+            double v = ((double)lc[j] - lmax) + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
                 best_v = v;
                 best = id;
-                gumbel_bands(best_v, below);
             }
         }
     }
@@ -1147,30 +1320,6 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
-/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
- * vectorises it at -O2. */
-static int copy_logits(float *restrict dst, const float *restrict src, int n) {
-    uint32_t bad = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t b = 0;
-        for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            dst[i + k] = src[i + k];
-            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
-        }
-        bad |= b;
-    }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        dst[i] = src[i];
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad == 0;
-}
-
 /* The allowed-ids mask (a grammar's): every id without its bit gets -inf, 32 at a time. */
 static void apply_mask(float *l, const uint32_t *allowed, int n) {
     for (int w = 0; w * 32 < n; w++) {
@@ -1182,14 +1331,24 @@ static void apply_mask(float *l, const uint32_t *allowed, int n) {
     }
 }
 
-/* Copies the logits, applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
+/* Takes the caller's logits as the working logits (read-only and unchecked: check_finite and
+ * writable_logits), applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
  * NaN/+inf rules, and lists every token as a candidate (implicitly: g3_cand_materialise writes
  * the list out when needed). */
 static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
-    float *l = s->logits;
+    s->logits = logits;
+    s->unchecked = 1;
+    s->sorted = 0;
+    s->id_order = 1;
+    s->n_cand = V;
+    s->cand_lazy = 1;
+    if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
+    float *l = s->own;
     int clean = copy_logits(l, logits, V);
+    s->logits = l;
+    s->unchecked = 0;
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
@@ -1199,20 +1358,9 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     if (p->ignore_eos)
         for (int i = 0; i < p->n_eos; i++) l[p->eos_ids[i]] = -INFINITY;
     if (allowed) apply_mask(l, allowed, V);
-    s->sorted = 0;
-    s->id_order = 1;
-    s->n_cand = V;
-    s->cand_lazy = 1;
     /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
      * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
-    if (clean) return;
-    int n_pinf = 0;
-    for (int i = 0; i < V; i++) {
-        if (isnan(l[i])) l[i] = -INFINITY;
-        n_pinf += l[i] == INFINITY;
-    }
-    if (n_pinf > 0) /* the +inf tokens share the mass uniformly: the limit of the softmax */
-        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+    if (!clean) fix_non_finite(s);
 }
 
 static int is_allowed(const uint32_t *allowed, int i) {
@@ -1261,6 +1409,10 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
                          !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
                          sampler_on(p, t);
         if (reads_list) g3_cand_materialise(s);
+        /* penalties, DRY and temperature check as they copy; top-k's heap as it scans */
+        if (t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
+            t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE && sampler_on(p, t))
+            check_finite(s);
         switch (t) {
         case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
         case GEMMA3_SAMPLER_DRY: dry(s); break;
@@ -1358,14 +1510,17 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
             run_chain(s, position, 1);
+            check_finite(s);
             keep_argmax(s); /* reads an implicit list straight */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
+            check_finite(s);
             g3_cand_materialise(s);
             tok = mirostat(s, position);
         } else {
             run_chain(s, position, 0);
-            g3_cand_materialise(s);
+            check_finite(s);
+            if (s->n_cand == 1) g3_cand_materialise(s); /* the draws read an implicit list */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */
             else if (s->n_cand > 1)
@@ -1396,6 +1551,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
     prepare(s, logits, NULL);
     run_chain(s, position, 0);
+    check_finite(s);
     g3_cand_materialise(s);
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)

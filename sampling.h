@@ -35,7 +35,8 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
 int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params);
 
 /* Working logits after the chain ran in the last g3_sampler_kept / gemma3_sampler_sample call
- * (by token id, [n_vocab]): the tests compute the exact distribution over the kept set from it. */
+ * (by token id, [n_vocab]): the tests compute the exact distribution over the kept set from it.
+ * When no sampler rewrote a logit this is the caller's vector itself (valid while it is). */
 const float *g3_sampler_work_logits(const gemma3_sampler *s);
 
 /* Mirostat's current mu. */
@@ -90,6 +91,29 @@ static inline double g3_approx_exp(double x) {
 typedef void (*g3_gumbel_bits_n_fn)(uint64_t key, const int32_t *restrict ids,
                                     uint32_t *restrict out, int n);
 g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa);
+
+/* An upper bound of the Gumbel noise g3_gumbel gives from top random bits b, cheap enough to
+ * screen every token: with U = (b + 0.5) 2^-32, -ln U >= 1 - U, so
+ * G = -ln(-ln U) <= -ln(1 - U) = 32 ln 2 - ln(Y + 0.5), Y = 2^32 - 1 - b = ~b, and
+ * ln(Y + 0.5) >= e ln 2 for any e <= floor(log2 Y). e here is the exponent of the float of
+ * y = Y >> 1, which is at most floor(log2 y) + 1 (rounding up to a power of two) =
+ * floor(log2 Y); y = 0 gives e = -127, far below the true bound (22.87). The product rounds
+ * the bound by at most 2^-24 relative (ln 2 is rounded up to the float 0x1.62e43p-1); the
+ * caller's slack covers it (gumbel_screen_threshold in sampling.c). */
+static inline float g3_gumbel_upper(uint32_t b) {
+    float y = (float)(int32_t)(~b >> 1);
+    uint32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    return (float)(159 - (int32_t)(yb >> 23)) * 0x1.62e43p-1f; /* (32 - e) ln 2, e + 127 = yb >> 23 */
+}
+
+/* The Gumbel draw's screen: pass[i] = ((l[i] - lmax) + g3_gumbel_upper(top 32 bits of
+ * g3_rng_bits(key, G3_RNG_GUMBEL, ids[i])) >= thr), in float; compiled per instruction set like
+ * g3_approx_exp_n_get (the same operations, the same bits). */
+typedef void (*g3_gumbel_screen_n_fn)(uint64_t key, const int32_t *restrict ids,
+                                      const float *restrict l, float lmax, float thr,
+                                      uint8_t *restrict pass, int n);
+g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa);
 
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
