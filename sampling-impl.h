@@ -25,6 +25,7 @@ struct gemma3_sampler {
     int exact_draw_only; /* tests: the CDF walk without its fast path */
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
+    g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */

@@ -341,6 +341,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
+    s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -432,15 +433,70 @@ __attribute__((always_inline)) static inline void gumbel_screen_n_body(
     uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
     uint8_t *restrict pass, int n) {
     int i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) {
-            uint32_t b = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i + k]) >> 32);
-            pass[i + k] = (l[i + k] - lmax) + g3_gumbel_upper(b) >= thr;
-        }
+    for (; i + 16 <= n; i += 16) { /* two loops of one element width each vectorise fully */
+        uint32_t b[16];
+        for (int k = 0; k < 16; k++)
+            b[k] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i + k]) >> 32);
+        for (int k = 0; k < 16; k++)
+            pass[i + k] = (l[i + k] - lmax) + g3_gumbel_upper(b[k]) >= thr;
+    }
     for (; i < n; i++) {
         uint32_t b = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
+}
+
+/* Top-n-sigma's sums over l[0..n), -inf skipped, in 16 interleaved lanes:
+ * out = {max, max |l|, mean, sum of (l - mean)^2, count}; compiled per instruction set like
+ * g3_approx_exp_n_get (the same operations in the same order: the same bits). */
+__attribute__((always_inline)) static inline void sigma_sums_n_body(const float *restrict l,
+                                                                    int n, double *out) {
+    double sum[16] = {0}, var[16] = {0}, total = 0, z = 0;
+    float mx[16], ab[16];
+    int32_t cnt[16] = {0};
+    for (int k = 0; k < 16; k++) mx[k] = -INFINITY, ab[k] = 0;
+    int j = 0, nf = 0;
+    for (; j + 16 <= n; j += 16) { /* one simple loop per operation: each vectorises */
+        float x[16];
+        for (int k = 0; k < 16; k++) x[k] = l[j + k] != -INFINITY ? l[j + k] : 0.0f;
+        for (int k = 0; k < 16; k++) cnt[k] += l[j + k] != -INFINITY;
+        for (int k = 0; k < 16; k++) mx[k] = l[j + k] > mx[k] ? l[j + k] : mx[k];
+        for (int k = 0; k < 16; k++) ab[k] = fabsf(x[k]) > ab[k] ? fabsf(x[k]) : ab[k];
+        for (int k = 0; k < 16; k++) sum[k] += (double)x[k];
+    }
+    double lmax = -INFINITY, amax = 0;
+    for (int i = j; i < n; i++)
+        if (l[i] != -INFINITY) {
+            total += l[i];
+            nf++;
+            lmax = l[i] > lmax ? l[i] : lmax;
+            amax = fabs((double)l[i]) > amax ? fabs((double)l[i]) : amax;
+        }
+    for (int k = 0; k < 16; k++) {
+        total += sum[k];
+        nf += cnt[k];
+        lmax = mx[k] > lmax ? mx[k] : lmax;
+        amax = ab[k] > amax ? ab[k] : amax;
+    }
+    double mean = nf > 0 ? total / nf : 0;
+    for (j = 0; j + 16 <= n; j += 16) {
+        double d[16];
+        for (int k = 0; k < 16; k++) d[k] = (double)l[j + k] - mean;
+        for (int k = 0; k < 16; k++) d[k] = l[j + k] != -INFINITY ? d[k] : 0.0;
+        for (int k = 0; k < 16; k++) var[k] += d[k] * d[k];
+    }
+    for (int i = j; i < n; i++)
+        if (l[i] != -INFINITY) z += ((double)l[i] - mean) * ((double)l[i] - mean);
+    for (int k = 0; k < 16; k++) z += var[k];
+    out[0] = lmax;
+    out[1] = amax;
+    out[2] = mean;
+    out[3] = z;
+    out[4] = nf;
+}
+
+static void sigma_sums_n_scalar(const float *restrict l, int n, double *out) {
+    sigma_sums_n_body(l, n, out);
 }
 
 static void gumbel_screen_n_scalar(uint64_t key, const int32_t *restrict ids,
@@ -469,12 +525,20 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
+__attribute__((target("avx2"))) static void sigma_sums_n_avx2(const float *restrict l, int n,
+                                                              double *out) {
+    sigma_sums_n_body(l, n, out);
+}
+__attribute__((target("avx512f,avx512dq,prefer-vector-width=512"))) static void sigma_sums_n_avx512(
+    const float *restrict l, int n, double *out) {
+    sigma_sums_n_body(l, n, out);
+}
 __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
     uint8_t *restrict pass, int n) {
     gumbel_screen_n_body(key, ids, l, lmax, thr, pass, n);
 }
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void gumbel_screen_n_avx512(
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512"))) static void gumbel_screen_n_avx512(
     uint64_t key, const int32_t *restrict ids, const float *restrict l, float lmax, float thr,
     uint8_t *restrict pass, int n) {
     gumbel_screen_n_body(key, ids, l, lmax, thr, pass, n);
@@ -513,6 +577,16 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
     int have = isa_detect();
     if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
     if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) {
+    if (isa == ISA_SCALAR) return sigma_sums_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return sigma_sums_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return sigma_sums_n_avx512;
 #endif
     return NULL;
 }
@@ -857,10 +931,42 @@ static int sigma_threshold(gemma3_sampler *s, float nsig, double *thr) {
     return 1;
 }
 
-/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). */
+/* sigma_threshold's threshold from sums in 8 interleaved lanes (vectorised) over a list that
+ * is the whole vocabulary, and a bound on its distance from the id-order threshold: with N
+ * finite logits, A the largest |l|, u = 2^-53, any summation order errs by at most N u N A on
+ * the sum, so both means lie within delta = 2 (N + 1) u A of the exact mean M; the variance
+ * sums V(m) = V(M) + N (m - M)^2 are each computed within (N + 3) u relative (three roundings
+ * per term, N - 1 additions), so the two sigmas differ by at most delta + 2 (eps + 4 u) sigma,
+ * eps = 1.01 (N + 3) u, and the threshold adds the rounding of nsig * sigma and of the
+ * difference. *margin is twice all of that. Returns 0 when no logit is finite. */
+static int sigma_threshold_lanes(const gemma3_sampler *s, float nsig, double *thr,
+                                 double *margin) {
+    double m[5];
+    s->sigma_sums_n(s->logits, s->n_cand, m);
+    double lmax = m[0], amax = m[1], z = m[3];
+    int nf = (int)m[4];
+    if (nf == 0) return 0;
+    double sigma = sqrt(z / nf), u = 0x1p-53, N = nf;
+    double delta = 2 * (N + 1) * u * amax, eps = 1.01 * (N + 3) * u;
+    *thr = lmax - (double)nsig * sigma;
+    *margin = 2 * ((double)nsig * (delta + 2 * (eps + 4 * u) * (sigma + delta)) +
+                   4 * u * (fabs(lmax) + (double)nsig * (sigma + delta)));
+    return 1;
+}
+
+/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). Over the whole vocabulary the
+ * lane sums answer when every threshold within their error bound keeps the same set: the
+ * smallest float >= the threshold (what keep_at_least compares with) is the same at both ends
+ * of the interval, hence for every threshold inside it. Otherwise the sums in id order. */
 static void top_n_sigma(gemma3_sampler *s, float nsig) {
     if (nsig <= 0.0f || s->n_cand <= 1) return;
-    double thr;
+    double thr, margin;
+    if (s->id_order && s->n_cand == s->n_vocab && s->n_cand >= 1024 &&
+        sigma_threshold_lanes(s, nsig, &thr, &margin) &&
+        float_at_least(thr - margin) == float_at_least(thr + margin)) {
+        keep_at_least(s, thr);
+        return;
+    }
     if (!sigma_threshold(s, nsig, &thr)) return;
     keep_at_least(s, thr);
 }

@@ -115,6 +115,11 @@ typedef void (*g3_gumbel_screen_n_fn)(uint64_t key, const int32_t *restrict ids,
                                       uint8_t *restrict pass, int n);
 g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa);
 
+/* Top-n-sigma's fast sums over l[0..n) (-inf skipped), in lanes: out = {max, max |l|, mean,
+ * sum of (l - mean)^2, count of finite}; per instruction set like g3_approx_exp_n_get. */
+typedef void (*g3_sigma_sums_n_fn)(const float *restrict l, int n, double *out);
+g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
