@@ -22,10 +22,12 @@ struct gemma3_sampler {
     int n_vocab;
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
-    int exact_draw_only; /* tests: the CDF walk without its fast path */
+    int exact_draw_only;  /* tests: the CDF walk without its fast paths */
+    int skip_float_draw;  /* tests: the CDF walk without its float tier */
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
+    g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */

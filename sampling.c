@@ -342,6 +342,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
+    s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -400,6 +401,7 @@ uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; 
 const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
+void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
 
 /* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
 
@@ -495,6 +497,42 @@ __attribute__((always_inline)) static inline void sigma_sums_n_body(const float 
     out[4] = nf;
 }
 
+/* The float tier's block sums (g3_expf_block_sums_get): one simple loop per operation over 16
+ * lanes, so that each vectorises. */
+__attribute__((always_inline)) static inline double expf_block_sums_body(const float *restrict l,
+                                                                         float lmax, int n,
+                                                                         double *restrict blocks) {
+    int nb = n / 64;
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        float acc[16] = {0};
+        for (int q = 0; q < 4; q++) {
+            const float *x = l + (size_t)b * 64 + q * 16;
+            float w[16];
+            for (int k = 0; k < 16; k++) w[k] = x[k] - lmax;
+            for (int k = 0; k < 16; k++) w[k] = w[k] > -86.0f ? w[k] : -86.0f;
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(w[k]);
+            for (int k = 0; k < 16; k++) acc[k] += w[k];
+        }
+        double sum = 0;
+        for (int k = 0; k < 16; k++) sum += acc[k];
+        blocks[b] = sum;
+        total += sum;
+    }
+    if (nb * 64 < n) {
+        double sum = 0;
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(g3_expf_arg(l[i], lmax));
+        blocks[nb] = sum;
+        total += sum;
+    }
+    return total;
+}
+
+static double expf_block_sums_scalar(const float *restrict l, float lmax, int n,
+                                     double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
+}
+
 static void sigma_sums_n_scalar(const float *restrict l, int n, double *out) {
     sigma_sums_n_body(l, n, out);
 }
@@ -524,6 +562,15 @@ __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
 __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static double expf_block_sums_avx2(const float *restrict l,
+                                                                  float lmax, int n,
+                                                                  double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx512f,prefer-vector-width=512"))) static double expf_block_sums_avx512(
+    const float *restrict l, float lmax, int n, double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
 }
 __attribute__((target("avx2"))) static void sigma_sums_n_avx2(const float *restrict l, int n,
                                                               double *out) {
@@ -577,6 +624,16 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
     int have = isa_detect();
     if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
     if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) {
+    if (isa == ISA_SCALAR) return expf_block_sums_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return expf_block_sums_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return expf_block_sums_avx512;
 #endif
     return NULL;
 }
@@ -1273,16 +1330,42 @@ static void dry(gemma3_sampler *s) {
  * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
 enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
-static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
+/* The float tier, tried first: weights w'_i = g3_approx_expf(g3_expf_arg(l_i, lmax)), within
+ * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
+ * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
+ * (n 2^-53), none of them stored: the walk over the blocks picks the block, whose weights are
+ * recomputed. Every prefix sum and the target then lie within
+ * (G3_APPROX_EXPF_REL_ERR + 3 2^-24 + n 2^-53) total + n 4.5e-38 of the true ones, and the
+ * exact walk's within (n 2^-53 + 2^-53) total (libm's exp is within an ulp); the margin is
+ * more than twice the sum, as in the double tier below. Returns -1 when the target is
+ * closer than that to an end of the chosen token's step (the double tier then answers). */
+static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, double u) {
+    int n = s->n_cand;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    double *block = s->blocks;
+    double total = s->expf_block_sums(l, lmax, n, block);
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double target = u * total;
+    double margin = 4 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53) * total +
+                    n * 1e-37;
+    double cum = 0;
+    int b = 0;
+    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
+    if (b == nb) return -1;
+    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    for (int j = b * DRAW_BLOCK; j < end; j++) {
+        double before = cum;
+        cum += g3_approx_expf(g3_expf_arg(l[j], lmax));
+        if (cum > target)
+            return before < target - margin && cum > target + margin ? c[j] : -1;
+    }
+    return -1;
+}
+
+static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, double u) {
     int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     double *w = s->w, *block = s->blocks;
-    const float *l = s->logits;
-    if (!(s->id_order && n == s->n_vocab)) { /* gather the list's logits first */
-        float *g = s->gathered;
-        for (int j = 0; j < n; j++) g[j] = l[c[j]];
-        l = g;
-    }
     s->approx_exp_n(w, l, lmax, n);
     double total = 0;
     for (int b = 0; b < nb; b++) {
@@ -1323,11 +1406,18 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
     double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
-        int32_t tok = draw_cdf_fast(s, lmax, u);
+        const float *l = s->logits; /* the list's logits in list order */
+        if (!(s->id_order && n == s->n_vocab)) {
+            float *g = s->gathered;
+            for (int j = 0; j < n; j++) g[j] = l[c[j]];
+            l = g;
+        }
+        int32_t tok = s->skip_float_draw ? -1 : draw_cdf_float(s, l, lmax, u);
+        if (tok < 0) tok = draw_cdf_fast(s, l, lmax, u);
         if (tok >= 0) return tok;
     }
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     double z = 0;
     for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[c[j]] - lmax);
     double target = u * z;

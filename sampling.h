@@ -79,6 +79,53 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
+/* exp(x) for -86 <= x <= 0 in float, branch-free (16 lanes per AVX-512 vector): the same
+ * Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any |k| < 128, plus the rest;
+ * x - k ln2_hi is exact by Sterbenz's lemma), the degree-6 Taylor polynomial of e^r, |r| <=
+ * 0.3466 (remainder < 1.7e-7), scaled by 2^k (k >= -125: normal). Its own relative error is
+ * below 6e-7; callers pass x = fl32(l - lmax), whose rounding (half an ulp of |x| < 128, 2^-18)
+ * moves e^x by up to 3.9e-6 more. The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-16
+ * (1.5e-5) for both together; test-sampling-chains checks the observed error on a million
+ * inputs against half of it. */
+#define G3_APPROX_EXPF_REL_ERR 0x1p-16
+static inline float g3_approx_expf(float x) {
+    float t = x * 1.44269504f + 0x1.8p23f; /* round(x / ln2) in the low bits */
+    float k = t - 0x1.8p23f;
+    int32_t ki;
+    memcpy(&ki, &t, sizeof ki);
+    ki -= 0x4b400000; /* the bits of 0x1.8p23f */
+    float r = (x - k * 0x1.62e4p-1f) - k * 1.42860677e-6f;
+    float p = 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = (ki + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* g3_approx_expf's argument for logit l under the maximum lmax: fl32(l - lmax), clamped to
+ * -86 (e^-86 < 4.5e-38: the weight of every token below, bans included, is off by less). */
+static inline float g3_expf_arg(float l, float lmax) {
+    float x = l - lmax;
+    return x > -86.0f ? x : -86.0f;
+}
+
+/* blocks[b] = sum of g3_approx_expf(g3_expf_arg(l[i], lmax)) over i in [64 b, 64 b + 64) (the
+ * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double;
+ * returns the sum of the blocks. Compiled per instruction set like g3_approx_exp_n_get. */
+typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
+                                        double *restrict blocks);
+g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
+
+/* Tests: 1 makes the CDF walk skip its float tier (g3_approx_expf), so that the double tier
+ * (g3_approx_exp) answers the draws it would have answered; 0 back on. */
+void g3_sampler_skip_float_draw(gemma3_sampler *s, int on);
+
 /* w[i] = g3_approx_exp(max((double)l[i] - lmax, -708)) for l[i] <= lmax (below -708 the
  * result, e^-708 < 3.3e-308, is off by less than that), in blocks of 16 that the compiler
  * vectorises (the clamp in its own loop: GCC does not if-convert it inside the big one). The

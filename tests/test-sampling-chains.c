@@ -526,6 +526,149 @@ static void check_approx_exp(void) {
     free(got);
 }
 
+/* g3_approx_expf on the argument the float tier gives it, fl32(l - lmax) clamped, against libm's
+ * exp of the exact difference (the bound G3_APPROX_EXPF_REL_ERR covers both), and the block sums
+ * of every compiled instruction set against the scalar ones bit for bit and against libm within
+ * the bound. */
+static void check_approx_expf(void) {
+    enum { N = 1 << 20 };
+    float *l = malloc(N * sizeof *l);
+    double *blocks = malloc((N / 64 + 1) * sizeof *blocks), *got = malloc((N / 64 + 1) * sizeof *got);
+    if (!l || !blocks || !got) {
+        CHECK(0);
+        return;
+    }
+    const float lmax = 7.25f;
+    for (int i = 0; i < N; i++) {
+        double u = unif();
+        switch (i % 5) {
+        case 0: l[i] = lmax - (float)(90 * u); break;   /* the whole range and past -86 */
+        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
+        case 2: l[i] = lmax - (float)(40 * u); break;   /* where the weights that matter are */
+        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
+        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break; /* tiny logits: big ulps of l - lmax */
+        }
+    }
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double d = (double)l[i] - lmax;
+        if (d < -86) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs((double)g3_approx_expf(g3_expf_arg(l[i], lmax)) - e) / e);
+    }
+    /* a maximum of 80 over tiny logits: l - lmax near -80 rounds by up to 2^-18 */
+    for (int i = 0; i < N; i += 4) {
+        float li = (float)(1e-3 * unif() - 5e-4), big = 80.0f + (float)(5 * unif());
+        double d = (double)li - big;
+        if (d < -86) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs((double)g3_approx_expf(g3_expf_arg(li, big)) - e) / e);
+    }
+    printf("approx expf: worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_APPROX_EXPF_REL_ERR);
+    CHECK_MSG(worst < G3_APPROX_EXPF_REL_ERR / 2, "worst %.3g", worst);
+    CHECK(g3_approx_expf(g3_expf_arg(lmax, lmax)) == 1.0f);
+    CHECK(g3_approx_expf(g3_expf_arg(-INFINITY, lmax)) < 4.5e-38f);
+    int n0 = N - 37; /* a short last block */
+    double total = g3_expf_block_sums_get(0)(l, lmax, n0, blocks), exact = 0;
+    for (int i = 0; i < n0; i++) exact += exp((double)l[i] - lmax);
+    CHECK_MSG(fabs(total - exact) <= (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24) * exact,
+              "block sums %.17g vs %.17g", total, exact);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_expf_block_sums_fn fn = g3_expf_block_sums_get(isa);
+        if (!fn) {
+            CHECK_SKIP("isa %s (approx expf)", isa == 1 ? "avx2" : "avx512");
+            continue;
+        }
+        CHECK(fn(l, lmax, n0, got) == total);
+        CHECK_MSG(memcmp(got, blocks, (size_t)((n0 + 63) / 64) * sizeof *got) == 0, "isa %d", isa);
+    }
+    free(l);
+    free(blocks);
+    free(got);
+}
+
+/* The Gumbel screen: g3_gumbel_upper bounds the noise of every top-bits value (all 2^20 at each
+ * end, where the bound is tightest and where its float tricks meet y = 0, and a million random
+ * ones); every compiled screen gives the scalar one's answers; and no token the screen rejects
+ * could reach the threshold it was given for (the slack of 1/64 sampling.c adds). */
+static void check_gumbel_screen(void) {
+    int bad = 0;
+    for (uint32_t y = 0; y < (1u << 20); y++) {
+        uint32_t hi = ~y, lo = y;
+        bad += g3_gumbel_upper(hi) < g3_gumbel((uint64_t)hi << 32);
+        bad += g3_gumbel_upper(lo) < g3_gumbel((uint64_t)lo << 32);
+    }
+    for (int i = 0; i < (1 << 20); i++) {
+        uint32_t b = (uint32_t)next();
+        bad += g3_gumbel_upper(b) < g3_gumbel((uint64_t)b << 32);
+    }
+    CHECK_MSG(bad == 0, "%d bits values above the bound", bad);
+    enum { N = 1 << 18 };
+    int32_t *ids = malloc(N * sizeof *ids);
+    float *l = malloc(N * sizeof *l);
+    uint8_t *pass = malloc(N), *pass2 = malloc(N);
+    if (!ids || !l || !pass || !pass2) {
+        CHECK(0);
+        return;
+    }
+    for (int round = 0; round < 4; round++) {
+        uint64_t key = g3_rng_key(1000 + round, 77 * round);
+        float lmax = round == 3 ? 1e30f : 4.0f;
+        for (int i = 0; i < N; i++) {
+            ids[i] = (int32_t)(next() % 262144);
+            double u = unif();
+            l[i] = round == 3 ? lmax * (float)(1 - 1e-6 * u) : lmax - (float)(30 * u);
+            if (i % 97 == 0) l[i] = -INFINITY;
+        }
+        double best = -3.0 + 6.0 * round; /* the best value so far: from -3 to 15 */
+        float thr = (float)(best - 0.015625);
+        g3_gumbel_screen_n_get(0)(g3_rng_key(1000 + round, 77 * round), ids, l, lmax, thr, pass,
+                                  N - 5);
+        int missed = 0, passed = 0;
+        for (int i = 0; i < N - 5; i++) {
+            double v = ((double)l[i] - lmax) +
+                       g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]));
+            missed += v >= best && !pass[i];
+            passed += pass[i];
+        }
+        CHECK_MSG(missed == 0, "round %d: %d tokens that reach best were screened out", round,
+                  missed);
+        CHECK_MSG(passed < N / 2, "round %d: the screen passed %d of %d", round, passed, N);
+        for (int isa = 1; isa <= 2; isa++) {
+            g3_gumbel_screen_n_fn fn = g3_gumbel_screen_n_get(isa);
+            if (!fn) continue; /* skipped once in check_approx_expf */
+            fn(key, ids, l, lmax, thr, pass2, N - 5);
+            CHECK_MSG(memcmp(pass, pass2, N - 5) == 0, "isa %d round %d", isa, round);
+        }
+    }
+    free(ids);
+    free(l);
+    free(pass);
+    free(pass2);
+}
+
+/* Top-n-sigma's lane sums of every compiled instruction set against the scalar ones. */
+static void check_sigma_sums(void) {
+    enum { N = 262144 + 13 };
+    float *l = malloc(N * sizeof *l);
+    if (!l) {
+        CHECK(0);
+        return;
+    }
+    for (int i = 0; i < N; i++) l[i] = i % 31 == 0 ? -INFINITY : (float)(10 * unif() - 3);
+    double ref[5], got[5];
+    g3_sigma_sums_n_get(0)(l, N, ref);
+    CHECK(ref[4] == N - (N + 30) / 31);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_sigma_sums_n_fn fn = g3_sigma_sums_n_get(isa);
+        if (!fn) continue;
+        fn(l, N, got);
+        CHECK_MSG(memcmp(got, ref, sizeof ref) == 0, "isa %d", isa);
+    }
+    free(l);
+}
+
 /* ================================ test vectors ============================================== */
 
 enum { N_KINDS = 10 };
@@ -775,6 +918,9 @@ int main(void) {
         return check_report();
     }
     check_approx_exp();
+    check_approx_expf();
+    check_gumbel_screen();
+    check_sigma_sums();
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
@@ -817,6 +963,8 @@ int main(void) {
                         int64_t pos = (int64_t)(next() % 100000);
                         /* the 32768 vocabulary also runs without the fast CDF walk */
                         g3_sampler_exact_draw_only(s, V == 32768 && (v & 1));
+                        /* ... and others without the float tier of the fast walk */
+                        g3_sampler_skip_float_draw(s, (V == 262144 || V == 5000) && (v & 2));
                         int32_t got = gemma3_sampler_sample(s, l, pos);
                         int32_t want = ref_sample(&r, l, pos);
                         calls++;
