@@ -606,9 +606,10 @@ static void check_gumbel_screen(void) {
     CHECK_MSG(bad == 0, "%d bits values above the bound", bad);
     enum { N = 1 << 18 };
     int32_t *ids = malloc(N * sizeof *ids);
+    uint64_t *hashes = malloc(N * sizeof *hashes);
     float *l = malloc(N * sizeof *l);
     uint8_t *pass = malloc(N), *pass2 = malloc(N);
-    if (!ids || !l || !pass || !pass2) {
+    if (!ids || !hashes || !l || !pass || !pass2) {
         CHECK(0);
         return;
     }
@@ -617,14 +618,14 @@ static void check_gumbel_screen(void) {
         float lmax = round == 3 ? 1e30f : 4.0f;
         for (int i = 0; i < N; i++) {
             ids[i] = (int32_t)(next() % 262144);
+            hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)ids[i]);
             double u = unif();
             l[i] = round == 3 ? lmax * (float)(1 - 1e-6 * u) : lmax - (float)(30 * u);
             if (i % 97 == 0) l[i] = -INFINITY;
         }
         double best = -3.0 + 6.0 * round; /* the best value so far: from -3 to 15 */
         float thr = (float)(best - 0.015625);
-        g3_gumbel_screen_n_get(0)(g3_rng_key(1000 + round, 77 * round), ids, l, lmax, thr, pass,
-                                  N - 5);
+        g3_gumbel_screen_n_get(0)(key, hashes, l, lmax, thr, pass, N - 5);
         int missed = 0, passed = 0;
         for (int i = 0; i < N - 5; i++) {
             double v = ((double)l[i] - lmax) +
@@ -638,11 +639,12 @@ static void check_gumbel_screen(void) {
         for (int isa = 1; isa <= 2; isa++) {
             g3_gumbel_screen_n_fn fn = g3_gumbel_screen_n_get(isa);
             if (!fn) continue; /* skipped once in check_approx_expf */
-            fn(key, ids, l, lmax, thr, pass2, N - 5);
+            fn(key, hashes, l, lmax, thr, pass2, N - 5);
             CHECK_MSG(memcmp(pass, pass2, N - 5) == 0, "isa %d round %d", isa, round);
         }
     }
     free(ids);
+    free(hashes);
     free(l);
     free(pass);
     free(pass2);
