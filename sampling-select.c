@@ -52,8 +52,8 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
 
 /* The candidate ids in ascending order, for order-independent sums (sampling-select.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
+    if (s->cand_lazy || s->n_cand == s->n_vocab) return s->iota; /* every id once */
     if (s->id_order) return s->cand;
-    if (s->n_cand == s->n_vocab) return s->iota; /* the list holds every id once */
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
     if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
         int32_t *a = s->ids_tmp2;

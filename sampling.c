@@ -964,7 +964,24 @@ static int count_at_least(const gemma3_sampler *s, double thr) {
             for (int k = 0; k < 16; k++) c += l[j + k] >= t;
             count += c;
         }
-    for (; j < n; j++) count += (double)l[s->cand[j]] >= thr;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    for (; j < n; j++) count += (double)l[c[j]] >= thr;
+    return count;
+}
+
+/* How many candidates of a list that is the whole vocabulary have lo <= l < hi (compared in
+ * double): one vectorised pass. */
+static int count_in(const gemma3_sampler *s, double lo, double hi) {
+    const float *l = s->logits;
+    float tlo = float_at_least(lo), thi = float_at_least(hi);
+    if (!(tlo < thi)) return 0;
+    int n = s->n_cand, count = 0, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        int c = 0;
+        for (int k = 0; k < 16; k++) c += l[j + k] >= tlo && l[j + k] < thi;
+        count += c;
+    }
+    for (; j < n; j++) count += l[j] >= tlo && l[j] < thi;
     return count;
 }
 
@@ -987,6 +1004,7 @@ static void keep_at_least(gemma3_sampler *s, double thr) {
         for (int j = 0; j < n; j++)
             if ((double)l[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
     }
+    s->cand_lazy = 0;
     s->n_cand = m;
 }
 
@@ -1193,8 +1211,41 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
  * mass, the limit of the softmax. */
 static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
 
+/* dst = min(src / t, FLT_MAX); returns 1 if every src value is finite (copy_logits with the
+ * division: temperature's copy of the caller's logits is then its only pass). */
+static int copy_divide(float *restrict dst, const float *restrict src, int n, float t) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
+        for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        dst[i] = clamp_overflow(src[i] / t);
+    }
+    return bad == 0;
+}
+
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
+    if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
+        (copy_divide(s->own, s->logits, s->n_cand, t) || !s->unchecked)) {
+        /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
+         * all finite take the rules first, below */
+        s->logits = s->own;
+        s->unchecked = 0;
+        return;
+    }
     float *l = writable_logits(s);
     if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
                                                      loop (a min): both vectorise at -O2 */
@@ -1679,18 +1730,27 @@ static double surprise_limit(gemma3_sampler *s, float lmax) {
     int n = s->n_cand;
     double mu_ln2 = (double)s->mu * log(2.0);
     if (n >= FAST_DRAW_MIN && s->id_order && n == s->n_vocab) {
-        double *w = s->w, lane[8] = {0}, z = 0;
+        /* the float tier first: Z' within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53 of the
+         * true sum (draw_cdf_float), the exact sum within n 2^-53 */
+        double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
+        double rel = 2 * (double)n * 0x1p-53 + 2 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24);
+        double lim = (double)lmax + log(z) - mu_ln2;
+        double margin =
+            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
+        if (count_in(s, lim - margin, lim + margin) == 0) return lim;
+        double *w = s->w, lane[8] = {0};
+        z = 0;
         s->approx_exp_n(w, s->logits, lmax, n);
         int j = 0;
         for (; j + 8 <= n; j += 8)
             for (int k = 0; k < 8; k++) lane[k] += w[j + k];
         for (; j < n; j++) z += w[j];
         for (int k = 0; k < 8; k++) z += lane[k];
-        double rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
-        double lim = (double)lmax + log(z) - mu_ln2;
-        double margin =
+        rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
+        lim = (double)lmax + log(z) - mu_ln2;
+        margin =
             2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
-        if (count_at_least(s, lim - margin) == count_at_least(s, lim + margin)) return lim;
+        if (count_in(s, lim - margin, lim + margin) == 0) return lim;
     }
     return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
 }
@@ -1758,8 +1818,7 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
             check_finite(s);
-            g3_cand_materialise(s);
-            tok = mirostat(s, position);
+            tok = mirostat(s, position); /* reads an implicit list straight */
         } else {
             run_chain(s, position, 0);
             check_finite(s);
