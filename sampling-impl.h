@@ -28,6 +28,7 @@ struct gemma3_sampler {
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
+    g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */

@@ -347,6 +347,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
+    s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -500,6 +501,45 @@ __attribute__((always_inline)) static inline void sigma_sums_n_body(const float 
     out[4] = nf;
 }
 
+/* The double tier's block sums (g3_exp_block_sums_get): approx_exp_n_body's steps, summed per
+ * block of 64 in 16 lanes instead of stored. */
+__attribute__((always_inline)) static inline double exp_block_sums_body(const float *restrict l,
+                                                                        float lmax, int n,
+                                                                        double *restrict blocks) {
+    int nb = n / 64;
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        double acc[16] = {0};
+        for (int q = 0; q < 4; q++) {
+            const float *x = l + (size_t)b * 64 + q * 16;
+            double w[16];
+            for (int k = 0; k < 16; k++) w[k] = (double)x[k] - lmax;
+            for (int k = 0; k < 16; k++) w[k] = w[k] > -708.0 ? w[k] : -708.0;
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_exp(w[k]);
+            for (int k = 0; k < 16; k++) acc[k] += w[k];
+        }
+        double sum = 0;
+        for (int k = 0; k < 16; k++) sum += acc[k];
+        blocks[b] = sum;
+        total += sum;
+    }
+    if (nb * 64 < n) {
+        double sum = 0;
+        for (int i = nb * 64; i < n; i++) {
+            double d = (double)l[i] - lmax;
+            sum += g3_approx_exp(d > -708.0 ? d : -708.0);
+        }
+        blocks[nb] = sum;
+        total += sum;
+    }
+    return total;
+}
+
+static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
+                                    double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
+}
+
 /* The float tier's block sums (g3_expf_block_sums_get): one simple loop per operation over 16
  * lanes, so that each vectorises. */
 __attribute__((always_inline)) static inline double expf_block_sums_body(const float *restrict l,
@@ -566,6 +606,15 @@ __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
 __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
+                                                                 float lmax, int n,
+                                                                 double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx512f,prefer-vector-width=512"))) static double exp_block_sums_avx512(
+    const float *restrict l, float lmax, int n, double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
 }
 __attribute__((target("avx2"))) static double expf_block_sums_avx2(const float *restrict l,
                                                                   float lmax, int n,
@@ -665,6 +714,16 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
     int have = isa_detect();
     if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
     if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) {
+    if (isa == ISA_SCALAR) return exp_block_sums_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return exp_block_sums_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return exp_block_sums_avx512;
 #endif
     return NULL;
 }
@@ -810,6 +869,9 @@ static void check_finite(gemma3_sampler *s) {
 static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
 
 enum { GUMBEL_HEAP_MAX_K = 1024 };
+/* The fast CDF walk sums DRAW_BLOCK weights per block; lists shorter than FAST_DRAW_MIN take the
+ * exact walk (and the other approximate-then-check paths the exact computation). */
+enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
 /* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
 static void top_k(gemma3_sampler *s, int k) {
@@ -978,7 +1040,7 @@ static int count_in(const gemma3_sampler *s, double lo, double hi) {
     int n = s->n_cand, count = 0, j = 0;
     for (; j + 16 <= n; j += 16) {
         int c = 0;
-        for (int k = 0; k < 16; k++) c += l[j + k] >= tlo && l[j + k] < thi;
+        for (int k = 0; k < 16; k++) c += (l[j + k] >= tlo) & (l[j + k] < thi);
         count += c;
     }
     for (; j < n; j++) count += l[j] >= tlo && l[j] < thi;
@@ -1189,21 +1251,63 @@ static void typical(gemma3_sampler *s, float tp) {
     s->id_order = keep <= 1;
 }
 
+/* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
+ * (in doubles, Z in id order, as cand_probs computes them), from the float tier's Z' (within
+ * G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 2 n 2^-53 of the exact sum, as in surprise_limit): p >= thr
+ * iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit itself,
+ * so when no logit lies within twice all of that of the limit, the count is that of
+ * l >= limit. Returns -1 when some logit does (or thr is 0): the caller then computes every p. */
+static int xtc_count_fast(gemma3_sampler *s, float thr) {
+    float lmax = g3_cand_max(s);
+    if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
+    int n = s->n_cand;
+    double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
+    double rel = 2 * (double)n * 0x1p-53 + 2 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24);
+    double lz = log(z), lt = log((double)thr), lim = (double)lmax + lt + lz;
+    double margin = 2 * (1.01 * rel + 8 * 0x1p-52 +
+                         0x1p-50 * (fabs((double)lmax) + fabs(lz) + fabs(lt) + 1));
+    if (count_in(s, lim - margin, lim + margin) != 0) return -1;
+    return count_at_least(s, lim);
+}
+
 /* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
- * except the least probable of them, when at least two qualify and min_keep allows. */
+ * except the least probable of them, when at least two qualify and min_keep allows. The
+ * qualifying tokens are the first of the total order (p falls along it). The CDF walk reads the
+ * list in order, so there the list is sorted whatever XTC removes; the Gumbel draw does not,
+ * so there a whole vocabulary only loses its first tokens (found by a small heap). */
 static void xtc(gemma3_sampler *s, int64_t pos) {
     float prob = s->p.xtc_probability, thr = s->p.xtc_threshold;
     if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
     double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
     if (coin > prob) return;
-    g3_cand_ensure_sorted(s);
-    cand_probs(s);
-    int last = -1;
-    for (int j = 0; j < s->n_cand; j++)
-        if (s->w[j] >= thr) last = j;
+    int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
+    int q = full ? xtc_count_fast(s, thr) : -1;
+    int last = q - 1;
+    if (q < 0) { /* every p, on the sorted list */
+        g3_cand_ensure_sorted(s);
+        cand_probs(s);
+        for (int j = 0; j < s->n_cand; j++)
+            if (s->w[j] >= thr) last = j;
+    } else if (!gumbel_mode(s) || last > 256) {
+        g3_cand_materialise(s);
+        g3_cand_ensure_sorted(s);
+    }
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
-    memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
-    s->n_cand -= last;
+    if (s->sorted) {
+        memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
+        s->n_cand -= last;
+        return;
+    }
+    /* Gumbel, the whole vocabulary in id order: drop its first `last` tokens, marked in counts
+     * (all zero between uses) */
+    g3_cand_select_top(s, last);
+    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 1;
+    int m = 0;
+    for (int32_t id = 0; id < s->n_vocab; id++)
+        if (!s->counts[id]) s->cand[m++] = id;
+    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
 }
 
 /* A finite logit that overflows (a huge logit over a small temperature or penalty) becomes
@@ -1420,7 +1524,6 @@ static void dry(gemma3_sampler *s) {
  * largest possible difference between its sums and the exact walk's (docs/sampling.md §5):
  * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
  * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
-enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
 /* The float tier, tried first: weights w'_i = g3_approx_expf(g3_expf_arg(l_i, lmax)), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
@@ -1457,19 +1560,8 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
 static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, double u) {
     int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
-    double *w = s->w, *block = s->blocks;
-    s->approx_exp_n(w, l, lmax, n);
-    double total = 0;
-    for (int b = 0; b < nb; b++) {
-        int j = b * DRAW_BLOCK, end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-        double lane[8] = {0}, sum = 0; /* any order will do: these sums are approximations */
-        for (; j + 8 <= end; j += 8)
-            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
-        for (; j < end; j++) sum += w[j];
-        for (int k = 0; k < 8; k++) sum += lane[k];
-        block[b] = sum;
-        total += sum;
-    }
+    double *block = s->blocks;
+    double total = s->exp_block_sums(l, lmax, n, block); /* the weights are not stored */
     double target = u * total;
     /* prefix sums and the target, here and in the exact walk, are within
      * (2 n 2^-53 + 2 rel_err) * total of the true ones (any summation order of n non-negative
@@ -1481,9 +1573,9 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, doub
     for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
     if (b == nb) return -1;
     int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-    for (int j = b * DRAW_BLOCK; j < end; j++) {
-        double before = cum;
-        cum += w[j];
+    for (int j = b * DRAW_BLOCK; j < end; j++) { /* the block's weights again */
+        double before = cum, d = (double)l[j] - lmax;
+        cum += g3_approx_exp(d > -708.0 ? d : -708.0);
         if (cum > target)
             return before < target - margin && cum > target + margin ? c[j] : -1;
     }
@@ -1580,7 +1672,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
         if (!full) { /* the chunk's logits and hashes in list order */
             for (int j = 0; j < m; j++) {
                 g[j] = l[ids[c + j]];
-                hashes[j] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)ids[c + j]);
+                hashes[j] = s->gumbel_hash[ids[c + j]];
             }
             lc = g;
             hc = hashes;

@@ -121,6 +121,9 @@ static inline float g3_expf_arg(float l, float lmax) {
 typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
                                         double *restrict blocks);
 g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
+/* The same with g3_approx_exp in double: blocks[b] = the sum of g3_approx_exp(max((double)l[i]
+ * - lmax, -708)) over block b, in 16 double lanes (the fast CDF walk's double tier). */
+g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);
 
 /* Tests: 1 makes the CDF walk skip its float tier (g3_approx_expf), so that the double tier
  * (g3_approx_exp) answers the draws it would have answered; 0 back on. */
