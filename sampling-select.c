@@ -112,18 +112,10 @@ int g3_cand_select_top(gemma3_sampler *s, int m) {
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
     int j = m;
-    if (full) { /* the list is 0..n-1: skip blocks with nothing >= worst */
-        for (; j + 16 <= n; j += 16) {
-            int hits = 0;
-            uint32_t b = 0;
-            for (int k = 0; k < 16; k++) {
-                uint32_t u;
-                memcpy(&u, &l[j + k], sizeof u);
-                b |= (u & 0x7f800000u) == 0x7f800000u;
-                hits += l[j + k] >= worst;
-            }
-            bad |= b;
-            if (hits == 0) continue;
+    if (full) { /* the list is 0..n-1: skip blocks with nothing >= worst (g3_block_scan) */
+        for (;; j += 16) {
+            j = s->block_scan(l, j, n, worst, &bad);
+            if (j + 16 > n) break;
             for (int k = j; k < j + 16; k++) {
                 if (l[k] < worst || !g3_cand_before(l, k, h[0])) continue;
                 h[0] = k;

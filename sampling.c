@@ -345,6 +345,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     }
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
+    s->block_scan = g3_block_scan_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
@@ -432,6 +433,25 @@ __attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t ke
                                                                      int n) {
     for (int i = 0; i < n; i++)
         out[i] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
+}
+
+/* Top-k's heap scan (g3_block_scan_get), the scalar reference: from j, blocks of 16 logits;
+ * *bad gathers whether any value of a block it reads is NaN or +-inf; returns the start of the
+ * first block with a value >= worst, or the first j with fewer than 16 values left. */
+static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t *bad) {
+    for (; j + 16 <= n; j += 16) {
+        int hits = 0;
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &l[j + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+            hits += l[j + k] >= worst;
+        }
+        *bad |= b;
+        if (hits) return j;
+    }
+    return j;
 }
 
 /* The Gumbel screen (g3_gumbel_screen_n_get), the scalar reference: blocks of 16, each step in
@@ -639,6 +659,42 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     gumbel_screen_n_body(key, hashes, l, lmax, thr, pass, n);
 }
 
+/* The heap scan by hand (GCC does not vectorise a loop that exits early): a compare mask for
+ * >= worst and one for an all-ones exponent per 16 logits. */
+__attribute__((target("avx2"))) static int block_scan_avx2(const float *l, int j, int n,
+                                                            float worst, uint32_t *bad) {
+    const __m256 w = _mm256_set1_ps(worst);
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256i acc = _mm256_setzero_si256();
+    for (; j + 16 <= n; j += 16) {
+        __m256 a = _mm256_loadu_ps(l + j), b = _mm256_loadu_ps(l + j + 8);
+        __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), expo);
+        __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), expo);
+        acc = _mm256_or_si256(acc, _mm256_cmpeq_epi32(ea, expo));
+        acc = _mm256_or_si256(acc, _mm256_cmpeq_epi32(eb, expo));
+        __m256 ge = _mm256_or_ps(_mm256_cmp_ps(a, w, _CMP_GE_OQ), _mm256_cmp_ps(b, w, _CMP_GE_OQ));
+        if (_mm256_movemask_ps(ge)) break;
+    }
+    *bad |= !_mm256_testz_si256(acc, acc);
+    _mm256_zeroupper();
+    return j;
+}
+
+__attribute__((target("avx512f"))) static int block_scan_avx512(const float *l, int j, int n,
+                                                                float worst, uint32_t *bad) {
+    const __m512 w = _mm512_set1_ps(worst);
+    const __m512i expo = _mm512_set1_epi32(0x7f800000);
+    __mmask16 nonfinite = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(l + j);
+        nonfinite |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), expo), expo);
+        if (_mm512_cmp_ps_mask(v, w, _CMP_GE_OQ)) break;
+    }
+    *bad |= nonfinite != 0;
+    _mm256_zeroupper();
+    return j;
+}
+
 /* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
  * half this speed). Step for step the scalar body: splitmix64's finaliser on 8 lanes twice,
  * the top halves narrowed to 16 32-bit lanes, then g3_gumbel_upper and the comparison. */
@@ -744,6 +800,16 @@ g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) {
     int have = isa_detect();
     if (isa == ISA_AVX2 && have >= ISA_AVX2) return sigma_sums_n_avx2;
     if (isa == ISA_AVX512 && have >= ISA_AVX512) return sigma_sums_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_block_scan_fn g3_block_scan_get(int isa) {
+    if (isa == ISA_SCALAR) return block_scan_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return block_scan_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return block_scan_avx512;
 #endif
     return NULL;
 }

@@ -172,6 +172,12 @@ g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa);
 typedef void (*g3_sigma_sums_n_fn)(const float *restrict l, int n, double *out);
 g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa);
 
+/* Top-k's heap scan: from j, blocks of 16 of l[0..n); *bad |= 1 if a value of a block it reads
+ * is NaN or +-inf; returns the start of the first block with a value >= worst (in float), or
+ * the first j with fewer than 16 values left. Scalar reference, AVX2 and AVX-512 intrinsics. */
+typedef int (*g3_block_scan_fn)(const float *l, int j, int n, float worst, uint32_t *bad);
+g3_block_scan_fn g3_block_scan_get(int isa);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);

@@ -650,6 +650,45 @@ static void check_gumbel_screen(void) {
     free(pass2);
 }
 
+/* Top-k's heap scan and the double tier's block sums, every compiled instruction set against
+ * the scalar reference: the same stops and NaN/inf flags on logits with rare hits, a NaN, an
+ * inf, and from every start offset mod 16; the same sums bit for bit. */
+static void check_block_scan(void) {
+    enum { N = 4099 };
+    float l[N];
+    for (int i = 0; i < N; i++) l[i] = (float)(unif() * 10);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_block_scan_fn fn = g3_block_scan_get(isa), ref = g3_block_scan_get(0);
+        if (!fn) continue;
+        int wrong = 0;
+        for (int round = 0; round < 64; round++) {
+            float worst = round % 4 == 3 ? 9.99f : 9.0f;
+            float saved = l[(round * 97) % N];
+            if (round % 8 == 5) l[(round * 97) % N] = NAN;
+            if (round % 8 == 6) l[(round * 97) % N] = -INFINITY;
+            for (int j = round % 16; j < N;) {
+                uint32_t b1 = 0, b2 = 0;
+                int a = ref(l, j, N, worst, &b1), b = fn(l, j, N, worst, &b2);
+                wrong += a != b || b1 != b2;
+                j = a + 16;
+            }
+            l[(round * 97) % N] = saved;
+        }
+        CHECK_MSG(wrong == 0, "block scan isa %d: %d differences", isa, wrong);
+    }
+    double ref[N / 64 + 1], got[N / 64 + 1];
+    double total = g3_exp_block_sums_get(0)(l, 9.5f, N, ref), exact = 0;
+    for (int i = 0; i < N; i++) exact += exp((double)l[i] - 9.5f);
+    CHECK_MSG(fabs(total - exact) <= (2 * N * 0x1p-53 + G3_APPROX_EXP_REL_ERR) * exact, "%.17g %.17g",
+              total, exact);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_expf_block_sums_fn fn = g3_exp_block_sums_get(isa);
+        if (!fn) continue;
+        CHECK(fn(l, 9.5f, N, got) == total);
+        CHECK_MSG(memcmp(got, ref, sizeof ref) == 0, "exp block sums isa %d", isa);
+    }
+}
+
 /* Top-n-sigma's lane sums of every compiled instruction set against the scalar ones. */
 static void check_sigma_sums(void) {
     enum { N = 262144 + 13 };
@@ -923,6 +962,7 @@ int main(void) {
     check_approx_expf();
     check_gumbel_screen();
     check_sigma_sums();
+    check_block_scan();
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
