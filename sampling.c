@@ -926,7 +926,10 @@ static float *writable_logits(gemma3_sampler *s) {
  * (which checks as it scans) calls this first. */
 static void check_finite(gemma3_sampler *s) {
     if (!s->unchecked) return;
-    if (all_finite(s->logits, s->n_vocab))
+    /* the heap's scan with an unreachable worst (it stops only at +inf, itself not finite) */
+    uint32_t bad = 0;
+    int j = s->block_scan(s->logits, 0, s->n_vocab, INFINITY, &bad);
+    if (!bad && all_finite(s->logits + j, s->n_vocab - j))
         s->unchecked = 0;
     else
         writable_logits(s);
