@@ -1882,38 +1882,24 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     }
 }
 
-/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order. A long list
- * first tries Z from the approximate exp (relative error <= 2 n 2^-53 + 2 G3_APPROX_EXP_REL_ERR
- * against the exact sum, both summation orders included) and keeps that limit when no logit
- * lies within twice the resulting bound of it (the bound adds the rounding of ln and of the two
- * additions): then both limits keep the same tokens. */
-static double surprise_limit(gemma3_sampler *s, float lmax) {
+/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order, by tier: 0
+ * from the float tier's Z' (within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53 of the true sum,
+ * draw_cdf_float), 1 from the double tier's (g3_approx_exp: 2 G3_APPROX_EXP_REL_ERR), 2 exact.
+ * *margin gets twice the bound on the distance to the exact limit (the exact sum errs by
+ * n 2^-53; ln, and the two additions, round by 2^-52 of their operands each), 0 at tier 2. */
+static double surprise_limit(gemma3_sampler *s, float lmax, int tier, double *margin) {
     int n = s->n_cand;
     double mu_ln2 = (double)s->mu * log(2.0);
-    if (n >= FAST_DRAW_MIN && s->id_order && n == s->n_vocab) {
-        /* the float tier first: Z' within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53 of the
-         * true sum (draw_cdf_float), the exact sum within n 2^-53 */
-        double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
-        double rel = 2 * (double)n * 0x1p-53 + 2 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24);
-        double lim = (double)lmax + log(z) - mu_ln2;
-        double margin =
-            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
-        if (count_in(s, lim - margin, lim + margin) == 0) return lim;
-        double *w = s->w, lane[8] = {0};
-        z = 0;
-        s->approx_exp_n(w, s->logits, lmax, n);
-        int j = 0;
-        for (; j + 8 <= n; j += 8)
-            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
-        for (; j < n; j++) z += w[j];
-        for (int k = 0; k < 8; k++) z += lane[k];
-        rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
-        lim = (double)lmax + log(z) - mu_ln2;
-        margin =
-            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
-        if (count_in(s, lim - margin, lim + margin) == 0) return lim;
+    if (tier == 2) {
+        *margin = 0;
+        return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
     }
-    return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
+    double z = tier == 0 ? s->expf_block_sums(s->logits, lmax, n, s->blocks)
+                         : s->exp_block_sums(s->logits, lmax, n, s->blocks);
+    double rel = 2 * (double)n * 0x1p-53 +
+                 2 * (tier == 0 ? G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 : G3_APPROX_EXP_REL_ERR);
+    *margin = 2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
+    return (double)lmax + log(z) - mu_ln2;
 }
 
 /* Mirostat (after bias and plain temperature). v1 fits a Zipf exponent to the top 100
@@ -1943,13 +1929,32 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         double k =
             pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
-        top_k(s, ki);
-    } else {
-        double lim = surprise_limit(s, lmax);
-        if (count_at_least(s, lim) == 0)
-            keep_argmax(s);
+        if (ki < s->n_cand && ki <= m)
+            g3_cand_keep_selected(s, ki); /* top_k's answer: the heap's first ki, in order */
         else
-            keep_at_least(s, lim);
+            top_k(s, ki);
+    } else {
+        /* An approximate limit (a whole vocabulary only) keeps l >= lim - margin; when every
+         * kept logit also reaches lim + margin, no logit lies between, and the exact limit
+         * keeps the same tokens. Otherwise the list, all of 0..n-1, is put back (the kept ids
+         * overwrote it) and the next tier runs. */
+        int n0 = s->n_cand, lazy0 = s->cand_lazy;
+        int tier = s->n_cand >= FAST_DRAW_MIN && s->id_order && s->n_cand == s->n_vocab ? 0 : 2;
+        for (;; tier++) {
+            double margin, lim = surprise_limit(s, lmax, tier, &margin);
+            keep_at_least(s, lim - margin);
+            int settled = 1;
+            for (int j = 0; j < s->n_cand && settled; j++)
+                settled = (double)s->logits[s->cand[j]] >= lim + margin;
+            if (settled || tier == 2) break;
+            s->n_cand = n0;
+            s->cand_lazy = lazy0 = 1;
+        }
+        if (s->n_cand == 0) { /* nothing was written: the list is as it was */
+            s->n_cand = n0;
+            s->cand_lazy = lazy0;
+            keep_argmax(s);
+        }
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
