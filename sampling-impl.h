@@ -24,6 +24,7 @@ struct gemma3_sampler {
     float mu; /* mirostat state, starts at 2 tau */
     int exact_draw_only;  /* tests: the CDF walk without its fast paths */
     int skip_float_draw;  /* tests: the CDF walk without its float tier */
+    int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */

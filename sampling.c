@@ -409,6 +409,7 @@ const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits;
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
+void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
 
 /* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
 
@@ -1609,6 +1610,10 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
     double *block = s->blocks;
     double total = s->expf_block_sums(l, lmax, n, block);
     int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    if (s->perturb_float_draw) { /* tests: errors of 0.9 times the assumed bound, +- by block */
+        total = 0;
+        for (int b = 0; b < nb; b++) total += block[b] *= 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR;
+    }
     double target = u * total;
     double margin = 4 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53) * total +
                     n * 1e-37;
@@ -1617,9 +1622,10 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
     for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
     if (b == nb) return -1;
     int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    double scale = s->perturb_float_draw ? 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR : 1;
     for (int j = b * DRAW_BLOCK; j < end; j++) {
         double before = cum;
-        cum += g3_approx_expf(g3_expf_arg(l[j], lmax));
+        cum += scale * g3_approx_expf(g3_expf_arg(l[j], lmax));
         if (cum > target)
             return before < target - margin && cum > target + margin ? c[j] : -1;
     }

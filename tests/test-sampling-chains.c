@@ -712,10 +712,11 @@ static void check_sigma_sums(void) {
 
 /* ================================ test vectors ============================================== */
 
-enum { N_KINDS = 10 };
+enum { N_KINDS = 12 };
 static const char *const kind_names[N_KINDS] = {
     "gaussian", "quantised ties", "few levels", "bans + tied max", "flat",
-    "one dominant", "mostly banned", "all banned", "huge magnitudes", "tiny spread"};
+    "one dominant", "mostly banned", "all banned", "huge magnitudes", "tiny spread",
+    "NaN sprinkled", "+inf present"};
 
 static void make_logits(float *l, int V, int kind) {
     double sd = 0.5 + 3.5 * unif();
@@ -770,6 +771,15 @@ static void make_logits(float *l, int V, int kind) {
     case 9:
         for (int i = 0; i < V; i++) l[i] = 1.0f + l[i] * 1e-6f;
         break;
+    case 10: /* NaN (becomes -inf) among finite logits: the first pass must catch it */
+        for (int j = 0; j < V / 64 + 1; j++) l[next() % V] = NAN;
+        break;
+    case 11: { /* one to three +inf (they share the mass), and a NaN */
+        int k = 1 + (int)(next() % 3);
+        for (int j = 0; j < k; j++) l[next() % V] = INFINITY;
+        l[next() % V] = NAN;
+        break;
+    }
     }
 }
 
@@ -939,6 +949,44 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
     return p;
 }
 
+/* The fast CDF walk's tiers where a margin too small would show: a flat list of 1,024 and 4,096
+ * tokens (the shortest that takes the fast walk; every step small), 20,000 positions each, with
+ * the float tier (the double tier behind it), the float tier pushed to the worst error its bound
+ * allows (g3_sampler_perturb_float_draw: about 2% of these targets then fall between its sums and
+ * the exact ones) and the double tier alone, against the reference walk. */
+static void check_draw_tiers(struct ref *r) {
+    static const int sizes[] = {1024, 4096};
+    for (int si = 0; si < 2; si++) {
+        int V = sizes[si];
+        gemma3_sampler_params p = all_off();
+        p.seed = 4242 + (uint32_t)si;
+        gemma3_sampler *s;
+        float *l = malloc((size_t)V * sizeof *l);
+        if (!l || gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            free(l);
+            return;
+        }
+        for (int i = 0; i < V; i++) l[i] = (float)(0.3 * unif());
+        r->p = &p;
+        r->seed = p.seed;
+        r->V = V;
+        r->hist_len = 0;
+        static const char *const tiers[3] = {"float tier", "float tier at its error bound",
+                                              "double tier"};
+        for (int tier = 0; tier < 3; tier++) {
+            g3_sampler_perturb_float_draw(s, tier == 1);
+            g3_sampler_skip_float_draw(s, tier == 2);
+            int wrong = 0;
+            for (int64_t pos = 0; pos < 20000; pos++)
+                wrong += gemma3_sampler_sample(s, l, pos) != ref_sample(r, l, pos);
+            CHECK_MSG(wrong == 0, "V %d %s: %d draws differ", V, tiers[tier], wrong);
+        }
+        gemma3_sampler_free(s);
+        free(l);
+    }
+}
+
 int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
@@ -960,6 +1008,7 @@ int main(void) {
     }
     check_approx_exp();
     check_approx_expf();
+    check_draw_tiers(&r);
     check_gumbel_screen();
     check_sigma_sums();
     check_block_scan();
