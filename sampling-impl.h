@@ -28,6 +28,7 @@ struct gemma3_sampler {
     g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
+    g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */

@@ -346,6 +346,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     s->block_scan = g3_block_scan_get(isa_detect());
+    s->mass_round_n = g3_mass_round_n_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
@@ -453,6 +454,44 @@ static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t
         if (hits) return j;
     }
     return j;
+}
+
+/* Top-p's fixed-point masses, the vectorisable part (g3_mass_round_n_get): g3_fixed_masses'
+ * steps without storing the exponentials. q[i] = round(g3_approx_exp(max(l[i] - lmax, -708))
+ * 2^40), tie[i] = 1 where the scaled value lies within 2^-7 of a rounding tie (the caller takes
+ * libm's exp there, as g3_fixed_masses does); returns the sum of q. Blocks of 16, each step its
+ * own loop; signed conversions (the value is below 2^41), which AVX-512 has for packed doubles. */
+__attribute__((always_inline)) static inline uint64_t mass_round_n_body(
+    const float *restrict l, float lmax, uint64_t *restrict q, uint64_t *restrict tie, int n) {
+    uint64_t lane[16] = {0}, total = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        double x[16];
+        for (int k = 0; k < 16; k++) x[k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) x[k] = x[k] > -708.0 ? x[k] : -708.0;
+        for (int k = 0; k < 16; k++) x[k] = g3_approx_exp(x[k]) * 0x1p40;
+        for (int k = 0; k < 16; k++) q[i + k] = (uint64_t)(int64_t)(x[k] + 0.5);
+        for (int k = 0; k < 16; k++) {
+            double frac = x[k] - (double)(int64_t)x[k] - 0.5; /* exact */
+            tie[i + k] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+        }
+        for (int k = 0; k < 16; k++) lane[k] += q[i + k];
+    }
+    for (; i < n; i++) {
+        double d = (double)l[i] - lmax;
+        double x = g3_approx_exp(d > -708.0 ? d : -708.0) * 0x1p40;
+        q[i] = (uint64_t)(int64_t)(x + 0.5);
+        double frac = x - (double)(int64_t)x - 0.5;
+        tie[i] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+        total += q[i];
+    }
+    for (int k = 0; k < 16; k++) total += lane[k];
+    return total;
+}
+
+static uint64_t mass_round_n_scalar(const float *restrict l, float lmax, uint64_t *restrict q,
+                                    uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
 }
 
 /* The Gumbel screen (g3_gumbel_screen_n_get), the scalar reference: blocks of 16, each step in
@@ -660,6 +699,18 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     gumbel_screen_n_body(key, hashes, l, lmax, thr, pass, n);
 }
 
+__attribute__((target("avx2"))) static uint64_t mass_round_n_avx2(const float *restrict l,
+                                                                  float lmax,
+                                                                  uint64_t *restrict q,
+                                                                  uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512"))) static uint64_t
+mass_round_n_avx512(const float *restrict l, float lmax, uint64_t *restrict q,
+                    uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
+}
+
 /* The heap scan by hand (GCC does not vectorise a loop that exits early): a compare mask for
  * >= worst and one for an all-ones exponent per 16 logits. */
 __attribute__((target("avx2"))) static int block_scan_avx2(const float *l, int j, int n,
@@ -801,6 +852,16 @@ g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) {
     int have = isa_detect();
     if (isa == ISA_AVX2 && have >= ISA_AVX2) return sigma_sums_n_avx2;
     if (isa == ISA_AVX512 && have >= ISA_AVX512) return sigma_sums_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_mass_round_n_fn g3_mass_round_n_get(int isa) {
+    if (isa == ISA_SCALAR) return mass_round_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return mass_round_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return mass_round_n_avx512;
 #endif
     return NULL;
 }
@@ -1006,7 +1067,14 @@ static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
         for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
         l = g;
     }
-    return g3_fixed_masses(s->approx_exp_n, l, lmax, n, s->w, s->mass);
+    /* g3_fixed_masses in two steps: the vectorised rounding, then libm's exp near the ties */
+    uint64_t *tie = s->mass_tmp, *q = s->mass, total = s->mass_round_n(l, lmax, q, tie, n);
+    for (int j = 0; j < n; j++)
+        if (tie[j]) {
+            total -= q[j];
+            total += q[j] = g3_fixed_mass(l[j], lmax);
+        }
+    return total;
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */

@@ -182,6 +182,13 @@ g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa);
 typedef int (*g3_block_scan_fn)(const float *l, int j, int n, float worst, uint32_t *bad);
 g3_block_scan_fn g3_block_scan_get(int isa);
 
+/* q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40) and tie[i] = 1 where that value lies
+ * within 2^-7 of a rounding tie (g3_fixed_masses takes libm's exp there); returns the sum of q.
+ * Per instruction set like g3_approx_exp_n_get (the same bits). */
+typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint64_t *restrict q,
+                                       uint64_t *restrict tie, int n);
+g3_mass_round_n_fn g3_mass_round_n_get(int isa);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
