@@ -463,8 +463,73 @@ static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t
     s->sorted = s->sorted || m <= 1;
 }
 
+/* Top-p's boundary over a list that is the whole vocabulary (0..n-1, masses s->mass by id): one
+ * pass buckets every token of positive mass by its distance below lmax (RADIX_BUCKETS buckets
+ * over 29.5 nats: a monotone map, equal logits in one bucket; the tokens of zero mass, below
+ * lmax - 28, come after all others in the total order and never hold the boundary) and sums
+ * counts and masses per bucket; the walk down the buckets finds the one where the mass reaches
+ * target; only that bucket's tokens are sorted into the total order to find how many of it the
+ * prefix takes. The same set as the generic selection, without its key and position arrays.
+ * The list keeps id order. */
+static void select_mass_full(gemma3_sampler *s, uint64_t target, int min_count) {
+    const float *l = s->logits;
+    const uint64_t *q = s->mass;
+    int n = s->n_cand;
+    float lmax = g3_cand_max(s);
+    const float scale = (float)(RADIX_BUCKETS - 1) / 29.5f;
+    const uint16_t none = 0xffff;
+    uint16_t *bucket = (uint16_t *)s->keys_tmp; /* [n] */
+    uint32_t *cnt = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    memset(cnt, 0, RADIX_BUCKETS * sizeof *cnt);
+    memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+    for (int j = 0; j < n; j++) {
+        float x = (lmax - l[j]) * scale; /* monotone in l; < RADIX_BUCKETS - 1 where q > 0 */
+        int b = x < (float)(RADIX_BUCKETS - 1) ? (int)x : RADIX_BUCKETS - 1;
+        bucket[j] = q[j] ? (uint16_t)b : none;
+        cnt[b] += q[j] != 0;
+        hm[b] += q[j];
+    }
+    int b = 0, above = 0;
+    uint64_t above_m = 0;
+    for (; above_m + hm[b] < target; b++) { /* target <= the total: it stops */
+        above += (int)cnt[b];
+        above_m += hm[b];
+    }
+    int32_t *e = s->tie_ids, ne = 0;
+    for (int j = 0; j < n; j++)
+        if (bucket[j] == b) e[ne++] = j;
+    for (int i = ne / 2 - 1; i >= 0; i--) sift_down(l, e, ne, i); /* heap sort: total order */
+    for (int end = ne - 1; end > 0; end--) {
+        int32_t t = e[0];
+        e[0] = e[end];
+        e[end] = t;
+        sift_down(l, e, end, 0);
+    }
+    int take = 0;
+    for (uint64_t cum = above_m; cum < target; take++) cum += q[e[take]];
+    if (above + take < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
+        if (min_count < n) g3_cand_select_first(s, 0, min_count, 0, 0);
+        return;
+    }
+    for (int i = 0; i < take; i++) s->counts[e[i]] = 1; /* all zero between uses */
+    int m = 0;
+    for (int j = 0; j < n; j++) { /* branch-free: which tokens stay is random */
+        s->cand[m] = j;
+        m += bucket[j] < b || (bucket[j] == b && s->counts[j]);
+    }
+    for (int i = 0; i < take; i++) s->counts[e[i]] = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
+    s->sorted = s->sorted || m <= 1;
+}
+
 void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
                           int min_count) {
+    if (by_mass && s->id_order && s->n_cand == s->n_vocab && s->n_cand > 4096) {
+        select_mass_full(s, target, min_count);
+        return;
+    }
     int32_t *sub = s->pos_sub;
     int nsub = candidate_positions(s, by_mass, count, sub);
     int above, na, ne;
