@@ -22,11 +22,12 @@
  *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256, and a larger
  *   nucleus is found by the Gumbel path's radix selection and only it is sorted. Never an
  *   O(n log n) comparison sort of the vocabulary.
- * - Speed without changing a result (docs/sampling.md §7): long CDF walks, top-p's fixed-point
- *   masses and mirostat v2's normaliser start from an approximate exp with a proven error bound
- *   and fall back to libm wherever that bound cannot settle the answer; the Gumbel draw drops a
- *   token from its random bits when they cannot reach the best; typical sorts only the buckets
- *   its walk reaches.
+ * - Speed without changing a result (docs/sampling.md §7): the caller's logits are read in place
+ *   until a sampler rewrites one; long CDF walks, top-p's fixed-point masses, top-n-sigma's
+ *   threshold, mirostat v2's limit and XTC's count start from approximations with proven error
+ *   bounds (float, then double) and fall back to the exact computation wherever the bound cannot
+ *   settle the answer; the Gumbel draw screens every token with a bound on the noise its random
+ *   bits can give; typical sorts only the buckets its walk reaches.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
