@@ -25,7 +25,6 @@ struct gemma3_sampler {
     int exact_draw_only;  /* tests: the CDF walk without its fast paths */
     int skip_float_draw;  /* tests: the CDF walk without its float tier */
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
-    g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
     g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
@@ -49,12 +48,13 @@ struct gemma3_sampler {
     int32_t *ids_tmp2; /* ids in ascending order for sums */
     int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
     uint64_t *gumbel_hash; /* g3_rng_index_hash(G3_RNG_GUMBEL, id) by token id */
-    uint32_t *keys, *keys_tmp;
-    uint64_t *mass, *mass_tmp;
+    uint32_t *keys, *keys_tmp; /* radix keys; keys_tmp also top-p's uint16 buckets */
+    uint64_t *mass, *mass_tmp; /* top-p's fixed masses (parallel to the list), scratch */
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
     double *blocks;   /* [n_vocab / 64 + 1]: block sums of the fast CDF walk */
     float *gathered;  /* the list's logits in list order, for the fast CDF walk */
-    int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
+    int32_t *counts;  /* token counts (penalties), DRY match lengths, marks (XTC, top-p's
+                       * boundary bucket); all-zero between uses */
     int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx; /* [hist_cap] */
     int32_t *dry_z;   /* [hist_cap] */

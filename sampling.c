@@ -334,8 +334,9 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->own || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->gumbel_hash || !s->keys ||
-        !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts ||
+        !s->own || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->gumbel_hash ||
+        !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks ||
+        !s->gathered || !s->counts ||
         !s->scored || !s->scored_tmp || !s->typ_start || !s->typ_fill) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
@@ -344,7 +345,6 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
         s->iota[i] = i;
         s->gumbel_hash[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i);
     }
-    s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     s->block_scan = g3_block_scan_get(isa_detect());
     s->mass_round_n = g3_mass_round_n_get(isa_detect());
@@ -706,8 +706,8 @@ __attribute__((target("avx2"))) static uint64_t mass_round_n_avx2(const float *r
                                                                   uint64_t *restrict tie, int n) {
     return mass_round_n_body(l, lmax, q, tie, n);
 }
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512"))) static uint64_t
-mass_round_n_avx512(const float *restrict l, float lmax, uint64_t *restrict q,
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
+static uint64_t mass_round_n_avx512(const float *restrict l, float lmax, uint64_t *restrict q,
                     uint64_t *restrict tie, int n) {
     return mass_round_n_body(l, lmax, q, tie, n);
 }
@@ -1681,7 +1681,8 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
     int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
     if (s->perturb_float_draw) { /* tests: errors of 0.9 times the assumed bound, +- by block */
         total = 0;
-        for (int b = 0; b < nb; b++) total += block[b] *= 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR;
+        for (int b = 0; b < nb; b++)
+            total += block[b] *= 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR;
     }
     double target = u * total;
     double margin = 4 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53) * total +
@@ -1834,7 +1835,8 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
-            double v = ((double)lc[j] - lmax) + g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+            double v = ((double)lc[j] - lmax) +
+                       g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
                 best_v = v;
                 best = id;

@@ -155,10 +155,11 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa);
  * the bound by at most 2^-24 relative (ln 2 is rounded up to the float 0x1.62e43p-1); the
  * caller's slack covers it (gumbel_screen_threshold in sampling.c). */
 static inline float g3_gumbel_upper(uint32_t b) {
+    /* (32 - e) ln 2, where e + 127 = the exponent bits yb >> 23 */
     float y = (float)(int32_t)(~b >> 1);
     uint32_t yb;
     memcpy(&yb, &y, sizeof yb);
-    return (float)(159 - (int32_t)(yb >> 23)) * 0x1.62e43p-1f; /* (32 - e) ln 2, e + 127 = yb >> 23 */
+    return (float)(159 - (int32_t)(yb >> 23)) * 0x1.62e43p-1f;
 }
 
 /* The Gumbel draw's screen: pass[i] = ((l[i] - lmax) + g3_gumbel_upper(top 32 bits of

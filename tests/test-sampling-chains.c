@@ -564,7 +564,8 @@ static void check_approx_exp(void) {
 static void check_approx_expf(void) {
     enum { N = 1 << 20 };
     float *l = malloc(N * sizeof *l);
-    double *blocks = malloc((N / 64 + 1) * sizeof *blocks), *got = malloc((N / 64 + 1) * sizeof *got);
+    double *blocks = malloc((N / 64 + 1) * sizeof *blocks);
+    double *got = malloc((N / 64 + 1) * sizeof *got);
     if (!l || !blocks || !got) {
         CHECK(0);
         return;
@@ -710,8 +711,8 @@ static void check_block_scan(void) {
     double ref[N / 64 + 1], got[N / 64 + 1];
     double total = g3_exp_block_sums_get(0)(l, 9.5f, N, ref), exact = 0;
     for (int i = 0; i < N; i++) exact += exp((double)l[i] - 9.5f);
-    CHECK_MSG(fabs(total - exact) <= (2 * N * 0x1p-53 + G3_APPROX_EXP_REL_ERR) * exact, "%.17g %.17g",
-              total, exact);
+    CHECK_MSG(fabs(total - exact) <= (2 * N * 0x1p-53 + G3_APPROX_EXP_REL_ERR) * exact,
+              "%.17g %.17g", total, exact);
     for (int isa = 1; isa <= 2; isa++) {
         g3_expf_block_sums_fn fn = g3_exp_block_sums_get(isa);
         if (!fn) continue;
