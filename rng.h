@@ -40,12 +40,16 @@ static inline uint64_t g3_splitmix64_next(uint64_t *state) {
 
 /* 64 random bits, a pure function of (seed, position, purpose, index): splitmix64 finalisers
  * chained over the four inputs. g3_rng_key is the (seed, position) part, hoisted out of
- * per-token loops. */
+ * per-token loops; g3_rng_index_hash the (purpose, index) part, which the Gumbel draw keeps in a
+ * table by token id. */
 static inline uint64_t g3_rng_key(uint64_t seed, int64_t position) {
     return g3_mix64(g3_splitmix64(seed) ^ ((uint64_t)position * 0xd1b54a32d192ed03ull));
 }
+static inline uint64_t g3_rng_index_hash(uint32_t purpose, uint32_t index) {
+    return g3_mix64((((uint64_t)purpose << 32) | index) + 0x632be59bd9b4e019ull);
+}
 static inline uint64_t g3_rng_bits(uint64_t key, uint32_t purpose, uint32_t index) {
-    return g3_mix64(key ^ g3_mix64((((uint64_t)purpose << 32) | index) + 0x632be59bd9b4e019ull));
+    return g3_mix64(key ^ g3_rng_index_hash(purpose, index));
 }
 
 /* Uniform in the OPEN interval (0, 1) from 52 bits: (b + 0.5) * 2^-52 is exact in double and

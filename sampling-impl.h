@@ -22,16 +22,24 @@ struct gemma3_sampler {
     int n_vocab;
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
-    int exact_draw_only; /* tests: the CDF walk without its fast path */
-    g3_approx_exp_n_fn approx_exp_n; /* the best of g3_approx_exp_n_get for this CPU */
-    g3_gumbel_bits_n_fn gumbel_bits_n; /* the best of g3_gumbel_bits_n_get */
+    int exact_draw_only;  /* tests: the CDF walk without its fast paths */
+    int skip_float_draw;  /* tests: the CDF walk without its float tier */
+    int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
+    g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
+    g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
+    g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
+    g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
+    g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
+    g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
     int hist_cap, hist_len, hist_head; /* head = next write slot */
 
     /* working state of one call; every buffer [n_vocab] */
-    float *logits; /* by token id */
+    const float *logits; /* by token id: the caller's until a sampler writes, then own */
+    float *own;          /* the writable copy (writable_logits in sampling.c) */
+    int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;
@@ -39,12 +47,14 @@ struct gemma3_sampler {
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
     int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
-    uint32_t *keys, *keys_tmp;
-    uint64_t *mass, *mass_tmp;
+    uint64_t *gumbel_hash; /* g3_rng_index_hash(G3_RNG_GUMBEL, id) by token id */
+    uint32_t *keys, *keys_tmp; /* radix keys; keys_tmp also top-p's uint16 buckets */
+    uint64_t *mass, *mass_tmp; /* top-p's fixed masses (parallel to the list), scratch */
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */
     double *blocks;   /* [n_vocab / 64 + 1]: block sums of the fast CDF walk */
     float *gathered;  /* the list's logits in list order, for the fast CDF walk */
-    int32_t *counts;  /* token counts (penalties), DRY match lengths; all-zero between uses */
+    int32_t *counts;  /* token counts (penalties), DRY match lengths, marks (XTC, top-p's
+                       * boundary bucket); all-zero between uses */
     int32_t *touched; /* [hist_cap]: tokens whose count is non-zero */
     int32_t *dry_ctx; /* [hist_cap] */
     int32_t *dry_z;   /* [hist_cap] */

@@ -27,7 +27,8 @@ float g3_cand_max(const gemma3_sampler *s) {
             for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
         for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
     }
-    for (; j < n; j++) m = l[s->cand[j]] > m ? l[s->cand[j]] : m;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    for (; j < n; j++) m = l[c[j]] > m ? l[c[j]] : m;
     return m;
 }
 
@@ -51,8 +52,8 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
 
 /* The candidate ids in ascending order, for order-independent sums (sampling-select.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
+    if (s->cand_lazy || s->n_cand == s->n_vocab) return s->iota; /* every id once */
     if (s->id_order) return s->cand;
-    if (s->n_cand == s->n_vocab) return s->iota; /* the list holds every id once */
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
     if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
         int32_t *a = s->ids_tmp2;
@@ -91,21 +92,30 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
     }
 }
 
-void g3_cand_select_top(gemma3_sampler *s, int m) {
+static int non_finite(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+}
+
+int g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     int n = s->n_cand;
-    for (int j = 0; j < m; j++) h[j] = c[j];
+    int full = s->id_order && n == s->n_vocab;
+    uint32_t bad = 0;
+    for (int j = 0; j < m; j++) {
+        h[j] = c[j];
+        bad |= full && non_finite(l[c[j]]);
+    }
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
     int j = m;
-    if (s->id_order &&
-        n == s->n_vocab) { /* the list is 0..n-1: skip blocks with nothing >= worst */
-        for (; j + 16 <= n; j += 16) {
-            int hits = 0;
-            for (int k = 0; k < 16; k++) hits += l[j + k] >= worst;
-            if (hits == 0) continue;
+    if (full) { /* the list is 0..n-1: skip blocks with nothing >= worst (g3_block_scan) */
+        for (;; j += 16) {
+            j = s->block_scan(l, j, n, worst, &bad);
+            if (j + 16 > n) break;
             for (int k = j; k < j + 16; k++) {
                 if (l[k] < worst || !g3_cand_before(l, k, h[0])) continue;
                 h[0] = k;
@@ -115,6 +125,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
         }
     }
     for (; j < n; j++) {
+        bad |= full && non_finite(l[c[j]]);
         if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
         if (!g3_cand_before(l, c[j], h[0])) continue;
         h[0] = c[j];
@@ -127,6 +138,7 @@ void g3_cand_select_top(gemma3_sampler *s, int m) {
         h[end] = t;
         sift_down(l, h, end, 0);
     }
+    return bad != 0;
 }
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
@@ -451,8 +463,73 @@ static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t
     s->sorted = s->sorted || m <= 1;
 }
 
+/* Top-p's boundary over a list that is the whole vocabulary (0..n-1, masses s->mass by id): one
+ * pass buckets every token of positive mass by its distance below lmax (RADIX_BUCKETS buckets
+ * over 29.5 nats: a monotone map, equal logits in one bucket; the tokens of zero mass, below
+ * lmax - 28, come after all others in the total order and never hold the boundary) and sums
+ * counts and masses per bucket; the walk down the buckets finds the one where the mass reaches
+ * target; only that bucket's tokens are sorted into the total order to find how many of it the
+ * prefix takes. The same set as the generic selection, without its key and position arrays.
+ * The list keeps id order. */
+static void select_mass_full(gemma3_sampler *s, uint64_t target, int min_count) {
+    const float *l = s->logits;
+    const uint64_t *q = s->mass;
+    int n = s->n_cand;
+    float lmax = g3_cand_max(s);
+    const float scale = (float)(RADIX_BUCKETS - 1) / 29.5f;
+    const uint16_t none = 0xffff;
+    uint16_t *bucket = (uint16_t *)s->keys_tmp; /* [n] */
+    uint32_t *cnt = s->hist_bins;
+    uint64_t *hm = s->hist_mass;
+    memset(cnt, 0, RADIX_BUCKETS * sizeof *cnt);
+    memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
+    for (int j = 0; j < n; j++) {
+        float x = (lmax - l[j]) * scale; /* monotone in l; < RADIX_BUCKETS - 1 where q > 0 */
+        int b = x < (float)(RADIX_BUCKETS - 1) ? (int)x : RADIX_BUCKETS - 1;
+        bucket[j] = q[j] ? (uint16_t)b : none;
+        cnt[b] += q[j] != 0;
+        hm[b] += q[j];
+    }
+    int b = 0, above = 0;
+    uint64_t above_m = 0;
+    for (; above_m + hm[b] < target; b++) { /* target <= the total: it stops */
+        above += (int)cnt[b];
+        above_m += hm[b];
+    }
+    int32_t *e = s->tie_ids, ne = 0;
+    for (int j = 0; j < n; j++)
+        if (bucket[j] == b) e[ne++] = j;
+    for (int i = ne / 2 - 1; i >= 0; i--) sift_down(l, e, ne, i); /* heap sort: total order */
+    for (int end = ne - 1; end > 0; end--) {
+        int32_t t = e[0];
+        e[0] = e[end];
+        e[end] = t;
+        sift_down(l, e, end, 0);
+    }
+    int take = 0;
+    for (uint64_t cum = above_m; cum < target; take++) cum += q[e[take]];
+    if (above + take < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
+        if (min_count < n) g3_cand_select_first(s, 0, min_count, 0, 0);
+        return;
+    }
+    for (int i = 0; i < take; i++) s->counts[e[i]] = 1; /* all zero between uses */
+    int m = 0;
+    for (int j = 0; j < n; j++) { /* branch-free: which tokens stay is random */
+        s->cand[m] = j;
+        m += bucket[j] < b || (bucket[j] == b && s->counts[j]);
+    }
+    for (int i = 0; i < take; i++) s->counts[e[i]] = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
+    s->sorted = s->sorted || m <= 1;
+}
+
 void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
                           int min_count) {
+    if (by_mass && s->id_order && s->n_cand == s->n_vocab && s->n_cand > 4096) {
+        select_mass_full(s, target, min_count);
+        return;
+    }
     int32_t *sub = s->pos_sub;
     int nsub = candidate_positions(s, by_mass, count, sub);
     int above, na, ne;

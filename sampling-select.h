@@ -35,8 +35,11 @@ const int32_t *g3_cand_ids_ascending(gemma3_sampler *s);
 double g3_cand_z(gemma3_sampler *s, float lmax);
 
 /* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
- * sorted, leaving the list untouched; g3_cand_keep_selected(s, m) then makes them the list. */
-void g3_cand_select_top(gemma3_sampler *s, int m);
+ * sorted, leaving the list untouched; g3_cand_keep_selected(s, m) then makes them the list.
+ * Returns 1 when the list is the whole vocabulary (0..n_vocab-1) and some logit is NaN or
+ * +-inf (the scan checks every value on the way, so that the caller's first pass over
+ * unchecked logits is this one), else 0. */
+int g3_cand_select_top(gemma3_sampler *s, int m);
 void g3_cand_keep_selected(gemma3_sampler *s, int m);
 
 /* Sorts the whole list into the total order (one O(n) radix sort). */

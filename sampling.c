@@ -22,11 +22,12 @@
  *   n > 4096, where the heap would be slower; top-p walks a heap-selected top 256, and a larger
  *   nucleus is found by the Gumbel path's radix selection and only it is sorted. Never an
  *   O(n log n) comparison sort of the vocabulary.
- * - Speed without changing a result (docs/sampling.md §7): long CDF walks, top-p's fixed-point
- *   masses and mirostat v2's normaliser start from an approximate exp with a proven error bound
- *   and fall back to libm wherever that bound cannot settle the answer; the Gumbel draw drops a
- *   token from its random bits when they cannot reach the best; typical sorts only the buckets
- *   its walk reaches.
+ * - Speed without changing a result (docs/sampling.md §7): the caller's logits are read in place
+ *   until a sampler rewrites one; long CDF walks, top-p's fixed-point masses, top-n-sigma's
+ *   threshold, mirostat v2's limit and XTC's count start from approximations with proven error
+ *   bounds (float, then double) and fall back to the exact computation wherever the bound cannot
+ *   settle the answer; the Gumbel draw screens every token with a bound on the noise its random
+ *   bits can give; typical sorts only the buckets its walk reaches.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
@@ -306,11 +307,12 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->touched = g3_alloc_aligned(H * sizeof *s->touched);
     s->dry_ctx = g3_alloc_aligned(H * sizeof *s->dry_ctx);
     s->dry_z = g3_alloc_aligned(H * sizeof *s->dry_z);
-    s->logits = g3_alloc_aligned(V * sizeof *s->logits);
+    s->own = g3_alloc_aligned(V * sizeof *s->own);
     s->cand = g3_alloc_aligned(V * sizeof *s->cand);
     s->ids_tmp = g3_alloc_aligned(V * sizeof *s->ids_tmp);
     s->ids_tmp2 = g3_alloc_aligned(V * sizeof *s->ids_tmp2);
     s->iota = g3_alloc_aligned(V * sizeof *s->iota);
+    s->gumbel_hash = g3_alloc_aligned(V * sizeof *s->gumbel_hash);
     s->keys = g3_alloc_aligned(V * sizeof *s->keys);
     s->keys_tmp = g3_alloc_aligned(V * sizeof *s->keys_tmp);
     s->mass = g3_alloc_aligned(V * sizeof *s->mass);
@@ -332,15 +334,23 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
         !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
-        !s->logits || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->keys ||
-        !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks || !s->gathered || !s->counts ||
+        !s->own || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->gumbel_hash ||
+        !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks ||
+        !s->gathered || !s->counts ||
         !s->scored || !s->scored_tmp || !s->typ_start || !s->typ_fill) {
         gemma3_sampler_free(s);
         return g3_error(GEMMA3_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
     }
-    for (int i = 0; i < n_vocab; i++) s->iota[i] = i;
-    s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
-    s->gumbel_bits_n = g3_gumbel_bits_n_get(isa_detect());
+    for (int i = 0; i < n_vocab; i++) {
+        s->iota[i] = i;
+        s->gumbel_hash[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i);
+    }
+    s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
+    s->block_scan = g3_block_scan_get(isa_detect());
+    s->mass_round_n = g3_mass_round_n_get(isa_detect());
+    s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
+    s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
+    s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -351,11 +361,12 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->touched);
     g3_free_aligned(s->dry_ctx);
     g3_free_aligned(s->dry_z);
-    g3_free_aligned(s->logits);
+    g3_free_aligned(s->own);
     g3_free_aligned(s->cand);
     g3_free_aligned(s->ids_tmp);
     g3_free_aligned(s->ids_tmp2);
     g3_free_aligned(s->iota);
+    g3_free_aligned(s->gumbel_hash);
     g3_free_aligned(s->keys);
     g3_free_aligned(s->keys_tmp);
     g3_free_aligned(s->mass);
@@ -399,6 +410,8 @@ uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; 
 const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
+void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
+void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
 
 /* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
 
@@ -425,6 +438,215 @@ __attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t ke
         out[i] = (uint32_t)(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]) >> 32);
 }
 
+/* Top-k's heap scan (g3_block_scan_get), the scalar reference: from j, blocks of 16 logits;
+ * *bad gathers whether any value of a block it reads is NaN or +-inf; returns the start of the
+ * first block with a value >= worst, or the first j with fewer than 16 values left. */
+static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t *bad) {
+    for (; j + 16 <= n; j += 16) {
+        int hits = 0;
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &l[j + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+            hits += l[j + k] >= worst;
+        }
+        *bad |= b;
+        if (hits) return j;
+    }
+    return j;
+}
+
+/* Top-p's fixed-point masses, the vectorisable part (g3_mass_round_n_get): g3_fixed_masses'
+ * steps without storing the exponentials. q[i] = round(g3_approx_exp(max(l[i] - lmax, -708))
+ * 2^40), tie[i] = 1 where the scaled value lies within 2^-7 of a rounding tie (the caller takes
+ * libm's exp there, as g3_fixed_masses does); returns the sum of q. Blocks of 16, each step its
+ * own loop; signed conversions (the value is below 2^41), which AVX-512 has for packed doubles. */
+__attribute__((always_inline)) static inline uint64_t mass_round_n_body(
+    const float *restrict l, float lmax, uint64_t *restrict q, uint64_t *restrict tie, int n) {
+    uint64_t lane[16] = {0}, total = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        double x[16];
+        for (int k = 0; k < 16; k++) x[k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) x[k] = x[k] > -708.0 ? x[k] : -708.0;
+        for (int k = 0; k < 16; k++) x[k] = g3_approx_exp(x[k]) * 0x1p40;
+        for (int k = 0; k < 16; k++) q[i + k] = (uint64_t)(int64_t)(x[k] + 0.5);
+        for (int k = 0; k < 16; k++) {
+            double frac = x[k] - (double)(int64_t)x[k] - 0.5; /* exact */
+            tie[i + k] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+        }
+        for (int k = 0; k < 16; k++) lane[k] += q[i + k];
+    }
+    for (; i < n; i++) {
+        double d = (double)l[i] - lmax;
+        double x = g3_approx_exp(d > -708.0 ? d : -708.0) * 0x1p40;
+        q[i] = (uint64_t)(int64_t)(x + 0.5);
+        double frac = x - (double)(int64_t)x - 0.5;
+        tie[i] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+        total += q[i];
+    }
+    for (int k = 0; k < 16; k++) total += lane[k];
+    return total;
+}
+
+static uint64_t mass_round_n_scalar(const float *restrict l, float lmax, uint64_t *restrict q,
+                                    uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
+}
+
+/* The Gumbel screen (g3_gumbel_screen_n_get), the scalar reference: blocks of 16, each step in
+ * its own loop (the AVX2 build vectorises them). */
+__attribute__((always_inline)) static inline void gumbel_screen_n_body(
+    uint64_t key, const uint64_t *restrict hashes, const float *restrict l, float lmax,
+    float thr, uint8_t *restrict pass, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b[16];
+        for (int k = 0; k < 16; k++) b[k] = (uint32_t)(g3_mix64(key ^ hashes[i + k]) >> 32);
+        for (int k = 0; k < 16; k++)
+            pass[i + k] = (l[i + k] - lmax) + g3_gumbel_upper(b[k]) >= thr;
+    }
+    for (; i < n; i++) {
+        uint32_t b = (uint32_t)(g3_mix64(key ^ hashes[i]) >> 32);
+        pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
+    }
+}
+
+/* Top-n-sigma's sums over l[0..n), -inf skipped, in 16 interleaved lanes:
+ * out = {max, max |l|, mean, sum of (l - mean)^2, count}; compiled per instruction set like
+ * g3_approx_exp_n_get (the same operations in the same order: the same bits). */
+__attribute__((always_inline)) static inline void sigma_sums_n_body(const float *restrict l,
+                                                                    int n, double *out) {
+    double sum[16] = {0}, var[16] = {0}, total = 0, z = 0;
+    float mx[16], ab[16];
+    int32_t cnt[16] = {0};
+    for (int k = 0; k < 16; k++) mx[k] = -INFINITY, ab[k] = 0;
+    int j = 0, nf = 0;
+    for (; j + 16 <= n; j += 16) { /* one simple loop per operation: each vectorises */
+        float x[16];
+        for (int k = 0; k < 16; k++) x[k] = l[j + k] != -INFINITY ? l[j + k] : 0.0f;
+        for (int k = 0; k < 16; k++) cnt[k] += l[j + k] != -INFINITY;
+        for (int k = 0; k < 16; k++) mx[k] = l[j + k] > mx[k] ? l[j + k] : mx[k];
+        for (int k = 0; k < 16; k++) ab[k] = fabsf(x[k]) > ab[k] ? fabsf(x[k]) : ab[k];
+        for (int k = 0; k < 16; k++) sum[k] += (double)x[k];
+    }
+    double lmax = -INFINITY, amax = 0;
+    for (int i = j; i < n; i++)
+        if (l[i] != -INFINITY) {
+            total += l[i];
+            nf++;
+            lmax = l[i] > lmax ? l[i] : lmax;
+            amax = fabs((double)l[i]) > amax ? fabs((double)l[i]) : amax;
+        }
+    for (int k = 0; k < 16; k++) {
+        total += sum[k];
+        nf += cnt[k];
+        lmax = mx[k] > lmax ? mx[k] : lmax;
+        amax = ab[k] > amax ? ab[k] : amax;
+    }
+    double mean = nf > 0 ? total / nf : 0;
+    for (j = 0; j + 16 <= n; j += 16) {
+        double d[16];
+        for (int k = 0; k < 16; k++) d[k] = (double)l[j + k] - mean;
+        for (int k = 0; k < 16; k++) d[k] = l[j + k] != -INFINITY ? d[k] : 0.0;
+        for (int k = 0; k < 16; k++) var[k] += d[k] * d[k];
+    }
+    for (int i = j; i < n; i++)
+        if (l[i] != -INFINITY) z += ((double)l[i] - mean) * ((double)l[i] - mean);
+    for (int k = 0; k < 16; k++) z += var[k];
+    out[0] = lmax;
+    out[1] = amax;
+    out[2] = mean;
+    out[3] = z;
+    out[4] = nf;
+}
+
+/* The double tier's block sums (g3_exp_block_sums_get): approx_exp_n_body's steps, summed per
+ * block of 64 in 16 lanes instead of stored. */
+__attribute__((always_inline)) static inline double exp_block_sums_body(const float *restrict l,
+                                                                        float lmax, int n,
+                                                                        double *restrict blocks) {
+    int nb = n / 64;
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        double acc[16] = {0};
+        for (int q = 0; q < 4; q++) {
+            const float *x = l + (size_t)b * 64 + q * 16;
+            double w[16];
+            for (int k = 0; k < 16; k++) w[k] = (double)x[k] - lmax;
+            for (int k = 0; k < 16; k++) w[k] = w[k] > -708.0 ? w[k] : -708.0;
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_exp(w[k]);
+            for (int k = 0; k < 16; k++) acc[k] += w[k];
+        }
+        double sum = 0;
+        for (int k = 0; k < 16; k++) sum += acc[k];
+        blocks[b] = sum;
+        total += sum;
+    }
+    if (nb * 64 < n) {
+        double sum = 0;
+        for (int i = nb * 64; i < n; i++) {
+            double d = (double)l[i] - lmax;
+            sum += g3_approx_exp(d > -708.0 ? d : -708.0);
+        }
+        blocks[nb] = sum;
+        total += sum;
+    }
+    return total;
+}
+
+static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
+                                    double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
+}
+
+/* The float tier's block sums (g3_expf_block_sums_get): one simple loop per operation over 16
+ * lanes, so that each vectorises. */
+__attribute__((always_inline)) static inline double expf_block_sums_body(const float *restrict l,
+                                                                         float lmax, int n,
+                                                                         double *restrict blocks) {
+    int nb = n / 64;
+    double total = 0;
+    for (int b = 0; b < nb; b++) {
+        float acc[16] = {0};
+        for (int q = 0; q < 4; q++) {
+            const float *x = l + (size_t)b * 64 + q * 16;
+            float w[16];
+            for (int k = 0; k < 16; k++) w[k] = x[k] - lmax;
+            for (int k = 0; k < 16; k++) w[k] = w[k] > -86.0f ? w[k] : -86.0f;
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(w[k]);
+            for (int k = 0; k < 16; k++) acc[k] += w[k];
+        }
+        double sum = 0;
+        for (int k = 0; k < 16; k++) sum += acc[k];
+        blocks[b] = sum;
+        total += sum;
+    }
+    if (nb * 64 < n) {
+        double sum = 0;
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(g3_expf_arg(l[i], lmax));
+        blocks[nb] = sum;
+        total += sum;
+    }
+    return total;
+}
+
+static double expf_block_sums_scalar(const float *restrict l, float lmax, int n,
+                                     double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
+}
+
+static void sigma_sums_n_scalar(const float *restrict l, int n, double *out) {
+    sigma_sums_n_body(l, n, out);
+}
+
+static void gumbel_screen_n_scalar(uint64_t key, const uint64_t *restrict hashes,
+                                   const float *restrict l, float lmax, float thr,
+                                   uint8_t *restrict pass, int n) {
+    gumbel_screen_n_body(key, hashes, l, lmax, thr, pass, n);
+}
+
 static void gumbel_bits_n_scalar(uint64_t key, const int32_t *restrict ids, uint32_t *restrict out,
                                  int n) {
     gumbel_bits_n_body(key, ids, out, n);
@@ -435,6 +657,7 @@ static void approx_exp_n_scalar(double *restrict w, const float *restrict l, flo
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #define SAMPLING_X86 1
 __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
@@ -444,6 +667,127 @@ __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
 __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
+                                                                 float lmax, int n,
+                                                                 double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx512f,prefer-vector-width=512"))) static double exp_block_sums_avx512(
+    const float *restrict l, float lmax, int n, double *restrict blocks) {
+    return exp_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx2"))) static double expf_block_sums_avx2(const float *restrict l,
+                                                                  float lmax, int n,
+                                                                  double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx512f,prefer-vector-width=512"))) static double expf_block_sums_avx512(
+    const float *restrict l, float lmax, int n, double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks);
+}
+__attribute__((target("avx2"))) static void sigma_sums_n_avx2(const float *restrict l, int n,
+                                                              double *out) {
+    sigma_sums_n_body(l, n, out);
+}
+__attribute__((target("avx512f,avx512dq,prefer-vector-width=512"))) static void sigma_sums_n_avx512(
+    const float *restrict l, int n, double *out) {
+    sigma_sums_n_body(l, n, out);
+}
+__attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
+    uint64_t key, const uint64_t *restrict hashes, const float *restrict l, float lmax,
+    float thr, uint8_t *restrict pass, int n) {
+    gumbel_screen_n_body(key, hashes, l, lmax, thr, pass, n);
+}
+
+__attribute__((target("avx2"))) static uint64_t mass_round_n_avx2(const float *restrict l,
+                                                                  float lmax,
+                                                                  uint64_t *restrict q,
+                                                                  uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
+static uint64_t mass_round_n_avx512(const float *restrict l, float lmax, uint64_t *restrict q,
+                    uint64_t *restrict tie, int n) {
+    return mass_round_n_body(l, lmax, q, tie, n);
+}
+
+/* The heap scan by hand (GCC does not vectorise a loop that exits early): a compare mask for
+ * >= worst and one for an all-ones exponent per 16 logits. */
+__attribute__((target("avx2"))) static int block_scan_avx2(const float *l, int j, int n,
+                                                            float worst, uint32_t *bad) {
+    const __m256 w = _mm256_set1_ps(worst);
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256i acc = _mm256_setzero_si256();
+    for (; j + 16 <= n; j += 16) {
+        __m256 a = _mm256_loadu_ps(l + j), b = _mm256_loadu_ps(l + j + 8);
+        __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), expo);
+        __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), expo);
+        acc = _mm256_or_si256(acc, _mm256_cmpeq_epi32(ea, expo));
+        acc = _mm256_or_si256(acc, _mm256_cmpeq_epi32(eb, expo));
+        __m256 ge = _mm256_or_ps(_mm256_cmp_ps(a, w, _CMP_GE_OQ), _mm256_cmp_ps(b, w, _CMP_GE_OQ));
+        if (_mm256_movemask_ps(ge)) break;
+    }
+    *bad |= !_mm256_testz_si256(acc, acc);
+    _mm256_zeroupper();
+    return j;
+}
+
+__attribute__((target("avx512f"))) static int block_scan_avx512(const float *l, int j, int n,
+                                                                float worst, uint32_t *bad) {
+    const __m512 w = _mm512_set1_ps(worst);
+    const __m512i expo = _mm512_set1_epi32(0x7f800000);
+    __mmask16 nonfinite = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(l + j);
+        nonfinite |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), expo), expo);
+        if (_mm512_cmp_ps_mask(v, w, _CMP_GE_OQ)) break;
+    }
+    *bad |= nonfinite != 0;
+    _mm256_zeroupper();
+    return j;
+}
+
+/* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
+ * half this speed). Step for step the scalar body: splitmix64's finaliser on 8 lanes twice,
+ * the top halves narrowed to 16 32-bit lanes, then g3_gumbel_upper and the comparison. */
+#define SAMPLING_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+SAMPLING_AVX512 static inline __m512i mix64_avx512(__m512i z) {
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
+    z = _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull));
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 27));
+    z = _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0x94d049bb133111ebull));
+    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t *restrict hashes,
+                                                   const float *restrict l, float lmax,
+                                                   float thr, uint8_t *restrict pass, int n) {
+    const __m512i kv = _mm512_set1_epi64((long long)key), c159 = _mm512_set1_epi32(159);
+    const __m512 lm = _mm512_set1_ps(lmax), th = _mm512_set1_ps(thr);
+    const __m512 ln2 = _mm512_set1_ps(0x1.62e43p-1f);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i lo = mix64_avx512(_mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i)));
+        __m512i hi = mix64_avx512(_mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i + 8)));
+        __m256i blo = _mm512_cvtepi64_epi32(_mm512_srli_epi64(lo, 32));
+        __m256i bhi = _mm512_cvtepi64_epi32(_mm512_srli_epi64(hi, 32));
+        __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(blo), bhi, 1);
+        /* g3_gumbel_upper: y = ~b >> 1, e + 127 = the float's exponent bits, (159 - them) ln 2 */
+        __m512i y = _mm512_srli_epi32(_mm512_xor_si512(b, _mm512_set1_epi32(-1)), 1);
+        __m512i e = _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(y)), 23);
+        __m512 ub = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c159, e)), ln2);
+        __m512 v = _mm512_add_ps(_mm512_sub_ps(_mm512_loadu_ps(l + i), lm), ub);
+        __mmask16 m = _mm512_cmp_ps_mask(v, th, _CMP_GE_OQ);
+        _mm_storeu_si128((__m128i *)(pass + i), _mm_maskz_set1_epi8(m, 1));
+    }
+    /* clean upper halves before SSE code runs: GCC leaves out its own vzeroupper here, and the
+     * libm calls after a dirty state crawl (a typical-p row went from 7 ms to 120 ms) */
+    _mm256_zeroupper();
+    for (; i < n; i++) {
+        uint32_t b = (uint32_t)(g3_mix64(key ^ hashes[i]) >> 32);
+        pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
+    }
 }
 __attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
@@ -483,6 +827,66 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
     return NULL;
 }
 
+g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) {
+    if (isa == ISA_SCALAR) return exp_block_sums_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return exp_block_sums_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return exp_block_sums_avx512;
+#endif
+    return NULL;
+}
+
+g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) {
+    if (isa == ISA_SCALAR) return expf_block_sums_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return expf_block_sums_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return expf_block_sums_avx512;
+#endif
+    return NULL;
+}
+
+g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) {
+    if (isa == ISA_SCALAR) return sigma_sums_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return sigma_sums_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return sigma_sums_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_mass_round_n_fn g3_mass_round_n_get(int isa) {
+    if (isa == ISA_SCALAR) return mass_round_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return mass_round_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return mass_round_n_avx512;
+#endif
+    return NULL;
+}
+
+g3_block_scan_fn g3_block_scan_get(int isa) {
+    if (isa == ISA_SCALAR) return block_scan_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return block_scan_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return block_scan_avx512;
+#endif
+    return NULL;
+}
+
+g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa) {
+    if (isa == ISA_SCALAR) return gumbel_screen_n_scalar;
+#if SAMPLING_X86
+    int have = isa_detect();
+    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_screen_n_avx2;
+    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_screen_n_avx512;
+#endif
+    return NULL;
+}
+
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
     if (isa == ISA_SCALAR) return approx_exp_n_scalar;
 #if SAMPLING_X86
@@ -503,7 +907,103 @@ static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
 
 /* ================================ the samplers ============================================== */
 
+/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
+ * vectorises it at -O2. */
+static int copy_logits(float *restrict dst, const float *restrict src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            dst[i + k] = src[i + k];
+            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = src[i];
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* 1 if every value is finite: copy_logits without the copy, a read-only pass. */
+static int all_finite(const float *src, int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* The NaN and +inf rules on the own copy of the whole vocabulary: NaN becomes -inf; if any
+ * logit is +inf, the +inf tokens share the mass uniformly (the limit of the softmax). */
+static void fix_non_finite(gemma3_sampler *s) {
+    float *l = s->own;
+    int V = s->n_vocab, n_pinf = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(l[i])) l[i] = -INFINITY;
+        n_pinf += l[i] == INFINITY;
+    }
+    if (n_pinf > 0)
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+}
+
+/* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
+ * (prepare); the first sampler that rewrites logits (penalties, DRY, temperature) copies it
+ * here, once per call, checking it on the way. A short list (after a truncation, so checked)
+ * copies only its candidates' logits: from then on nothing reads the logit of a token outside
+ * the list (the list only shrinks), so the stale entries of the copy are never seen. */
+static float *writable_logits(gemma3_sampler *s) {
+    if (s->logits == s->own) return s->own;
+    if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
+        for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
+        s->logits = s->own;
+        return s->own;
+    }
+    int clean = copy_logits(s->own, s->logits, s->n_vocab);
+    s->logits = s->own;
+    if (s->unchecked && !clean) fix_non_finite(s);
+    s->unchecked = 0;
+    return s->own;
+}
+
+/* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
+ * (a copy only when one of them is not finite). Every reader of the logits but top-k's heap
+ * (which checks as it scans) calls this first. */
+static void check_finite(gemma3_sampler *s) {
+    if (!s->unchecked) return;
+    /* the heap's scan with an unreachable worst (it stops only at +inf, itself not finite) */
+    uint32_t bad = 0;
+    int j = s->block_scan(s->logits, 0, s->n_vocab, INFINITY, &bad);
+    if (!bad && all_finite(s->logits + j, s->n_vocab - j))
+        s->unchecked = 0;
+    else
+        writable_logits(s);
+}
+
 static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
+
+enum { GUMBEL_HEAP_MAX_K = 1024 };
+/* The fast CDF walk sums DRAW_BLOCK weights per block; lists shorter than FAST_DRAW_MIN take the
+ * exact walk (and the other approximate-then-check paths the exact computation). */
+enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
 /* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
 static void top_k(gemma3_sampler *s, int k) {
@@ -512,15 +1012,26 @@ static void top_k(gemma3_sampler *s, int k) {
         s->n_cand = k;
         return;
     }
-    if (gumbel_mode(s)) {
+    if (gumbel_mode(s) && k > GUMBEL_HEAP_MAX_K && s->n_cand > 4096) {
+        /* a large k without sorting; a small one (the usual 40 or 64) takes the heap below,
+         * whose vectorised block skip beats the radix passes: the same set either way, and the
+         * Gumbel draw does not depend on the list's order */
+        check_finite(s);
         g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
     } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        check_finite(s);
         g3_cand_materialise(s);
         /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
         g3_cand_sort(s);
         s->n_cand = k;
     } else {
-        g3_cand_select_top(s, k);
+        /* the heap's scan is the call's first pass over the caller's logits when they are
+         * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
+        if (g3_cand_select_top(s, k) && s->unchecked) {
+            writable_logits(s);
+            g3_cand_select_top(s, k);
+        }
+        s->unchecked = 0;
         g3_cand_keep_selected(s, k);
     }
 }
@@ -557,7 +1068,14 @@ static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
         for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
         l = g;
     }
-    return g3_fixed_masses(s->approx_exp_n, l, lmax, n, s->w, s->mass);
+    /* g3_fixed_masses in two steps: the vectorised rounding, then libm's exp near the ties */
+    uint64_t *tie = s->mass_tmp, *q = s->mass, total = s->mass_round_n(l, lmax, q, tie, n);
+    for (int j = 0; j < n; j++)
+        if (tie[j]) {
+            total -= q[j];
+            total += q[j] = g3_fixed_mass(l[j], lmax);
+        }
+    return total;
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */
@@ -647,7 +1165,24 @@ static int count_at_least(const gemma3_sampler *s, double thr) {
             for (int k = 0; k < 16; k++) c += l[j + k] >= t;
             count += c;
         }
-    for (; j < n; j++) count += (double)l[s->cand[j]] >= thr;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    for (; j < n; j++) count += (double)l[c[j]] >= thr;
+    return count;
+}
+
+/* How many candidates of a list that is the whole vocabulary have lo <= l < hi (compared in
+ * double): one vectorised pass. */
+static int count_in(const gemma3_sampler *s, double lo, double hi) {
+    const float *l = s->logits;
+    float tlo = float_at_least(lo), thi = float_at_least(hi);
+    if (!(tlo < thi)) return 0;
+    int n = s->n_cand, count = 0, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        int c = 0;
+        for (int k = 0; k < 16; k++) c += (l[j + k] >= tlo) & (l[j + k] < thi);
+        count += c;
+    }
+    for (; j < n; j++) count += l[j] >= tlo && l[j] < thi;
     return count;
 }
 
@@ -670,6 +1205,7 @@ static void keep_at_least(gemma3_sampler *s, double thr) {
         for (int j = 0; j < n; j++)
             if ((double)l[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
     }
+    s->cand_lazy = 0;
     s->n_cand = m;
 }
 
@@ -712,10 +1248,42 @@ static int sigma_threshold(gemma3_sampler *s, float nsig, double *thr) {
     return 1;
 }
 
-/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). */
+/* sigma_threshold's threshold from sums in 8 interleaved lanes (vectorised) over a list that
+ * is the whole vocabulary, and a bound on its distance from the id-order threshold: with N
+ * finite logits, A the largest |l|, u = 2^-53, any summation order errs by at most N u N A on
+ * the sum, so both means lie within delta = 2 (N + 1) u A of the exact mean M; the variance
+ * sums V(m) = V(M) + N (m - M)^2 are each computed within (N + 3) u relative (three roundings
+ * per term, N - 1 additions), so the two sigmas differ by at most delta + 2 (eps + 4 u) sigma,
+ * eps = 1.01 (N + 3) u, and the threshold adds the rounding of nsig * sigma and of the
+ * difference. *margin is twice all of that. Returns 0 when no logit is finite. */
+static int sigma_threshold_lanes(const gemma3_sampler *s, float nsig, double *thr,
+                                 double *margin) {
+    double m[5];
+    s->sigma_sums_n(s->logits, s->n_cand, m);
+    double lmax = m[0], amax = m[1], z = m[3];
+    int nf = (int)m[4];
+    if (nf == 0) return 0;
+    double sigma = sqrt(z / nf), u = 0x1p-53, N = nf;
+    double delta = 2 * (N + 1) * u * amax, eps = 1.01 * (N + 3) * u;
+    *thr = lmax - (double)nsig * sigma;
+    *margin = 2 * ((double)nsig * (delta + 2 * (eps + 4 * u) * (sigma + delta)) +
+                   4 * u * (fabs(lmax) + (double)nsig * (sigma + delta)));
+    return 1;
+}
+
+/* Top-n-sigma: drop l_i < lmax - n * sigma (the threshold above). Over the whole vocabulary the
+ * lane sums answer when every threshold within their error bound keeps the same set: the
+ * smallest float >= the threshold (what keep_at_least compares with) is the same at both ends
+ * of the interval, hence for every threshold inside it. Otherwise the sums in id order. */
 static void top_n_sigma(gemma3_sampler *s, float nsig) {
     if (nsig <= 0.0f || s->n_cand <= 1) return;
-    double thr;
+    double thr, margin;
+    if (s->id_order && s->n_cand == s->n_vocab && s->n_cand >= 1024 &&
+        sigma_threshold_lanes(s, nsig, &thr, &margin) &&
+        float_at_least(thr - margin) == float_at_least(thr + margin)) {
+        keep_at_least(s, thr);
+        return;
+    }
     if (!sigma_threshold(s, nsig, &thr)) return;
     keep_at_least(s, thr);
 }
@@ -822,21 +1390,63 @@ static void typical(gemma3_sampler *s, float tp) {
     s->id_order = keep <= 1;
 }
 
+/* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
+ * (in doubles, Z in id order, as cand_probs computes them), from the float tier's Z' (within
+ * G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 2 n 2^-53 of the exact sum, as in surprise_limit): p >= thr
+ * iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit itself,
+ * so when no logit lies within twice all of that of the limit, the count is that of
+ * l >= limit. Returns -1 when some logit does (or thr is 0): the caller then computes every p. */
+static int xtc_count_fast(gemma3_sampler *s, float thr) {
+    float lmax = g3_cand_max(s);
+    if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
+    int n = s->n_cand;
+    double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
+    double rel = 2 * (double)n * 0x1p-53 + 2 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24);
+    double lz = log(z), lt = log((double)thr), lim = (double)lmax + lt + lz;
+    double margin = 2 * (1.01 * rel + 8 * 0x1p-52 +
+                         0x1p-50 * (fabs((double)lmax) + fabs(lz) + fabs(lt) + 1));
+    if (count_in(s, lim - margin, lim + margin) != 0) return -1;
+    return count_at_least(s, lim);
+}
+
 /* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
- * except the least probable of them, when at least two qualify and min_keep allows. */
+ * except the least probable of them, when at least two qualify and min_keep allows. The
+ * qualifying tokens are the first of the total order (p falls along it). The CDF walk reads the
+ * list in order, so there the list is sorted whatever XTC removes; the Gumbel draw does not,
+ * so there a whole vocabulary only loses its first tokens (found by a small heap). */
 static void xtc(gemma3_sampler *s, int64_t pos) {
     float prob = s->p.xtc_probability, thr = s->p.xtc_threshold;
     if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
     double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
     if (coin > prob) return;
-    g3_cand_ensure_sorted(s);
-    cand_probs(s);
-    int last = -1;
-    for (int j = 0; j < s->n_cand; j++)
-        if (s->w[j] >= thr) last = j;
+    int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
+    int q = full ? xtc_count_fast(s, thr) : -1;
+    int last = q - 1;
+    if (q < 0) { /* every p, on the sorted list */
+        g3_cand_ensure_sorted(s);
+        cand_probs(s);
+        for (int j = 0; j < s->n_cand; j++)
+            if (s->w[j] >= thr) last = j;
+    } else if (!gumbel_mode(s) || last > 256) {
+        g3_cand_materialise(s);
+        g3_cand_ensure_sorted(s);
+    }
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
-    memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
-    s->n_cand -= last;
+    if (s->sorted) {
+        memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
+        s->n_cand -= last;
+        return;
+    }
+    /* Gumbel, the whole vocabulary in id order: drop its first `last` tokens, marked in counts
+     * (all zero between uses) */
+    g3_cand_select_top(s, last);
+    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 1;
+    int m = 0;
+    for (int32_t id = 0; id < s->n_vocab; id++)
+        if (!s->counts[id]) s->cand[m++] = id;
+    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
 }
 
 /* A finite logit that overflows (a huge logit over a small temperature or penalty) becomes
@@ -844,9 +1454,42 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
  * mass, the limit of the softmax. */
 static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
 
+/* dst = min(src / t, FLT_MAX); returns 1 if every src value is finite (copy_logits with the
+ * division: temperature's copy of the caller's logits is then its only pass). */
+static int copy_divide(float *restrict dst, const float *restrict src, int n, float t) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
+        for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        dst[i] = clamp_overflow(src[i] / t);
+    }
+    return bad == 0;
+}
+
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
-    float *l = s->logits;
+    if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
+        (copy_divide(s->own, s->logits, s->n_cand, t) || !s->unchecked)) {
+        /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
+         * all finite take the rules first, below */
+        s->logits = s->own;
+        s->unchecked = 0;
+        return;
+    }
+    float *l = writable_logits(s);
     if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
                                                      loop (a min): both vectorise at -O2 */
         int n = s->n_cand, i = 0;
@@ -903,6 +1546,8 @@ static void keep_argmax(gemma3_sampler *s) {
 /* Temperature, with llama.cpp's dynamic temperature when dynatemp_range > 0: the entropy of the
  * current candidates, normalised by ln N, picks T' in [max(0, T-d), T+d]. */
 static void temperature(gemma3_sampler *s, float t) {
+    if (t == 1.0f && s->p.dynatemp_range <= 0.0f) return;
+    if (t <= 0.0f || s->p.dynatemp_range > 0.0f) check_finite(s); /* else divide copies */
     if (s->p.dynatemp_range > 0.0f && s->n_cand > 1) {
         float lo = fmaxf(0.0f, t - s->p.dynatemp_range), hi = t + s->p.dynatemp_range;
         float lmax = g3_cand_max(s);
@@ -933,12 +1578,13 @@ static void penalties(gemma3_sampler *s) {
     int nt = 0;
     for (int j = 0; j < n; j++)
         if (s->counts[s->dry_ctx[j]]++ == 0) s->touched[nt++] = s->dry_ctx[j];
+    float *own = nt > 0 ? writable_logits(s) : NULL;
     for (int j = 0; j < nt; j++) {
         int32_t id = s->touched[j];
-        float l = s->logits[id];
+        float l = own[id];
         l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
         l -= (float)s->counts[id] * p->frequency_penalty + p->presence_penalty;
-        s->logits[id] = clamp_overflow(l);
+        own[id] = clamp_overflow(l);
         s->counts[id] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -997,12 +1643,13 @@ static void dry(gemma3_sampler *s) {
         if (s->counts[t] == 0) s->touched[nt++] = t;
         if (m > s->counts[t]) s->counts[t] = m;
     }
+    float *own = nt > 0 ? writable_logits(s) : NULL;
     for (int j = 0; j < nt; j++) {
         int32_t t = s->touched[j];
         double pen = (double)p->dry_multiplier *
                      pow((double)p->dry_base, (double)(s->counts[t] - p->dry_allowed_length));
         if (pen > FLT_MAX) pen = FLT_MAX;
-        s->logits[t] -= (float)pen;
+        own[t] -= (float)pen;
         s->counts[t] = 0;
     }
     if (nt > 0) s->sorted = 0;
@@ -1016,29 +1663,50 @@ static void dry(gemma3_sampler *s) {
  * largest possible difference between its sums and the exact walk's (docs/sampling.md §5):
  * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
  * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
-enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
-static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
+/* The float tier, tried first: weights w'_i = g3_approx_expf(g3_expf_arg(l_i, lmax)), within
+ * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
+ * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
+ * (n 2^-53), none of them stored: the walk over the blocks picks the block, whose weights are
+ * recomputed. Every prefix sum and the target then lie within
+ * (G3_APPROX_EXPF_REL_ERR + 3 2^-24 + n 2^-53) total + n 4.5e-38 of the true ones, and the
+ * exact walk's within (n 2^-53 + 2^-53) total (libm's exp is within an ulp); the margin is
+ * more than twice the sum, as in the double tier below. Returns -1 when the target is
+ * closer than that to an end of the chosen token's step (the double tier then answers). */
+static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, double u) {
+    int n = s->n_cand;
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    double *block = s->blocks;
+    double total = s->expf_block_sums(l, lmax, n, block);
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    if (s->perturb_float_draw) { /* tests: errors of 0.9 times the assumed bound, +- by block */
+        total = 0;
+        for (int b = 0; b < nb; b++)
+            total += block[b] *= 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR;
+    }
+    double target = u * total;
+    double margin = 4 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53) * total +
+                    n * 1e-37;
+    double cum = 0;
+    int b = 0;
+    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
+    if (b == nb) return -1;
+    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    double scale = s->perturb_float_draw ? 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR : 1;
+    for (int j = b * DRAW_BLOCK; j < end; j++) {
+        double before = cum;
+        cum += scale * g3_approx_expf(g3_expf_arg(l[j], lmax));
+        if (cum > target)
+            return before < target - margin && cum > target + margin ? c[j] : -1;
+    }
+    return -1;
+}
+
+static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, double u) {
     int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
-    double *w = s->w, *block = s->blocks;
-    const float *l = s->logits;
-    if (!(s->id_order && n == s->n_vocab)) { /* gather the list's logits first */
-        float *g = s->gathered;
-        for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
-        l = g;
-    }
-    s->approx_exp_n(w, l, lmax, n);
-    double total = 0;
-    for (int b = 0; b < nb; b++) {
-        int j = b * DRAW_BLOCK, end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-        double lane[8] = {0}, sum = 0; /* any order will do: these sums are approximations */
-        for (; j + 8 <= end; j += 8)
-            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
-        for (; j < end; j++) sum += w[j];
-        for (int k = 0; k < 8; k++) sum += lane[k];
-        block[b] = sum;
-        total += sum;
-    }
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    double *block = s->blocks;
+    double total = s->exp_block_sums(l, lmax, n, block); /* the weights are not stored */
     double target = u * total;
     /* prefix sums and the target, here and in the exact walk, are within
      * (2 n 2^-53 + 2 rel_err) * total of the true ones (any summation order of n non-negative
@@ -1050,11 +1718,11 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, float lmax, double u) {
     for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
     if (b == nb) return -1;
     int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-    for (int j = b * DRAW_BLOCK; j < end; j++) {
-        double before = cum;
-        cum += w[j];
+    for (int j = b * DRAW_BLOCK; j < end; j++) { /* the block's weights again */
+        double before = cum, d = (double)l[j] - lmax;
+        cum += g3_approx_exp(d > -708.0 ? d : -708.0);
         if (cum > target)
-            return before < target - margin && cum > target + margin ? s->cand[j] : -1;
+            return before < target - margin && cum > target + margin ? c[j] : -1;
     }
     return -1;
 }
@@ -1067,12 +1735,20 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
     double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
-        int32_t tok = draw_cdf_fast(s, lmax, u);
+        const float *l = s->logits; /* the list's logits in list order */
+        if (!(s->id_order && n == s->n_vocab)) {
+            float *g = s->gathered;
+            for (int j = 0; j < n; j++) g[j] = l[c[j]];
+            l = g;
+        }
+        int32_t tok = s->skip_float_draw ? -1 : draw_cdf_float(s, l, lmax, u);
+        if (tok < 0) tok = draw_cdf_fast(s, l, lmax, u);
         if (tok >= 0) return tok;
     }
     double z = 0;
-    for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[s->cand[j]] - lmax);
+    for (int j = 0; j < n; j++) z += s->w[j] = exp((double)s->logits[c[j]] - lmax);
     double target = u * z;
     double cum = 0;
     int last = -1;
@@ -1080,61 +1756,90 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
         if (s->w[j] <= 0) continue;
         cum += s->w[j];
         last = j;
-        if (cum > target) return s->cand[j];
+        if (cum > target) return c[j];
     }
-    return last >= 0 ? s->cand[last] : -1;
+    return last >= 0 ? c[last] : -1;
 }
 
-/* The noise G(b) = -ln(-ln((b + 0.5) 2^-32)) of the top 32 random bits b grows with b, so
- * G(b) >= g needs b >= 2^32 exp(-exp(-g)) - 0.5. This is that bound less 4 (far more than the
- * rounding of the exps and of adding the noise to a logit can move it): a b below it cannot
- * reach g, whatever the rounding. */
-static uint32_t gumbel_bits_below(double g) {
-    double b = exp(-exp(-g)) * 0x1p32 - 4.5;
-    return !(b > 0) ? 0 : b >= 4294967295.0 ? 0xffffffffu : (uint32_t)b;
+/* The first i with l[i] == v (v must occur), skipping blocks of 16 without it. */
+static int first_equal(const float *l, int n, float v) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        int hits = 0;
+        for (int k = 0; k < 16; k++) hits += l[j + k] == v;
+        if (hits) break;
+    }
+    while (l[j] != v) j++;
+    return j;
 }
 
-/* For the tokens with l - lmax in (-(k+1)/2, -k/2] (k < 64; k = 64: below -32), the top noise
- * bits under which they cannot reach best. */
-enum { GUMBEL_BANDS = 64, GUMBEL_CHUNK = 256 };
-static void gumbel_bands(double best, uint32_t *below) {
-    for (int k = 0; k <= GUMBEL_BANDS; k++) below[k] = gumbel_bits_below(best + 0.5 * k);
-}
+enum { GUMBEL_CHUNK = 256 };
+
+/* The screen's threshold for the current best value: fl32(best - 1/64). The screen computes
+ * (l - lmax) + g3_gumbel_upper(b) in float; a token that can win or tie has
+ * d + G >= best - 2^-52 |best| with |best| < 23 (best is the noise of a token plus d <= 0, and
+ * the noise lies in [-3.1, 22.9]), hence |d| < 26 and g3_gumbel_upper <= 111, so the float
+ * roundings of l - lmax, of the bound, of their sum and of this threshold move the comparison
+ * by less than 2^-24 * 4 * 140 < 4e-5, far inside the 1/64 slack: such a token always passes. */
+static float gumbel_screen_threshold(double best) { return (float)(best - 0.015625); }
 
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
- * lowest id. Noise is only generated for tokens that could still win: l_i + Gmax >= best, and
- * (from the random bits alone, by the token's band of l_i - lmax) G_i >= best - (l_i - lmax). */
+ * lowest id. A vectorised screen (g3_gumbel_screen_n: the random bits, and the bound
+ * g3_gumbel_upper on the noise they can give, 16 tokens at a time) passes every token that
+ * could still reach the best value so far; only those take the two logs. */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
     if (n == 0) return -1;
-    int32_t top = s->cand[0];
-    for (int j = 1; j < n; j++)
-        if (g3_cand_before(l, s->cand[j], top)) top = s->cand[j];
-    if (l[top] == -INFINITY) return -1;
+    int full = s->id_order && n == s->n_vocab; /* the list is 0..n-1: logits read in place */
+    const int32_t *ids = full ? s->iota : s->cand;
+    float lmax_f = g3_cand_max(s);
+    if (lmax_f == -INFINITY) return -1;
+    int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
+    if (full) {
+        top = first_equal(l, n, lmax_f);
+    } else {
+        for (int j = 0; j < n; j++)
+            if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
+    }
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
-    double gmax = g3_gumbel_max(), lmax = l[top];
+    double lmax = lmax_f;
     int32_t best = top;
     double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
-    uint32_t below[GUMBEL_BANDS + 1], *top_bits = s->keys_tmp; /* [GUMBEL_CHUNK] */
-    gumbel_bands(best_v, below);
-    const int32_t *ids = s->id_order && n == s->n_vocab ? s->iota : s->cand;
-    for (int c = 0; c < n; c += GUMBEL_CHUNK) { /* the random bits a chunk at a time */
-        int end = c + GUMBEL_CHUNK < n ? c + GUMBEL_CHUNK : n;
-        s->gumbel_bits_n(key, ids + c, top_bits, end - c);
-        for (int j = c; j < end; j++) {
-            int32_t id = ids[j];
-            double d = (double)l[id] - lmax;
-            if (id == top || d + gmax < best_v) continue;
-            int band = -d >= 0.5 * GUMBEL_BANDS ? GUMBEL_BANDS : (int)(-2 * d);
-            uint32_t b = top_bits[j - c];
-            if (b < below[band]) continue;
-            double v = d + g3_gumbel((uint64_t)b << 32);
+    uint8_t pass[GUMBEL_CHUNK];
+    uint64_t hashes[GUMBEL_CHUNK];
+    float *g = s->gathered;
+    for (int c = 0; c < n; c += GUMBEL_CHUNK) {
+        int m = n - c < GUMBEL_CHUNK ? n - c : GUMBEL_CHUNK;
+        const float *lc = l + c;
+        const uint64_t *hc = s->gumbel_hash + c;
+        if (!full) { /* the chunk's logits and hashes in list order */
+            for (int j = 0; j < m; j++) {
+                g[j] = l[ids[c + j]];
+                hashes[j] = s->gumbel_hash[ids[c + j]];
+            }
+            lc = g;
+            hc = hashes;
+        }
+        /* the threshold of the chunk's start: best only grows, so it stays conservative */
+        s->gumbel_screen_n(key, hc, lc, lmax_f, gumbel_screen_threshold(best_v), pass, m);
+        for (int j = 0; j < m; j++) {
+            if (j % 8 == 0 && j + 8 <= m) { /* skip 8 rejected tokens at once */
+                uint64_t w;
+                memcpy(&w, pass + j, sizeof w);
+                if (w == 0) {
+                    j += 7;
+                    continue;
+                }
+            }
+            if (!pass[j] || ids[c + j] == top) continue;
+            int32_t id = ids[c + j];
+            double v = ((double)lc[j] - lmax) +
+                       g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
                 best_v = v;
                 best = id;
-                gumbel_bands(best_v, below);
             }
         }
     }
@@ -1147,30 +1852,6 @@ static int32_t draw(gemma3_sampler *s, int64_t pos) {
 
 /* ================================ one call ================================================== */
 
-/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
- * vectorises it at -O2. */
-static int copy_logits(float *restrict dst, const float *restrict src, int n) {
-    uint32_t bad = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t b = 0;
-        for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            dst[i + k] = src[i + k];
-            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
-        }
-        bad |= b;
-    }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        dst[i] = src[i];
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad == 0;
-}
-
 /* The allowed-ids mask (a grammar's): every id without its bit gets -inf, 32 at a time. */
 static void apply_mask(float *l, const uint32_t *allowed, int n) {
     for (int w = 0; w * 32 < n; w++) {
@@ -1182,14 +1863,24 @@ static void apply_mask(float *l, const uint32_t *allowed, int n) {
     }
 }
 
-/* Copies the logits, applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
+/* Takes the caller's logits as the working logits (read-only and unchecked: check_finite and
+ * writable_logits), applies logit bias, --ignore-eos, the allowed-ids mask (if any) and the
  * NaN/+inf rules, and lists every token as a candidate (implicitly: g3_cand_materialise writes
  * the list out when needed). */
 static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
-    float *l = s->logits;
+    s->logits = logits;
+    s->unchecked = 1;
+    s->sorted = 0;
+    s->id_order = 1;
+    s->n_cand = V;
+    s->cand_lazy = 1;
+    if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
+    float *l = s->own;
     int clean = copy_logits(l, logits, V);
+    s->logits = l;
+    s->unchecked = 0;
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;
@@ -1199,20 +1890,9 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     if (p->ignore_eos)
         for (int i = 0; i < p->n_eos; i++) l[p->eos_ids[i]] = -INFINITY;
     if (allowed) apply_mask(l, allowed, V);
-    s->sorted = 0;
-    s->id_order = 1;
-    s->n_cand = V;
-    s->cand_lazy = 1;
     /* Every token stays in the list, bans (-inf) included, as in llama.cpp: no filter keeps one
      * over a finite logit and neither draw gives it weight. Only NaN and +inf need rewriting. */
-    if (clean) return;
-    int n_pinf = 0;
-    for (int i = 0; i < V; i++) {
-        if (isnan(l[i])) l[i] = -INFINITY;
-        n_pinf += l[i] == INFINITY;
-    }
-    if (n_pinf > 0) /* the +inf tokens share the mass uniformly: the limit of the softmax */
-        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+    if (!clean) fix_non_finite(s);
 }
 
 static int is_allowed(const uint32_t *allowed, int i) {
@@ -1261,6 +1941,10 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
                          !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
                          sampler_on(p, t);
         if (reads_list) g3_cand_materialise(s);
+        /* penalties, DRY and temperature check as they copy; top-k's heap as it scans */
+        if (t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
+            t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE && sampler_on(p, t))
+            check_finite(s);
         switch (t) {
         case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
         case GEMMA3_SAMPLER_DRY: dry(s); break;
@@ -1275,29 +1959,24 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     }
 }
 
-/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order. A long list
- * first tries Z from the approximate exp (relative error <= 2 n 2^-53 + 2 G3_APPROX_EXP_REL_ERR
- * against the exact sum, both summation orders included) and keeps that limit when no logit
- * lies within twice the resulting bound of it (the bound adds the rounding of ln and of the two
- * additions): then both limits keep the same tokens. */
-static double surprise_limit(gemma3_sampler *s, float lmax) {
+/* Mirostat v2's limit lmax + ln Z - mu ln 2 (keep -log2 p <= mu), Z in id order, by tier: 0
+ * from the float tier's Z' (within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53 of the true sum,
+ * draw_cdf_float), 1 from the double tier's (g3_approx_exp: 2 G3_APPROX_EXP_REL_ERR), 2 exact.
+ * *margin gets twice the bound on the distance to the exact limit (the exact sum errs by
+ * n 2^-53; ln, and the two additions, round by 2^-52 of their operands each), 0 at tier 2. */
+static double surprise_limit(gemma3_sampler *s, float lmax, int tier, double *margin) {
     int n = s->n_cand;
     double mu_ln2 = (double)s->mu * log(2.0);
-    if (n >= FAST_DRAW_MIN && s->id_order && n == s->n_vocab) {
-        double *w = s->w, lane[8] = {0}, z = 0;
-        s->approx_exp_n(w, s->logits, lmax, n);
-        int j = 0;
-        for (; j + 8 <= n; j += 8)
-            for (int k = 0; k < 8; k++) lane[k] += w[j + k];
-        for (; j < n; j++) z += w[j];
-        for (int k = 0; k < 8; k++) z += lane[k];
-        double rel = 2 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR;
-        double lim = (double)lmax + log(z) - mu_ln2;
-        double margin =
-            2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
-        if (count_at_least(s, lim - margin) == count_at_least(s, lim + margin)) return lim;
+    if (tier == 2) {
+        *margin = 0;
+        return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
     }
-    return (double)lmax + log(g3_cand_z(s, lmax)) - mu_ln2;
+    double z = tier == 0 ? s->expf_block_sums(s->logits, lmax, n, s->blocks)
+                         : s->exp_block_sums(s->logits, lmax, n, s->blocks);
+    double rel = 2 * (double)n * 0x1p-53 +
+                 2 * (tier == 0 ? G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 : G3_APPROX_EXP_REL_ERR);
+    *margin = 2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
+    return (double)lmax + log(z) - mu_ln2;
 }
 
 /* Mirostat (after bias and plain temperature). v1 fits a Zipf exponent to the top 100
@@ -1327,13 +2006,32 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         double k =
             pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
-        top_k(s, ki);
-    } else {
-        double lim = surprise_limit(s, lmax);
-        if (count_at_least(s, lim) == 0)
-            keep_argmax(s);
+        if (ki < s->n_cand && ki <= m)
+            g3_cand_keep_selected(s, ki); /* top_k's answer: the heap's first ki, in order */
         else
-            keep_at_least(s, lim);
+            top_k(s, ki);
+    } else {
+        /* An approximate limit (a whole vocabulary only) keeps l >= lim - margin; when every
+         * kept logit also reaches lim + margin, no logit lies between, and the exact limit
+         * keeps the same tokens. Otherwise the list, all of 0..n-1, is put back (the kept ids
+         * overwrote it) and the next tier runs. */
+        int n0 = s->n_cand, lazy0 = s->cand_lazy;
+        int tier = s->n_cand >= FAST_DRAW_MIN && s->id_order && s->n_cand == s->n_vocab ? 0 : 2;
+        for (;; tier++) {
+            double margin, lim = surprise_limit(s, lmax, tier, &margin);
+            keep_at_least(s, lim - margin);
+            int settled = 1;
+            for (int j = 0; j < s->n_cand && settled; j++)
+                settled = (double)s->logits[s->cand[j]] >= lim + margin;
+            if (settled || tier == 2) break;
+            s->n_cand = n0;
+            s->cand_lazy = lazy0 = 1;
+        }
+        if (s->n_cand == 0) { /* nothing was written: the list is as it was */
+            s->n_cand = n0;
+            s->cand_lazy = lazy0;
+            keep_argmax(s);
+        }
     }
     int32_t tok = draw(s, pos);
     if (tok < 0) return tok;
@@ -1358,14 +2056,16 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
             run_chain(s, position, 1);
+            check_finite(s);
             keep_argmax(s); /* reads an implicit list straight */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
         } else if (s->p.mirostat) {
-            g3_cand_materialise(s);
-            tok = mirostat(s, position);
+            check_finite(s);
+            tok = mirostat(s, position); /* reads an implicit list straight */
         } else {
             run_chain(s, position, 0);
-            g3_cand_materialise(s);
+            check_finite(s);
+            if (s->n_cand == 1) g3_cand_materialise(s); /* the draws read an implicit list */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */
             else if (s->n_cand > 1)
@@ -1396,6 +2096,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
     prepare(s, logits, NULL);
     run_chain(s, position, 0);
+    check_finite(s);
     g3_cand_materialise(s);
     int n = 0;
     for (int j = 0; j < s->n_cand; j++)

@@ -35,7 +35,8 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
 int g3_sampler_set_params(gemma3_sampler *s, const gemma3_sampler_params *params);
 
 /* Working logits after the chain ran in the last g3_sampler_kept / gemma3_sampler_sample call
- * (by token id, [n_vocab]): the tests compute the exact distribution over the kept set from it. */
+ * (by token id, [n_vocab]): the tests compute the exact distribution over the kept set from it.
+ * When no sampler rewrote a logit this is the caller's vector itself (valid while it is). */
 const float *g3_sampler_work_logits(const gemma3_sampler *s);
 
 /* Mirostat's current mu. */
@@ -78,6 +79,60 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
+/* exp(x) for -86 <= x <= 0 in float, branch-free (16 lanes per AVX-512 vector): the same
+ * Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any |k| < 128, plus the rest;
+ * x - k ln2_hi is exact by Sterbenz's lemma), the degree-6 Taylor polynomial of e^r, |r| <=
+ * 0.3466 (remainder < 1.7e-7), scaled by 2^k (k >= -125: normal). Its own relative error is
+ * below 6e-7; callers pass x = fl32(l - lmax), whose rounding (half an ulp of |x| < 128, 2^-18)
+ * moves e^x by up to 3.9e-6 more. The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-16
+ * (1.5e-5) for both together; test-sampling-chains checks the observed error on a million
+ * inputs against half of it. */
+#define G3_APPROX_EXPF_REL_ERR 0x1p-16
+static inline float g3_approx_expf(float x) {
+    float t = x * 1.44269504f + 0x1.8p23f; /* round(x / ln2) in the low bits */
+    float k = t - 0x1.8p23f;
+    int32_t ki;
+    memcpy(&ki, &t, sizeof ki);
+    ki -= 0x4b400000; /* the bits of 0x1.8p23f */
+    float r = (x - k * 0x1.62e4p-1f) - k * 1.42860677e-6f;
+    float p = 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = (ki + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* g3_approx_expf's argument for logit l under the maximum lmax: fl32(l - lmax), clamped to
+ * -86 (e^-86 < 4.5e-38: the weight of every token below, bans included, is off by less). */
+static inline float g3_expf_arg(float l, float lmax) {
+    float x = l - lmax;
+    return x > -86.0f ? x : -86.0f;
+}
+
+/* blocks[b] = sum of g3_approx_expf(g3_expf_arg(l[i], lmax)) over i in [64 b, 64 b + 64) (the
+ * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double;
+ * returns the sum of the blocks. Compiled per instruction set like g3_approx_exp_n_get. */
+typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
+                                        double *restrict blocks);
+g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
+/* The same with g3_approx_exp in double: blocks[b] = the sum of g3_approx_exp(max((double)l[i]
+ * - lmax, -708)) over block b, in 16 double lanes (the fast CDF walk's double tier). */
+g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);
+
+/* Tests: 1 makes the CDF walk skip its float tier (g3_approx_expf), so that the double tier
+ * (g3_approx_exp) answers the draws it would have answered; 0 back on. */
+void g3_sampler_skip_float_draw(gemma3_sampler *s, int on);
+/* Tests: 1 makes the float tier's block sums (and the chosen block's weights) err by 0.9 times
+ * G3_APPROX_EXPF_REL_ERR, up in even blocks and down in odd ones: the worst its bound allows,
+ * which its margin must still absorb (every draw the same as the exact walk's). */
+void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on);
+
 /* w[i] = g3_approx_exp(max((double)l[i] - lmax, -708)) for l[i] <= lmax (below -708 the
  * result, e^-708 < 3.3e-308, is off by less than that), in blocks of 16 that the compiler
  * vectorises (the clamp in its own loop: GCC does not if-convert it inside the big one). The
@@ -90,6 +145,50 @@ static inline double g3_approx_exp(double x) {
 typedef void (*g3_gumbel_bits_n_fn)(uint64_t key, const int32_t *restrict ids,
                                     uint32_t *restrict out, int n);
 g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa);
+
+/* An upper bound of the Gumbel noise g3_gumbel gives from top random bits b, cheap enough to
+ * screen every token: with U = (b + 0.5) 2^-32, -ln U >= 1 - U, so
+ * G = -ln(-ln U) <= -ln(1 - U) = 32 ln 2 - ln(Y + 0.5), Y = 2^32 - 1 - b = ~b, and
+ * ln(Y + 0.5) >= e ln 2 for any e <= floor(log2 Y). e here is the exponent of the float of
+ * y = Y >> 1, which is at most floor(log2 y) + 1 (rounding up to a power of two) =
+ * floor(log2 Y); y = 0 gives e = -127, far below the true bound (22.87). The product rounds
+ * the bound by at most 2^-24 relative (ln 2 is rounded up to the float 0x1.62e43p-1); the
+ * caller's slack covers it (gumbel_screen_threshold in sampling.c). */
+static inline float g3_gumbel_upper(uint32_t b) {
+    /* (32 - e) ln 2, where e + 127 = the exponent bits yb >> 23 */
+    float y = (float)(int32_t)(~b >> 1);
+    uint32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    return (float)(159 - (int32_t)(yb >> 23)) * 0x1.62e43p-1f;
+}
+
+/* The Gumbel draw's screen: pass[i] = ((l[i] - lmax) + g3_gumbel_upper(top 32 bits of
+ * g3_mix64(key ^ hashes[i])) >= thr), in float, hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL,
+ * id) of the token (so the top bits are those of g3_rng_bits(key, G3_RNG_GUMBEL, id)). The
+ * scalar reference, an AVX2 build of it and AVX-512 intrinsics: the same operations, the same
+ * bits (test-sampling-chains compares them). */
+typedef void (*g3_gumbel_screen_n_fn)(uint64_t key, const uint64_t *restrict hashes,
+                                      const float *restrict l, float lmax, float thr,
+                                      uint8_t *restrict pass, int n);
+g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa);
+
+/* Top-n-sigma's fast sums over l[0..n) (-inf skipped), in lanes: out = {max, max |l|, mean,
+ * sum of (l - mean)^2, count of finite}; per instruction set like g3_approx_exp_n_get. */
+typedef void (*g3_sigma_sums_n_fn)(const float *restrict l, int n, double *out);
+g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa);
+
+/* Top-k's heap scan: from j, blocks of 16 of l[0..n); *bad |= 1 if a value of a block it reads
+ * is NaN or +-inf; returns the start of the first block with a value >= worst (in float), or
+ * the first j with fewer than 16 values left. Scalar reference, AVX2 and AVX-512 intrinsics. */
+typedef int (*g3_block_scan_fn)(const float *l, int j, int n, float worst, uint32_t *bad);
+g3_block_scan_fn g3_block_scan_get(int isa);
+
+/* q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40) and tie[i] = 1 where that value lies
+ * within 2^-7 of a rounding tie (g3_fixed_masses takes libm's exp there); returns the sum of q.
+ * Per instruction set like g3_approx_exp_n_get (the same bits). */
+typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint64_t *restrict q,
+                                       uint64_t *restrict tie, int n);
+g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);

@@ -520,18 +520,235 @@ static void check_approx_exp(void) {
         CHECK_EQ_INT(wrong, 0);
         CHECK(total == sum);
     }
+    /* the sampler's own two steps (g3_mass_round_n_get, then libm where flagged), every
+     * instruction set: every value whose exact scaled mass lies within 2^-8 of a rounding tie is
+     * flagged (the bound the flag's 2^-7 window relies on), the result is g3_fixed_mass's, and
+     * the variants agree bit for bit */
+    uint64_t *q2 = malloc(N * sizeof *q2), *tie = malloc(N * sizeof *tie);
+    uint64_t *q0 = malloc(N * sizeof *q0), *tie0 = malloc(N * sizeof *tie0);
+    if (q && q2 && tie && q0 && tie0) {
+        for (int isa = 0; isa <= 2; isa++) {
+            g3_mass_round_n_fn fn = g3_mass_round_n_get(isa);
+            if (!fn) continue; /* skipped once above */
+            uint64_t total = fn(l, lmax, isa ? q2 : q0, isa ? tie : tie0, N - 3), sum = 0;
+            const uint64_t *qq = isa ? q2 : q0, *tt = isa ? tie : tie0;
+            int missed = 0, wrong = 0;
+            for (int i = 0; i < N - 3; i++) {
+                double d = (double)l[i] - lmax, x = d >= -708 ? exp(d) * 0x1p40 : 0;
+                missed += fabs(x - floor(x) - 0.5) < 0x1p-8 && !tt[i];
+                wrong += (tt[i] ? g3_fixed_mass(l[i], lmax) : qq[i]) != g3_fixed_mass(l[i], lmax);
+                sum += qq[i];
+            }
+            CHECK_MSG(missed == 0 && wrong == 0 && total == sum,
+                      "mass rounding isa %d: %d near-ties unflagged, %d wrong", isa, missed, wrong);
+            if (isa)
+                CHECK_MSG(memcmp(q2, q0, (N - 3) * sizeof *q0) == 0 &&
+                              memcmp(tie, tie0, (N - 3) * sizeof *tie0) == 0,
+                          "mass rounding isa %d differs from the scalar one", isa);
+        }
+    }
+    free(q2);
+    free(tie);
+    free(q0);
+    free(tie0);
     free(q);
     free(l);
     free(ref);
     free(got);
 }
 
+/* g3_approx_expf on the argument the float tier gives it, fl32(l - lmax) clamped, against libm's
+ * exp of the exact difference (the bound G3_APPROX_EXPF_REL_ERR covers both), and the block sums
+ * of every compiled instruction set against the scalar ones bit for bit and against libm within
+ * the bound. */
+static void check_approx_expf(void) {
+    enum { N = 1 << 20 };
+    float *l = malloc(N * sizeof *l);
+    double *blocks = malloc((N / 64 + 1) * sizeof *blocks);
+    double *got = malloc((N / 64 + 1) * sizeof *got);
+    if (!l || !blocks || !got) {
+        CHECK(0);
+        return;
+    }
+    const float lmax = 7.25f;
+    for (int i = 0; i < N; i++) {
+        double u = unif();
+        switch (i % 5) {
+        case 0: l[i] = lmax - (float)(90 * u); break;   /* the whole range and past -86 */
+        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
+        case 2: l[i] = lmax - (float)(40 * u); break;   /* where the weights that matter are */
+        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
+        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break; /* tiny logits: big ulps of l - lmax */
+        }
+    }
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double d = (double)l[i] - lmax;
+        if (d < -86) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs((double)g3_approx_expf(g3_expf_arg(l[i], lmax)) - e) / e);
+    }
+    /* a maximum of 80 over tiny logits: l - lmax near -80 rounds by up to 2^-18 */
+    for (int i = 0; i < N; i += 4) {
+        float li = (float)(1e-3 * unif() - 5e-4), big = 80.0f + (float)(5 * unif());
+        double d = (double)li - big;
+        if (d < -86) continue;
+        double e = exp(d);
+        worst = fmax(worst, fabs((double)g3_approx_expf(g3_expf_arg(li, big)) - e) / e);
+    }
+    printf("approx expf: worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_APPROX_EXPF_REL_ERR);
+    CHECK_MSG(worst < G3_APPROX_EXPF_REL_ERR / 2, "worst %.3g", worst);
+    CHECK(g3_approx_expf(g3_expf_arg(lmax, lmax)) == 1.0f);
+    CHECK(g3_approx_expf(g3_expf_arg(-INFINITY, lmax)) < 4.5e-38f);
+    int n0 = N - 37; /* a short last block */
+    double total = g3_expf_block_sums_get(0)(l, lmax, n0, blocks), exact = 0;
+    for (int i = 0; i < n0; i++) exact += exp((double)l[i] - lmax);
+    CHECK_MSG(fabs(total - exact) <= (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24) * exact,
+              "block sums %.17g vs %.17g", total, exact);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_expf_block_sums_fn fn = g3_expf_block_sums_get(isa);
+        if (!fn) {
+            CHECK_SKIP("isa %s (approx expf)", isa == 1 ? "avx2" : "avx512");
+            continue;
+        }
+        CHECK(fn(l, lmax, n0, got) == total);
+        CHECK_MSG(memcmp(got, blocks, (size_t)((n0 + 63) / 64) * sizeof *got) == 0, "isa %d", isa);
+    }
+    free(l);
+    free(blocks);
+    free(got);
+}
+
+/* The Gumbel screen: g3_gumbel_upper bounds the noise of every top-bits value (all 2^20 at each
+ * end, where the bound is tightest and where its float tricks meet y = 0, and a million random
+ * ones); every compiled screen gives the scalar one's answers; and no token the screen rejects
+ * could reach the threshold it was given for (the slack of 1/64 sampling.c adds). */
+static void check_gumbel_screen(void) {
+    int bad = 0;
+    for (uint32_t y = 0; y < (1u << 20); y++) {
+        uint32_t hi = ~y, lo = y;
+        bad += g3_gumbel_upper(hi) < g3_gumbel((uint64_t)hi << 32);
+        bad += g3_gumbel_upper(lo) < g3_gumbel((uint64_t)lo << 32);
+    }
+    for (int i = 0; i < (1 << 20); i++) {
+        uint32_t b = (uint32_t)next();
+        bad += g3_gumbel_upper(b) < g3_gumbel((uint64_t)b << 32);
+    }
+    CHECK_MSG(bad == 0, "%d bits values above the bound", bad);
+    enum { N = 1 << 18 };
+    int32_t *ids = malloc(N * sizeof *ids);
+    uint64_t *hashes = malloc(N * sizeof *hashes);
+    float *l = malloc(N * sizeof *l);
+    uint8_t *pass = malloc(N), *pass2 = malloc(N);
+    if (!ids || !hashes || !l || !pass || !pass2) {
+        CHECK(0);
+        return;
+    }
+    for (int round = 0; round < 4; round++) {
+        uint64_t key = g3_rng_key(1000 + round, 77 * round);
+        float lmax = round == 3 ? 1e30f : 4.0f;
+        for (int i = 0; i < N; i++) {
+            ids[i] = (int32_t)(next() % 262144);
+            hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)ids[i]);
+            double u = unif();
+            l[i] = round == 3 ? lmax * (float)(1 - 1e-6 * u) : lmax - (float)(30 * u);
+            if (i % 97 == 0) l[i] = -INFINITY;
+        }
+        double best = -3.0 + 6.0 * round; /* the best value so far: from -3 to 15 */
+        float thr = (float)(best - 0.015625);
+        g3_gumbel_screen_n_get(0)(key, hashes, l, lmax, thr, pass, N - 5);
+        int missed = 0, passed = 0;
+        for (int i = 0; i < N - 5; i++) {
+            double v = ((double)l[i] - lmax) +
+                       g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)ids[i]));
+            missed += v >= best && !pass[i];
+            passed += pass[i];
+        }
+        CHECK_MSG(missed == 0, "round %d: %d tokens that reach best were screened out", round,
+                  missed);
+        CHECK_MSG(passed < N / 2, "round %d: the screen passed %d of %d", round, passed, N);
+        for (int isa = 1; isa <= 2; isa++) {
+            g3_gumbel_screen_n_fn fn = g3_gumbel_screen_n_get(isa);
+            if (!fn) continue; /* skipped once in check_approx_expf */
+            fn(key, hashes, l, lmax, thr, pass2, N - 5);
+            CHECK_MSG(memcmp(pass, pass2, N - 5) == 0, "isa %d round %d", isa, round);
+        }
+    }
+    free(ids);
+    free(hashes);
+    free(l);
+    free(pass);
+    free(pass2);
+}
+
+/* Top-k's heap scan and the double tier's block sums, every compiled instruction set against
+ * the scalar reference: the same stops and NaN/inf flags on logits with rare hits, a NaN, an
+ * inf, and from every start offset mod 16; the same sums bit for bit. */
+static void check_block_scan(void) {
+    enum { N = 4099 };
+    float l[N];
+    for (int i = 0; i < N; i++) l[i] = (float)(unif() * 10);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_block_scan_fn fn = g3_block_scan_get(isa), ref = g3_block_scan_get(0);
+        if (!fn) continue;
+        int wrong = 0;
+        for (int round = 0; round < 64; round++) {
+            float worst = round % 4 == 3 ? 9.99f : 9.0f;
+            float saved = l[(round * 97) % N];
+            if (round % 8 == 5) l[(round * 97) % N] = NAN;
+            if (round % 8 == 6) l[(round * 97) % N] = -INFINITY;
+            for (int j = round % 16; j < N;) {
+                uint32_t b1 = 0, b2 = 0;
+                int a = ref(l, j, N, worst, &b1), b = fn(l, j, N, worst, &b2);
+                wrong += a != b || b1 != b2;
+                j = a + 16;
+            }
+            l[(round * 97) % N] = saved;
+        }
+        CHECK_MSG(wrong == 0, "block scan isa %d: %d differences", isa, wrong);
+    }
+    double ref[N / 64 + 1], got[N / 64 + 1];
+    double total = g3_exp_block_sums_get(0)(l, 9.5f, N, ref), exact = 0;
+    for (int i = 0; i < N; i++) exact += exp((double)l[i] - 9.5f);
+    CHECK_MSG(fabs(total - exact) <= (2 * N * 0x1p-53 + G3_APPROX_EXP_REL_ERR) * exact,
+              "%.17g %.17g", total, exact);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_expf_block_sums_fn fn = g3_exp_block_sums_get(isa);
+        if (!fn) continue;
+        CHECK(fn(l, 9.5f, N, got) == total);
+        CHECK_MSG(memcmp(got, ref, sizeof ref) == 0, "exp block sums isa %d", isa);
+    }
+}
+
+/* Top-n-sigma's lane sums of every compiled instruction set against the scalar ones. */
+static void check_sigma_sums(void) {
+    enum { N = 262144 + 13 };
+    float *l = malloc(N * sizeof *l);
+    if (!l) {
+        CHECK(0);
+        return;
+    }
+    for (int i = 0; i < N; i++) l[i] = i % 31 == 0 ? -INFINITY : (float)(10 * unif() - 3);
+    double ref[5], got[5];
+    g3_sigma_sums_n_get(0)(l, N, ref);
+    CHECK(ref[4] == N - (N + 30) / 31);
+    for (int isa = 1; isa <= 2; isa++) {
+        g3_sigma_sums_n_fn fn = g3_sigma_sums_n_get(isa);
+        if (!fn) continue;
+        fn(l, N, got);
+        CHECK_MSG(memcmp(got, ref, sizeof ref) == 0, "isa %d", isa);
+    }
+    free(l);
+}
+
 /* ================================ test vectors ============================================== */
 
-enum { N_KINDS = 10 };
+enum { N_KINDS = 12 };
 static const char *const kind_names[N_KINDS] = {
     "gaussian", "quantised ties", "few levels", "bans + tied max", "flat",
-    "one dominant", "mostly banned", "all banned", "huge magnitudes", "tiny spread"};
+    "one dominant", "mostly banned", "all banned", "huge magnitudes", "tiny spread",
+    "NaN sprinkled", "+inf present"};
 
 static void make_logits(float *l, int V, int kind) {
     double sd = 0.5 + 3.5 * unif();
@@ -586,6 +803,15 @@ static void make_logits(float *l, int V, int kind) {
     case 9:
         for (int i = 0; i < V; i++) l[i] = 1.0f + l[i] * 1e-6f;
         break;
+    case 10: /* NaN (becomes -inf) among finite logits: the first pass must catch it */
+        for (int j = 0; j < V / 64 + 1; j++) l[next() % V] = NAN;
+        break;
+    case 11: { /* one to three +inf (they share the mass), and a NaN */
+        int k = 1 + (int)(next() % 3);
+        for (int j = 0; j < k; j++) l[next() % V] = INFINITY;
+        l[next() % V] = NAN;
+        break;
+    }
     }
 }
 
@@ -755,6 +981,44 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
     return p;
 }
 
+/* The fast CDF walk's tiers where a margin too small would show: a flat list of 1,024 and 4,096
+ * tokens (the shortest that takes the fast walk; every step small), 20,000 positions each, with
+ * the float tier (the double tier behind it), the float tier pushed to the worst error its bound
+ * allows (g3_sampler_perturb_float_draw: about 2% of these targets then fall between its sums and
+ * the exact ones) and the double tier alone, against the reference walk. */
+static void check_draw_tiers(struct ref *r) {
+    static const int sizes[] = {1024, 4096};
+    for (int si = 0; si < 2; si++) {
+        int V = sizes[si];
+        gemma3_sampler_params p = all_off();
+        p.seed = 4242 + (uint32_t)si;
+        gemma3_sampler *s;
+        float *l = malloc((size_t)V * sizeof *l);
+        if (!l || gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            free(l);
+            return;
+        }
+        for (int i = 0; i < V; i++) l[i] = (float)(0.3 * unif());
+        r->p = &p;
+        r->seed = p.seed;
+        r->V = V;
+        r->hist_len = 0;
+        static const char *const tiers[3] = {"float tier", "float tier at its error bound",
+                                              "double tier"};
+        for (int tier = 0; tier < 3; tier++) {
+            g3_sampler_perturb_float_draw(s, tier == 1);
+            g3_sampler_skip_float_draw(s, tier == 2);
+            int wrong = 0;
+            for (int64_t pos = 0; pos < 20000; pos++)
+                wrong += gemma3_sampler_sample(s, l, pos) != ref_sample(r, l, pos);
+            CHECK_MSG(wrong == 0, "V %d %s: %d draws differ", V, tiers[tier], wrong);
+        }
+        gemma3_sampler_free(s);
+        free(l);
+    }
+}
+
 int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
@@ -775,6 +1039,11 @@ int main(void) {
         return check_report();
     }
     check_approx_exp();
+    check_approx_expf();
+    check_draw_tiers(&r);
+    check_gumbel_screen();
+    check_sigma_sums();
+    check_block_scan();
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
@@ -817,6 +1086,8 @@ int main(void) {
                         int64_t pos = (int64_t)(next() % 100000);
                         /* the 32768 vocabulary also runs without the fast CDF walk */
                         g3_sampler_exact_draw_only(s, V == 32768 && (v & 1));
+                        /* ... and others without the float tier of the fast walk */
+                        g3_sampler_skip_float_draw(s, (V == 262144 || V == 5000) && (v & 2));
                         int32_t got = gemma3_sampler_sample(s, l, pos);
                         int32_t want = ref_sample(&r, l, pos);
                         calls++;
