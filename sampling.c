@@ -817,85 +817,36 @@ static int isa_detect(void) {
 #endif
 }
 
-g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) {
-    if (isa == ISA_SCALAR) return gumbel_bits_n_scalar;
+/* A getter's body: fn's scalar reference, or its AVX2 / AVX-512 build where the CPU runs it;
+ * NULL for an ISA it lacks. */
 #if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_bits_n_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_bits_n_avx512;
+#define PICK_ISA(fn)                                                                           \
+    do {                                                                                       \
+        if (isa == ISA_SCALAR) return fn##_scalar;                                             \
+        int have = isa_detect();                                                               \
+        if (isa == ISA_AVX2 && have >= ISA_AVX2) return fn##_avx2;                             \
+        if (isa == ISA_AVX512 && have >= ISA_AVX512) return fn##_avx512;                       \
+        return NULL;                                                                           \
+    } while (0)
+#else
+#define PICK_ISA(fn) return isa == ISA_SCALAR ? fn##_scalar : NULL
 #endif
-    return NULL;
-}
 
-g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) {
-    if (isa == ISA_SCALAR) return exp_block_sums_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return exp_block_sums_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return exp_block_sums_avx512;
-#endif
-    return NULL;
-}
+g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) { PICK_ISA(gumbel_bits_n); }
 
-g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) {
-    if (isa == ISA_SCALAR) return expf_block_sums_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return expf_block_sums_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return expf_block_sums_avx512;
-#endif
-    return NULL;
-}
+g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) { PICK_ISA(exp_block_sums); }
 
-g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) {
-    if (isa == ISA_SCALAR) return sigma_sums_n_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return sigma_sums_n_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return sigma_sums_n_avx512;
-#endif
-    return NULL;
-}
+g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) { PICK_ISA(expf_block_sums); }
 
-g3_mass_round_n_fn g3_mass_round_n_get(int isa) {
-    if (isa == ISA_SCALAR) return mass_round_n_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return mass_round_n_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return mass_round_n_avx512;
-#endif
-    return NULL;
-}
+g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) { PICK_ISA(sigma_sums_n); }
 
-g3_block_scan_fn g3_block_scan_get(int isa) {
-    if (isa == ISA_SCALAR) return block_scan_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return block_scan_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return block_scan_avx512;
-#endif
-    return NULL;
-}
+g3_mass_round_n_fn g3_mass_round_n_get(int isa) { PICK_ISA(mass_round_n); }
 
-g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa) {
-    if (isa == ISA_SCALAR) return gumbel_screen_n_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return gumbel_screen_n_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return gumbel_screen_n_avx512;
-#endif
-    return NULL;
-}
+g3_block_scan_fn g3_block_scan_get(int isa) { PICK_ISA(block_scan); }
 
-g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) {
-    if (isa == ISA_SCALAR) return approx_exp_n_scalar;
-#if SAMPLING_X86
-    int have = isa_detect();
-    if (isa == ISA_AVX2 && have >= ISA_AVX2) return approx_exp_n_avx2;
-    if (isa == ISA_AVX512 && have >= ISA_AVX512) return approx_exp_n_avx512;
-#endif
-    return NULL;
-}
+g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa) { PICK_ISA(gumbel_screen_n); }
+
+g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) { PICK_ISA(approx_exp_n); }
 
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {

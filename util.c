@@ -76,48 +76,31 @@ void g3_unreserve(void *p, size_t n) {
     if (p) munmap(p, n);
 }
 
-/* Does the block of G3_SCAN floats at x hold a NaN or an infinity (all exponent bits set)? A
- * constant trip count of integer tests: the compiler vectorises it even at -O2. */
+/* The index of the first NaN or infinity (all exponent bits set: EXP in the bits of a BITS
+ * value) among n values of type T at x, or -1. Blocks of G3_SCAN values are tested with a
+ * constant trip count of integer tests, which the compiler vectorises even at -O2; only the
+ * block that holds one, and the tail, are searched element by element. */
 #define G3_SCAN 256
-static int block_nonfinite(const float *x) {
-    uint32_t any = 0;
-    for (int i = 0; i < G3_SCAN; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        any |= (u & 0x7f800000u) == 0x7f800000u;
+#define FIRST_NONFINITE(name, T, BITS, EXP)                                                    \
+    static int name##_bits(const T *x, size_t i) {                                             \
+        BITS u;                                                                                \
+        memcpy(&u, &x[i], sizeof u);                                                           \
+        return (u & (EXP)) == (EXP);                                                           \
+    }                                                                                          \
+    int64_t name(const T *x, size_t n) {                                                       \
+        size_t at = 0;                                                                         \
+        for (; at + G3_SCAN <= n; at += G3_SCAN) {                                             \
+            uint32_t any = 0;                                                                  \
+            for (int i = 0; i < G3_SCAN; i++) any |= (uint32_t)name##_bits(x + at, (size_t)i);  \
+            if (any) break;                                                                    \
+        }                                                                                      \
+        for (; at < n; at++)                                                                   \
+            if (name##_bits(x, at)) return (int64_t)at;                                        \
+        return -1;                                                                             \
     }
-    return any != 0;
-}
 
-int64_t g3_first_nonfinite(const float *x, size_t n) {
-    size_t at = 0;
-    while (at + G3_SCAN <= n && !block_nonfinite(x + at)) at += G3_SCAN;
-    for (; at < n; at++) /* the block that has one, or the tail */
-        if (!isfinite(x[at])) return (int64_t)at;
-    return -1;
-}
-
-/* The same for bf16 (exponent bits 0x7f80). */
-static int block_nonfinite_bf16(const uint16_t *x) {
-    uint32_t any = 0;
-    for (int i = 0; i < G3_SCAN; i++) {
-        uint16_t h;
-        memcpy(&h, &x[i], sizeof h);
-        any |= (h & 0x7f80u) == 0x7f80u;
-    }
-    return any != 0;
-}
-
-int64_t g3_first_nonfinite_bf16(const uint16_t *x, size_t n) {
-    size_t at = 0;
-    while (at + G3_SCAN <= n && !block_nonfinite_bf16(x + at)) at += G3_SCAN;
-    for (; at < n; at++) {
-        uint16_t h;
-        memcpy(&h, &x[at], sizeof h);
-        if ((h & 0x7f80u) == 0x7f80u) return (int64_t)at;
-    }
-    return -1;
-}
+FIRST_NONFINITE(g3_first_nonfinite, float, uint32_t, 0x7f800000u)
+FIRST_NONFINITE(g3_first_nonfinite_bf16, uint16_t, uint16_t, 0x7f80u)
 
 double g3_now(void) {
     struct timespec ts;
