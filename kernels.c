@@ -849,6 +849,9 @@ static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W
     MATMUL_TILES_512(tile_dpbf16_512, 2, 8);
 }
 
+#include "amx-tiles.h"
+_Thread_local _Alignas(64) unsigned char g3_amx_scratch[G3_AMX_SCRATCH_BYTES];
+
 #include "kernels-amx.inc"
 
 /* exp(x) per lane within ~2 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial,

@@ -1,8 +1,29 @@
-/* transpose16-512.h - a 16 x 16 fp32 transpose in AVX-512 registers, for the AMX kernels
- * (kernels-amx.inc, quant-amx.inc), whose C tiles hold outputs as rows x tokens while Y is
- * tokens x rows. Include only inside an x86 section, after <immintrin.h>. */
-#ifndef G3_TRANSPOSE16_512_H
-#define G3_TRANSPOSE16_512_H
+/* amx-tiles.h - what the two AMX kernel files (kernels-amx.inc, quant-amx.inc) share: loading a
+ * tile configuration, the per-thread scratch their batched paths pack into, and a 16 x 16 fp32
+ * transpose (their C tiles hold outputs as rows x tokens, Y is tokens x rows). Include only
+ * inside an x86 section, after <immintrin.h>. */
+#ifndef G3_AMX_TILES_H
+#define G3_AMX_TILES_H
+
+/* Tiles 0..7 of palette 1, each rows[i] x colsb[i] bytes. */
+static inline __attribute__((always_inline, target("amx-tile"))) void
+g3_amx_configure(const uint8_t rows[8], const uint16_t colsb[8]) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.rows[i] = rows[i], cfg.colsb[i] = colsb[i];
+    __asm__ volatile("" ::: "memory"); /* the intrinsic names only 8 bytes of cfg as input */
+    _tile_loadconfig(&cfg);
+}
+
+/* One per thread (defined in kernels.c): a matmul call packs its activations (and, quantized,
+ * unpacks its weight rows) here; calls never nest, so the two kernel files share it. */
+enum { G3_AMX_SCRATCH_BYTES = 2 << 20 };
+extern _Thread_local _Alignas(64) unsigned char g3_amx_scratch[G3_AMX_SCRATCH_BYTES];
 
 /* v[m] lane n -> v[n] lane m. */
 static inline __attribute__((always_inline, target("avx512f"))) void g3_transpose16_512(__m512 v[16]) {
