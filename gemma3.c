@@ -220,6 +220,10 @@ struct gemma3_session {
     float *rope_cos, *rope_sin; /* [2 layer types][T][hd/2] for the chunk's positions */
     float *inv_freq; /* [2 layer types][hd/2] */
     float *logits;   /* [V] last token's logits */
+    /* Scoring without the logits (gemma3_session_forward_logprob): */
+    float *strip_logits; /* [n_threads][T][G3_LSE_STRIP] the LM head's strip in hand */
+    double *strip_lse;   /* [T][n_strips] log-sum-exp of each token's strips */
+    float *next_logit;   /* [T] the logit of the token each one is scored on */
     void *scratch_arena;
     size_t scratch_bytes;
 };
@@ -249,6 +253,8 @@ static void *bump_take(bump *b, size_t n) {
     return b->base ? b->base + at : NULL;
 }
 
+static int n_strips(const g3_config *c) { return (c->vocab_size + G3_LSE_STRIP - 1) / G3_LSE_STRIP; }
+
 static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     const g3_config *c = s->cfg;
     size_t T = (size_t)s->n_batch, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
@@ -276,6 +282,9 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
     s->inv_freq = bump_take(b, 2 * half * sizeof(float));
     s->logits = bump_take(b, (size_t)c->vocab_size * sizeof(float));
+    s->strip_logits = bump_take(b, (size_t)n_threads * T * G3_LSE_STRIP * sizeof(float));
+    s->strip_lse = bump_take(b, T * (size_t)n_strips(c) * sizeof(double));
+    s->next_logit = bump_take(b, T * sizeof(float));
     s->tokens = bump_take(b, (size_t)s->n_ctx * sizeof(int32_t));
 }
 
@@ -790,6 +799,14 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     norm_rows(s, s->x, s->h, w->final_norm, T);
 }
 
+/* The final softcap (where the config has one) of n_tok rows of n logits. */
+static void softcap_logits(const g3_config *c, float *y, size_t ld, int n_tok, int n) {
+    if (c->final_softcap <= 0.0f) return;
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < n; r++)
+            y[(size_t)t * ld + r] = c->final_softcap * tanhf(y[(size_t)t * ld + r] / c->final_softcap);
+}
+
 /* Step 4: logits = x E^T over all vocab_size rows (tied head, or lm_head when stored), for the
  * tokens [t0, t0 + n) of the chunk in s->x; optional final softcap. */
 static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
@@ -798,12 +815,41 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     chunk ck = {.s = s, .T = n};
     set_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
     run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
-    if (c->final_softcap > 0.0f)
-        for (int t = 0; t < n; t++)
-            for (int r = 0; r < c->vocab_size; r++) {
-                float *y = dst + (size_t)t * ld + r;
-                *y = c->final_softcap * tanhf(*y / c->final_softcap);
-            }
+    softcap_logits(c, dst, ld, n, c->vocab_size);
+}
+
+/* Step 4 for scoring: the LM head in strips of G3_LSE_STRIP vocabulary rows, each strip's logits
+ * reduced to their log-sum-exp (NaN if one is not finite) and, where the strip holds it, the
+ * logit of the token scored, while they are in cache: the logits never go to memory (for a
+ * 512-token chunk they would be 256 x 1 MB written and read back twice). Strips go to threads
+ * round-robin, each strip computed whole by one thread, so the values do not depend on the
+ * thread count. */
+typedef struct score_job {
+    chunk ck;                /* the LM head's input: the scored tokens' rows of s->x */
+    const int32_t *next;     /* [ck.T] the token each is scored on */
+} score_job;
+
+static void task_score_strips(void *ctx, int ith, int nth) {
+    const score_job *j = ctx;
+    const gemma3_session *s = j->ck.s;
+    const g3_config *c = s->cfg;
+    const g3_matrix E = s->model->w.lm_head;
+    const int T = j->ck.T, ns = n_strips(c);
+    const size_t row_bytes = g3_wtype_row_bytes(E.type, c->hidden_size);
+    float *y = s->strip_logits + (size_t)ith * s->n_batch * G3_LSE_STRIP;
+    for (int st = ith; st < ns; st += nth) {
+        const int r0 = st * G3_LSE_STRIP;
+        const int n = c->vocab_size - r0 < G3_LSE_STRIP ? c->vocab_size - r0 : G3_LSE_STRIP;
+        const g3_matrix strip = {(const char *)E.data + (size_t)r0 * row_bytes, E.type};
+        matmul_rows(&j->ck, y, G3_LSE_STRIP, strip, 0, n);
+        softcap_logits(c, y, G3_LSE_STRIP, T, n);
+        for (int t = 0; t < T; t++) {
+            const float *row = y + (size_t)t * G3_LSE_STRIP;
+            s->strip_lse[(size_t)t * ns + st] = s->kern->log_sum_exp(row, n); /* NaN: not finite */
+            const int k = j->next[t] - r0;
+            if (k >= 0 && k < n) s->next_logit[t] = row[k];
+        }
+    }
 }
 
 /* Whatever slipped past the checks at load (a NaN weight with --check-tensors off, an overflow
@@ -813,54 +859,114 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
 static int check_finite(const gemma3_session *s, int t, const float *logits, int position) {
     const size_t H = (size_t)s->cfg->hidden_size;
     if (g3_first_nonfinite(s->x + (size_t)t * H, H) >= 0 ||
-        g3_first_nonfinite(logits, (size_t)s->cfg->vocab_size) >= 0)
+        (logits && g3_first_nonfinite(logits, (size_t)s->cfg->vocab_size) >= 0))
         return g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", position);
     return GEMMA3_OK;
 }
 
-/* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
- * head runs only for the last n_logits tokens, whichever chunks they fall in (it is a large share
- * of the work: a 262k-row matrix). On an error in the arguments the session is unchanged; after
- * GEMMA3_ERR_NUMERIC the tokens are in the cache (the caller resets). */
-int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
-                                int n_logits, float *logits) {
-    const g3_config *c = s->cfg;
+/* What a forward pass hands back for its last tokens: their logits ([n][V] rows), or, when
+ * logits is NULL, the log-probability of the token that follows each (next[i] -> logprob[i]). */
+typedef struct forward_out {
+    float *logits;
+    const int32_t *next;
+    double *logprob;
+} forward_out;
+
+/* The outputs of the chunk's tokens [t0, T) (chunk starting at position p0) into out's entries
+ * from index i0 on. */
+static int chunk_outputs(gemma3_session *s, int t0, int T, int p0, const forward_out *out, int i0) {
+    const size_t V = (size_t)s->cfg->vocab_size;
+    const int n = T - t0;
+    if (out->logits) {
+        float *rows = out->logits + (size_t)i0 * V;
+        lm_head(s, t0, n, rows, V);
+        for (int t = 0; t < n; t++) {
+            int rc = check_finite(s, t0 + t, rows + (size_t)t * V, p0 + t0 + t);
+            if (rc != GEMMA3_OK) return rc;
+        }
+        return GEMMA3_OK;
+    }
+    const int H = s->cfg->hidden_size, ns = n_strips(s->cfg);
+    score_job job = {.ck = {.s = s, .T = n}, .next = out->next + i0};
+    set_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    g3_pool_run(s->pool, task_score_strips, &job);
+    for (int t = 0; t < n; t++) {
+        const double lse = g3_lse_merge(s->strip_lse + (size_t)t * ns, ns);
+        int rc = check_finite(s, t0 + t, NULL, p0 + t0 + t);
+        if (rc == GEMMA3_OK && !isfinite(lse))
+            rc = g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", p0 + t0 + t);
+        if (rc != GEMMA3_OK) return rc;
+        out->logprob[i0 + t] = (double)s->next_logit[t] - lse;
+    }
+    return GEMMA3_OK;
+}
+
+static int check_tokens(const gemma3_session *s, const int32_t *tokens, int n_tokens, int n_out) {
+    const int V = s->cfg->vocab_size;
     if (n_tokens <= 0 || !tokens)
         return g3_error(GEMMA3_ERR_ARG, "forward: need at least one token (got %d)", n_tokens);
-    if (n_logits < 1 || n_logits > n_tokens || !logits)
-        return g3_error(GEMMA3_ERR_ARG, "forward: logits wanted for %d of %d tokens", n_logits,
+    if (n_out < 1 || n_out > n_tokens)
+        return g3_error(GEMMA3_ERR_ARG, "forward: outputs wanted for %d of %d tokens", n_out,
                         n_tokens);
     if (n_tokens > s->n_ctx - s->pos)
         return g3_error(GEMMA3_ERR_CONTEXT,
                         "forward: context full: %d tokens at position %d exceed the context of %d",
                         n_tokens, s->pos, s->n_ctx);
     for (int i = 0; i < n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+        if (tokens[i] < 0 || tokens[i] >= V)
             return g3_error(GEMMA3_ERR_ARG, "forward: token %d at index %d is out of range [0, %d)",
-                            tokens[i], i, c->vocab_size);
+                            tokens[i], i, V);
+    return GEMMA3_OK;
+}
 
+/* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
+ * head runs only for the last n_out tokens, whichever chunks they fall in (it is a large share
+ * of the work: a 262k-row matrix). On an error in the arguments the session is unchanged; after
+ * GEMMA3_ERR_NUMERIC the tokens are in the cache (the caller resets). */
+static int forward_tokens(gemma3_session *s, const int32_t *tokens, int n_tokens, int n_out,
+                          const forward_out *out) {
     memcpy(s->tokens + s->pos, tokens, (size_t)n_tokens * sizeof *tokens);
-    const size_t V = (size_t)c->vocab_size;
-    const int first_out = n_tokens - n_logits; /* index of the first token with logits */
+    const int first_out = n_tokens - n_out; /* index of the first token with an output */
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
         int p0 = s->pos;
         forward_chunk(s, tokens + done, T, p0);
         s->pos += T;
-        int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with logits */
+        int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with one */
         if (t0 < T) {
-            float *rows = logits + (size_t)(done + t0 - first_out) * V;
-            lm_head(s, t0, T - t0, rows, V);
-            for (int t = t0; t < T; t++) {
-                int rc = check_finite(s, t, rows + (size_t)(t - t0) * V, p0 + t);
-                if (rc != GEMMA3_OK) return rc;
-            }
+            int rc = chunk_outputs(s, t0, T, p0, out, done + t0 - first_out);
+            if (rc != GEMMA3_OK) return rc;
         }
         done += T;
     }
+    return GEMMA3_OK;
+}
+
+int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
+                                int n_logits, float *logits) {
+    int rc = check_tokens(s, tokens, n_tokens, n_logits);
+    if (rc == GEMMA3_OK && !logits) rc = g3_error(GEMMA3_ERR_ARG, "forward: no logits buffer");
+    if (rc != GEMMA3_OK) return rc;
+    const forward_out out = {.logits = logits};
+    if ((rc = forward_tokens(s, tokens, n_tokens, n_logits, &out)) != GEMMA3_OK) return rc;
+    const size_t V = (size_t)s->cfg->vocab_size;
     if (logits != s->logits)
         memcpy(s->logits, logits + (size_t)(n_logits - 1) * V, V * sizeof(float));
     return GEMMA3_OK;
+}
+
+int gemma3_session_forward_logprob(gemma3_session *s, const int32_t *tokens, int n_tokens,
+                                   int n_scored, const int32_t *next, double *logprob) {
+    int rc = check_tokens(s, tokens, n_tokens, n_scored);
+    if (rc == GEMMA3_OK && (!next || !logprob))
+        rc = g3_error(GEMMA3_ERR_ARG, "forward: no next tokens or no logprob buffer");
+    for (int i = 0; rc == GEMMA3_OK && i < n_scored; i++)
+        if (next[i] < 0 || next[i] >= s->cfg->vocab_size)
+            rc = g3_error(GEMMA3_ERR_ARG, "forward: next token %d at index %d is out of range [0, %d)",
+                          next[i], i, s->cfg->vocab_size);
+    if (rc != GEMMA3_OK) return rc;
+    const forward_out out = {.next = next, .logprob = logprob};
+    return forward_tokens(s, tokens, n_tokens, n_scored, &out);
 }
 
 int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_tokens, float *all_logits) {

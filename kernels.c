@@ -98,9 +98,11 @@ static void softmax_scalar(float *x, int n) {
 }
 
 static double log_sum_exp_scalar(const float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return NAN;
         if (x[i] > max) max = x[i];
+    }
     double sum = 0;
     for (int i = 0; i < n; i++) sum += expf(x[i] - max);
     return max + log(sum);
@@ -489,13 +491,23 @@ INLINE AVX2 __m256i to_bf16_lanes_avx2(__m256 f) {
 }
 
 static AVX2 double log_sum_exp_avx2(const float *x, int n) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 vmax = _mm256_set1_ps(-INFINITY), finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     int i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        vmax = _mm256_max_ps(vmax, v);
+        finite = _mm256_and_ps(finite, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ));
+    }
+    if (_mm256_movemask_ps(finite) != 0xff) return NAN;
     float lanes[8], max = -INFINITY;
     _mm256_storeu_ps(lanes, vmax);
     for (int j = 0; j < 8; j++) max = lanes[j] > max ? lanes[j] : max;
-    for (int j = i; j < n; j++) max = x[j] > max ? x[j] : max;
+    for (int j = i; j < n; j++) {
+        if (!isfinite(x[j])) return NAN;
+        max = x[j] > max ? x[j] : max;
+    }
     const __m256 vm = _mm256_set1_ps(max);
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
     for (i = 0; i + 8 <= n; i += 8) { /* exp in float, the sum in double lanes */
@@ -974,20 +986,37 @@ static AVX512 void softmax_512(float *x, int n) {
     }
 }
 
+/* The exps are summed in float over blocks of 256 values (each lane adds 8, the two halves then
+ * one), and the block sums in double: a float sum's error stays ~1e-7 relative, at a quarter of
+ * the conversions. */
 static AVX512 double log_sum_exp_512(const float *x, int n) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 vmax = ninf;
-    for (int i = 0; i < n; i += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, mask16_512(n - i < 16 ? n - i : 16), x + i));
+    __mmask16 bad = 0;
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
+        const __m512 v = _mm512_mask_loadu_ps(ninf, m, x + i);
+        vmax = _mm512_max_ps(vmax, v);
+        bad |= _mm512_mask_fpclass_ps_mask(m, v, 0x99); /* NaN, +inf, -inf */
+    }
+    if (bad) return NAN;
     const float max = _mm512_reduce_max_ps(vmax);
     const __m512 vm = _mm512_set1_ps(max);
-    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-    for (int i = 0; i < n; i += 16) { /* exp in float (masked lanes: exp(-inf) = 0), sum in double */
-        __m512 e = exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mask16_512(n - i < 16 ? n - i : 16), x + i), vm));
-        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    __m512d sum = _mm512_setzero_pd();
+    for (int b = 0; b < n; b += 256) {
+        const int end = n - b < 256 ? n : b + 256;
+        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        for (int i = b; i < end; i += 32) { /* masked lanes: exp(-inf) = 0 */
+            const int r = end - i;
+            s0 = _mm512_add_ps(s0, exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mask16_512(r < 16 ? r : 16), x + i), vm)));
+            if (r > 16)
+                s1 = _mm512_add_ps(s1, exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, mask16_512(r - 16 < 16 ? r - 16 : 16), x + i + 16), vm)));
+        }
+        const __m512 s = _mm512_add_ps(s0, s1);
+        sum = _mm512_add_pd(sum, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                               _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)))));
     }
-    return max + log(_mm512_reduce_add_pd(_mm512_add_pd(lo, hi)));
+    return max + log(_mm512_reduce_add_pd(sum));
 }
 
 static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
@@ -1076,6 +1105,40 @@ static cpu_features cpu_get(void) {
 }
 
 #endif /* KERNELS_X86 */
+
+/* ==== log-softmax normaliser in strips (any table) ========================================== */
+
+/* Running merge in strip order: max and sum of exp(lse - max), the sum rescaled when the max
+ * grows. Both entry points go through it, so they agree bit for bit. */
+typedef struct lse_merge {
+    double max, sum;
+    int nan;
+} lse_merge;
+
+static void lse_merge_add(lse_merge *m, double lse) {
+    if (isnan(lse)) m->nan = 1;
+    else if (lse > m->max) {
+        m->sum = m->sum * exp(m->max - lse) + 1.0;
+        m->max = lse;
+    } else {
+        m->sum += exp(lse - m->max);
+    }
+}
+
+static double lse_merge_result(const lse_merge *m) { return m->nan ? NAN : m->max + log(m->sum); }
+
+double g3_lse_merge(const double *strip_lse, int n_strips) {
+    lse_merge m = {-INFINITY, 0.0, 0};
+    for (int i = 0; i < n_strips; i++) lse_merge_add(&m, strip_lse[i]);
+    return lse_merge_result(&m);
+}
+
+double g3_log_sum_exp_strips(const g3_kernels *k, const float *x, int n) {
+    lse_merge m = {-INFINITY, 0.0, 0};
+    for (int r0 = 0; r0 < n; r0 += G3_LSE_STRIP)
+        lse_merge_add(&m, k->log_sum_exp(x + r0, n - r0 < G3_LSE_STRIP ? n - r0 : G3_LSE_STRIP));
+    return lse_merge_result(&m);
+}
 
 /* ==== dispatch ============================================================================ */
 

@@ -34,8 +34,9 @@ typedef struct g3_kernels {
     void (*gelu_tanh_mul)(float *out, const float *gate, const float *up, int n);
     /* In-place softmax over n values (max-subtracted, fp32). -inf entries get 0. */
     void (*softmax)(float *x, int n);
-    /* log(sum_i exp(x[i])) over n >= 1 finite values, as max + log(sum exp(x - max)), the sum in
-     * double: the normaliser of a log-softmax. */
+    /* log(sum_i exp(x[i])) over n >= 1 values, as max + log(sum exp(x - max)), the sum (of
+     * float partial sums at most) in double: the normaliser of a log-softmax. NaN if a value
+     * is NaN or infinite (the check costs nothing beside the pass for the max). */
     double (*log_sum_exp)(const float *x, int n);
 
     float (*dot_f32)(const float *a, const float *b, int n);
@@ -45,6 +46,14 @@ typedef struct g3_kernels {
     /* Round-to-nearest-even fp32 -> bf16, n values. */
     void (*to_bf16)(uint16_t *dst, const float *src, int n);
 } g3_kernels;
+
+/* A log-softmax normaliser over a vocabulary taken in strips of G3_LSE_STRIP values:
+ * log_sum_exp of each strip, then the strips merged in order (max + log sum exp(lse - max), in
+ * double). A caller that never holds a whole row (the LM head scoring strip by strip) and one
+ * that does get the same bits, whatever the thread count. A NaN strip gives NaN. */
+enum { G3_LSE_STRIP = 1024 };
+double g3_lse_merge(const double *strip_lse, int n_strips);
+double g3_log_sum_exp_strips(const g3_kernels *k, const float *x, int n);
 
 /* AMX on this CPU and permitted by the OS (bits; 0 elsewhere). Asked once; asking requests
  * the tile state for the process. */

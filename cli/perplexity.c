@@ -177,6 +177,7 @@ static int match_base(ppl_plan *p, const kld_reader *base, int32_t *base_tokens,
 
 typedef struct ppl_run {
     gemma3_session *s;
+    int full_rows;     /* a KL-divergence run: the scored half's whole distributions */
     float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
     double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
@@ -188,24 +189,33 @@ typedef struct ppl_run {
 
 static int alloc_run(ppl_run *r, const ppl_plan *p) {
     size_t V = (size_t)p->vocab, per = (size_t)kld_rows_per_chunk(p->n_ctx);
-    r->logits = malloc((size_t)(p->n_ctx - p->n_ctx / 2) * V * sizeof *r->logits);
-    r->rows = malloc(per * V * sizeof *r->rows);
     r->nll_rows = malloc(per * sizeof *r->nll_rows);
-    if (r->logits && r->rows && r->nll_rows) return 0;
+    if (r->full_rows) {
+        r->logits = malloc((size_t)(p->n_ctx - p->n_ctx / 2) * V * sizeof *r->logits);
+        r->rows = malloc(per * V * sizeof *r->rows);
+    }
+    if (r->nll_rows && (!r->full_rows || (r->logits && r->rows))) return 0;
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
 /* One chunk through the model in one call: a fresh cache, <bos> first. The LM head (a quarter
  * of a 1B model's work at 128 tokens) runs only for the scored half, as llama-perplexity asks
- * only for those outputs; the logits are the same bytes whatever the batch split. */
+ * only for those outputs; the outputs are the same bytes whatever the batch split. A plain run
+ * asks the session for the scored tokens' log-probabilities alone (the logits never leave the
+ * cache), which also spares the last token: nothing is scored on what follows it. */
 static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf) {
-    int first = p->n_ctx / 2;
+    int first = p->n_ctx / 2, n_rows = p->n_ctx - 1 - first;
     memcpy(buf, p->tokens + (size_t)chunk * p->n_ctx, (size_t)p->n_ctx * sizeof *buf);
     buf[0] = p->bos;
     gemma3_session_reset(r->s);
     double t0 = g3_now();
-    if (gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
+    int rc = r->full_rows
+                 ? gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits)
+                 : gemma3_session_forward_logprob(r->s, buf, p->n_ctx - 1, n_rows, buf + first + 1,
+                                                  r->nll_rows);
+    if (rc != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (!r->full_rows)
+        for (int i = 0; i < n_rows; i++) r->nll_rows[i] = -r->nll_rows[i];
     r->t_forward += g3_now() - t0;
     return 0;
 }
@@ -241,7 +251,7 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     double t0 = g3_now();
     score_job job = {.logits = r->logits, .out = save ? r->rows : NULL, .next = t + first + 1,
                      .nll = r->nll_rows, .V = V, .n_rows = n_rows, .in_place = base != NULL};
-    g3_pool_run(r->pool, score_rows, &job);
+    if (r->full_rows) g3_pool_run(r->pool, score_rows, &job);
     for (int i = 0; i < n_rows; i++) {
         r->nll += r->nll_rows[i];
         r->nll2 += r->nll_rows[i] * r->nll_rows[i];
@@ -374,6 +384,7 @@ int cmd_perplexity(int argc, char **argv) {
     } else if ((rc = plan_chunks(&p, a.chunks))) {
         goto done;
     }
+    r.full_rows = a.kld_base != NULL;
     if ((rc = alloc_run(&r, &p)) || (rc = open_session(model, &mo, &r))) goto done;
     rc = run_and_report(&r, &p, &a, &base, &info);
     if (!rc && mo.verbose) print_verbose(&r, &mo);

@@ -119,10 +119,43 @@ static void run_split(gemma3_session *s, const int32_t *tokens, int n, const int
     CHECK_EQ_INT(gemma3_session_pos(s), n);
 }
 
+/* gemma3_session_forward_logprob: for the last k tokens (k = 1, one starting inside a batch
+ * chunk, all), the log-probability of a next token (spread over the vocabulary's strips) is the
+ * all-logits run's row minus its log-sum-exp taken in strips by the session's table, bit for
+ * bit; a next token out of range is refused. */
+static void check_forward_logprob(gemma3_session *s, const int32_t *tokens, int n, const float *ref,
+                                  int V, const g3_kernels *k, const char *what) {
+    const int ks[] = {1, n / 2 + 1, n};
+    int32_t *next = malloc((size_t)n * sizeof *next);
+    double *lp = malloc((size_t)n * sizeof *lp);
+    for (int i = 0; i < 3; i++) {
+        const int kk = ks[i];
+        for (int j = 0; j < kk; j++) next[j] = (int32_t)(((long)j * 1543 + 7 * kk) % V);
+        gemma3_session_reset(s);
+        int rc = gemma3_session_forward_logprob(s, tokens, n, kk, next, lp);
+        CHECK_MSG(rc == GEMMA3_OK, "%s: forward_logprob %d: %s", what, kk, gemma3_last_error());
+        CHECK_EQ_INT(gemma3_session_pos(s), n);
+        int bad = 0;
+        for (int j = 0; j < kk && rc == GEMMA3_OK; j++) {
+            const float *row = ref + (size_t)(n - kk + j) * V;
+            double want = (double)row[next[j]] - g3_log_sum_exp_strips(k, row, V);
+            if (lp[j] != want && bad++ < 3)
+                fprintf(stderr, "%s: logprob %d of %d: %.17g, from the logits %.17g\n", what, j, kk, lp[j], want);
+        }
+        CHECK_MSG(bad == 0, "%s: forward_logprob of the last %d tokens: %d differ", what, kk, bad);
+    }
+    next[0] = V;
+    gemma3_session_reset(s);
+    CHECK(gemma3_session_forward_logprob(s, tokens, n, 1, next, lp) == GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(gemma3_session_pos(s), 0);
+    free(next);
+    free(lp);
+}
+
 /* gemma3_session_forward_last: the last k rows of the all-logits run `ref` [n][V], for a k whose
  * rows start inside a batch chunk, for one row and for all; the session's logits are the last. */
 static void check_forward_last(gemma3_session *s, const int32_t *tokens, int n, const float *ref,
-                               float *out, int V, const char *what) {
+                               float *out, int V, const g3_kernels *kern, const char *what) {
     const int ks[] = {1, n / 2 + 1, n};
     for (int i = 0; i < 3; i++) {
         gemma3_session_reset(s);
@@ -133,6 +166,7 @@ static void check_forward_last(gemma3_session *s, const int32_t *tokens, int n, 
                   "%s: forward_last of the last %d tokens differs from all logits", what, k);
         CHECK(memcmp(gemma3_session_logits(s), ref + (size_t)(n - 1) * V, (size_t)V * sizeof(float)) == 0);
     }
+    check_forward_logprob(s, tokens, n, ref, V, kern, what);
     gemma3_session_reset(s);
     CHECK(gemma3_session_forward_last(s, tokens, n, n + 1, out) == GEMMA3_ERR_ARG);
     CHECK(gemma3_session_forward_last(s, tokens, n, 0, out) == GEMMA3_ERR_ARG);
@@ -225,7 +259,7 @@ static void test_checkpoint(const golden *g) {
             if (s) {
                 run_split(s, g->tokens, n, all, 1, c, V);
                 CHECK_MSG(memcmp(a, c, bytes) == 0, "%s: n_batch 7 differs", what);
-                check_forward_last(s, g->tokens, n, a, c, V, what);
+                check_forward_last(s, g->tokens, n, a, c, V, g3_kernels_get((g3_isa)ii), what);
                 gemma3_session_free(s);
             }
         }

@@ -213,6 +213,13 @@ static void test_numeric_status(void) {
         CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
                   gemma3_last_error());
         free(all);
+        /* scoring without the logits stops the same way */
+        const int32_t next[] = {17, 305, 1000, 5};
+        double lp[4];
+        gemma3_session_reset(s);
+        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 4, 4, next, lp), GEMMA3_ERR_NUMERIC);
+        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
+                  gemma3_last_error());
     }
     gemma3_session_free(s);
     gemma3_model_free(m);
@@ -239,6 +246,18 @@ static void test_numeric_status(void) {
     if (s) {
         const int32_t tokens[] = {2, 17, 305};
         CHECK_EQ_INT(gemma3_session_forward(s, tokens, 3, NULL), GEMMA3_ERR_NUMERIC);
+        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 2") == 0, "%s",
+                  gemma3_last_error());
+        /* scored without the logits, whichever token is scored: the overflow is in one strip
+         * of the vocabulary, which is enough */
+        const int32_t next[] = {17, 305, 7};
+        double lp[3];
+        gemma3_session_reset(s);
+        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 3, 3, next, lp), GEMMA3_ERR_NUMERIC);
+        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
+                  gemma3_last_error());
+        gemma3_session_reset(s);
+        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 3, 1, next, lp), GEMMA3_ERR_NUMERIC);
         CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 2") == 0, "%s",
                   gemma3_last_error());
     }

@@ -14,7 +14,8 @@
  *                   1 + tanh(u) cancels for negative u, so its error is absolute)
  *   softmax:        |y - ref| <= 1e-5 * ref + 1e-30 against double exp of the same fp32
  *                   difference x - max; -inf entries give exactly 0; all -inf gives all 0
- *   log_sum_exp:    |y - ref| <= 1e-6 against a double evaluation
+ *   log_sum_exp:    |y - ref| <= 1e-6 against a double evaluation, whole and merged in strips;
+ *                   NaN for a NaN or an infinity anywhere
  *   to_bf16:        bit-exact with g3_f32_to_bf16, NaN/inf/ties/subnormals included. */
 #include <math.h>
 #include <stdatomic.h>
@@ -298,26 +299,45 @@ static void test_softmax(const g3_kernels *k) {
  * that much absolutely). Sizes off the vector widths, a dominant entry, equal entries, a wide
  * range. */
 static void test_log_sum_exp(const g3_kernels *k) {
-    static const int ns[] = {1, 7, 17, 100, 1001, 262144};
+    static const int ns[] = {1, 7, 17, 100, 1001, 4000, 262144};
     float *x = malloc(262144 * sizeof *x);
     int bad = 0;
     for (int a = 0; a < N_ELEMS(ns); a++)
         for (int kind = 0; kind < 4; kind++) {
             int n = ns[a];
             for (int i = 0; i < n; i++)
-                x[i] = kind == 0 ? rng_f() * 10.0f : kind == 1 ? (i == n / 2 ? 50.0f : rng_f())
+                x[i] = kind == 0 ? rng_f() * 10.0f : kind == 1 ? (i == n / 2 + 1 ? 50.0f : rng_f())
                      : kind == 2 ? 3.25f : rng_f() * 200.0f - 100.0f;
             double max = x[0], sum = 0;
             for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
             for (int i = 0; i < n; i++) sum += exp((double)x[i] - max);
             double ref = max + log(sum), got = k->log_sum_exp(x, n);
-            if (!(fabs(got - ref) <= 1e-6)) {
-                if (bad < 5) fprintf(stderr, "%s log_sum_exp n=%d kind %d: %.12g vs %.12g\n", k->name, n, kind, got, ref);
+            /* and in strips of G3_LSE_STRIP merged (the scoring's normaliser), the dominant
+             * entry in a middle strip */
+            double strips = g3_log_sum_exp_strips(k, x, n);
+            if (!(fabs(got - ref) <= 1e-6) || !(fabs(strips - ref) <= 1e-6)) {
+                if (bad < 5) fprintf(stderr, "%s log_sum_exp n=%d kind %d: %.12g, strips %.12g vs %.12g\n", k->name, n, kind, got, strips, ref);
                 bad++;
             }
         }
+    /* a NaN or an infinity anywhere (the vector body, the tail, the first) gives NaN */
+    static const float specials[] = {NAN, INFINITY, -INFINITY};
+    static const int at[] = {0, 37, 999, 1000};
+    int missed = 0;
+    for (int i = 0; i < 1001; i++) x[i] = rng_f();
+    for (int sp = 0; sp < N_ELEMS(specials); sp++)
+        for (int a = 0; a < N_ELEMS(at); a++) {
+            const float keep = x[at[a]];
+            x[at[a]] = specials[sp];
+            if (!isnan(k->log_sum_exp(x, 1001)) || !isnan(g3_log_sum_exp_strips(k, x, 1001))) {
+                if (missed < 5) fprintf(stderr, "%s log_sum_exp: %g at %d not flagged\n", k->name, specials[sp], at[a]);
+                missed++;
+            }
+            x[at[a]] = keep;
+        }
     free(x);
     CHECK_MSG(bad == 0, "%s log_sum_exp: %d cases out of bound", k->name, bad);
+    CHECK_MSG(missed == 0, "%s log_sum_exp: %d non-finite inputs not flagged", k->name, missed);
 }
 
 static void test_to_bf16(const g3_kernels *k) {

@@ -82,6 +82,15 @@ done
 $G3 perplexity -m $M --tokens "$TOKS" -c $C -t 2 >"$TMP/b0" 2>/dev/null
 $G3 perplexity -m $M --tokens "$TOKS" -c $C -t 3 -b 5 >"$TMP/b5" 2>/dev/null
 if [ -s "$TMP/b0" ] && cmp -s "$TMP/b0" "$TMP/b5"; then ok; else bad "-b 5 -t 3 changed the output"; fi
+# a plain run scores without holding the logits (the LM head in strips of the vocabulary), a run
+# saving a base file from whole rows of logits: the same bytes, in every mode and weight type
+for flags in "" "--exact" "-q q8_0" "-q q4_0"; do
+    # shellcheck disable=SC2086
+    $G3 perplexity -m $M --tokens "$TOKS" -c $C -t 2 $flags >"$TMP/p1" 2>/dev/null
+    # shellcheck disable=SC2086
+    $G3 perplexity -m $M --tokens "$TOKS" -c $C -t 3 $flags --kl-divergence-base "$TMP/pb.kld" >"$TMP/p2" 2>/dev/null
+    if [ -s "$TMP/p1" ] && cmp -s "$TMP/p1" "$TMP/p2"; then ok; else bad "plain vs base run ($flags): $(cat "$TMP/p1") / $(cat "$TMP/p2")"; fi
+done
 # --chunks 1 stops after the first estimate
 $G3 perplexity -m $M --tokens "$TOKS" -c $C --chunks 1 >"$TMP/c1" 2>/dev/null
 if grep -q '^\[1\][0-9.]*,$' "$TMP/c1"; then ok; else bad "--chunks 1: $(cat "$TMP/c1")"; fi
