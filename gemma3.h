@@ -204,12 +204,12 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
 int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_tokens,
                                 int n_logits, float *logits);
 /* Scoring a text: appends the tokens as above and, for each of the last n_scored tokens, gives
- * the log-probability of the token that follows it, logprob[i] = log softmax(logits)[next[i]],
- * without holding the logits (the LM head runs in cache-sized strips of the vocabulary, which
- * makes a perplexity pass about as fast as a prefill). The normaliser is taken strip by strip as
- * the kernels' g3_log_sum_exp_strips does, so it equals that of the logits gemma3_session_forward_last
- * gives, bit for bit. Errors as gemma3_session_forward (a non-finite logit or norm output:
- * GEMMA3_ERR_NUMERIC); gemma3_session_logits() is not updated. */
+ * the log-probability of the token that follows it, logprob[i] = log softmax(logits)[next[i]]
+ * (next[i] in [0, vocab_size)), without holding the logits: the LM head runs in cache-sized
+ * strips of the vocabulary, each reduced to its log-sum-exp while in cache, which makes a
+ * perplexity pass about as fast as a prefill. The strips are fixed (1,024 rows), so the numbers
+ * do not depend on the thread count or batch split. Errors as gemma3_session_forward (a
+ * non-finite logit or norm output: GEMMA3_ERR_NUMERIC); gemma3_session_logits() is not updated. */
 int gemma3_session_forward_logprob(gemma3_session *s, const int32_t *tokens, int n_tokens,
                                    int n_scored, const int32_t *next, double *logprob);
 const float *gemma3_session_logits(const gemma3_session *s);
