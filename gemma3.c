@@ -872,31 +872,32 @@ typedef struct forward_out {
     double *logprob;
 } forward_out;
 
-/* The outputs of the chunk's tokens [t0, T) (chunk starting at position p0) into out's entries
- * from index i0 on. */
-static int chunk_outputs(gemma3_session *s, int t0, int T, int p0, const forward_out *out, int i0) {
+/* The logits of the chunk's tokens [t0, T) (the chunk starting at position p0) into rows. */
+static int chunk_logits(gemma3_session *s, int t0, int T, int p0, float *rows) {
     const size_t V = (size_t)s->cfg->vocab_size;
-    const int n = T - t0;
-    if (out->logits) {
-        float *rows = out->logits + (size_t)i0 * V;
-        lm_head(s, t0, n, rows, V);
-        for (int t = 0; t < n; t++) {
-            int rc = check_finite(s, t0 + t, rows + (size_t)t * V, p0 + t0 + t);
-            if (rc != GEMMA3_OK) return rc;
-        }
-        return GEMMA3_OK;
+    lm_head(s, t0, T - t0, rows, V);
+    for (int t = t0; t < T; t++) {
+        int rc = check_finite(s, t, rows + (size_t)(t - t0) * V, p0 + t);
+        if (rc != GEMMA3_OK) return rc;
     }
+    return GEMMA3_OK;
+}
+
+/* The same tokens' log-probabilities of next[0 ..] into logprob[0 ..]: each token's strips
+ * merged in order into its log-sum-exp. */
+static int chunk_logprobs(gemma3_session *s, int t0, int T, int p0, const int32_t *next,
+                          double *logprob) {
     const int H = s->cfg->hidden_size, ns = n_strips(s->cfg);
-    score_job job = {.ck = {.s = s, .T = n}, .next = out->next + i0};
+    score_job job = {.ck = {.s = s, .T = T - t0}, .next = next};
     set_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H);
     g3_pool_run(s->pool, task_score_strips, &job);
-    for (int t = 0; t < n; t++) {
-        const double lse = g3_lse_merge(s->strip_lse + (size_t)t * ns, ns);
-        int rc = check_finite(s, t0 + t, NULL, p0 + t0 + t);
+    for (int t = t0; t < T; t++) {
+        const double lse = g3_lse_merge(s->strip_lse + (size_t)(t - t0) * ns, ns);
+        int rc = check_finite(s, t, NULL, p0 + t);
         if (rc == GEMMA3_OK && !isfinite(lse))
-            rc = g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", p0 + t0 + t);
+            rc = g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", p0 + t);
         if (rc != GEMMA3_OK) return rc;
-        out->logprob[i0 + t] = (double)s->next_logit[t] - lse;
+        logprob[t - t0] = (double)s->next_logit[t - t0] - lse;
     }
     return GEMMA3_OK;
 }
@@ -934,7 +935,9 @@ static int forward_tokens(gemma3_session *s, const int32_t *tokens, int n_tokens
         s->pos += T;
         int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with one */
         if (t0 < T) {
-            int rc = chunk_outputs(s, t0, T, p0, out, done + t0 - first_out);
+            const size_t i = (size_t)(done + t0 - first_out); /* its index among the outputs */
+            int rc = out->logits ? chunk_logits(s, t0, T, p0, out->logits + i * s->cfg->vocab_size)
+                                 : chunk_logprobs(s, t0, T, p0, out->next + i, out->logprob + i);
             if (rc != GEMMA3_OK) return rc;
         }
         done += T;
