@@ -11,6 +11,8 @@
 #                            made by ../shared/tools/anchor-llamacpp.sh gguf $BUILD/bench-models/SHAPE
 #
 #   LOAD_MODES="auto mmap no-mmap"  load modes timed for the load rows (empty: none)
+#   PPL=1                    also time a perplexity pass (-c 512 --chunks 2: 1,024 tokens of
+#                            tests/data/ppl-sample.txt three times over) against pp512 (0: not)
 #
 # Decode reads every weight once per token, so bandwidth / weight bytes is the decode limit.
 # The load rows time bringing the BF16 checkpoint in (gemma3 bench's load_s: reading, or mapping
@@ -22,8 +24,10 @@ TYPES=${TYPES:-"bf16 q8_0 q4_0"}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
 LOAD_MODES=${LOAD_MODES-"auto mmap no-mmap"}
+PPL=${PPL:-1}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+cat tests/data/ppl-sample.txt tests/data/ppl-sample.txt tests/data/ppl-sample.txt >"$out/ppl.txt"
 
 bw=$("$BUILD/tools/bench-kernels" --bandwidth "$THREADS") || { echo "bench-kernels --bandwidth failed"; exit 1; }
 echo "memory read bandwidth, $THREADS threads, measured now: $bw GB/s"
@@ -46,6 +50,11 @@ for shape in $SHAPES; do
     for type in $TYPES; do
         "$BUILD/gemma3" bench -m "$dir" -q "$type" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json \
             >"$out/$shape-$type.json" || exit 1
+        if [ "$PPL" = 1 ]; then
+            "$BUILD/gemma3" perplexity -m "$dir" -q "$type" -f "$out/ppl.txt" -c 512 --chunks 2 \
+                -t "$THREADS" -v 2>&1 >/dev/null | sed -n 's/.*forward \([0-9.]*\) s, scoring \([0-9.]*\) s.*/\1 \2/p' \
+                >"$out/$shape-$type.ppl" || exit 1
+        fi
         gguf=$BUILD/bench-models/$shape-$type.gguf
         if [ -n "$LLAMA_BENCH" ] && [ -f "$gguf" ]; then
             "$LLAMA_BENCH" -m "$gguf" -p 512 -n 128 -r "$REPS" -t "$THREADS" -o json \
@@ -94,4 +103,15 @@ for shape in shapes:
                 limit = "%.0f%% (%.1f t/s)" % (100 * r["avg_ts"] * r["model_size"] / (bw * 1e9), bw * 1e9 / r["model_size"])
             print("| %s (%s) | %s | %.2f ± %.2f | %s | %s | %s | %s |" % (r["model_type"], r["load_mode"], test, r["avg_ts"], r["stddev_ts"], lt, ratio, gbs, limit))
 print("(synthetic checkpoints of the real shapes; Q8_0/Q4_0 quantized at load; bandwidth %.1f GB/s measured in this run)" % bw)
+ppl = [(shape, t) for shape in shapes for t in types if os.path.exists(os.path.join(out, "%s-%s.ppl" % (shape, t)))]
+if ppl:
+    print()
+    print("| model | perplexity pass, 1,024 tokens | t/s | pp512 t/s | of pp512 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for shape, t in ppl:
+        fields = open(os.path.join(out, "%s-%s.ppl" % (shape, t))).read().split()
+        r = load(os.path.join(out, "%s-%s.json" % (shape, t))).get("pp512")
+        if len(fields) != 2 or not r: continue
+        secs = float(fields[0]) + float(fields[1])
+        print("| %s | %.3f s | %.1f | %.1f | %.0f%% |" % (r["model_type"], secs, 1024 / secs, r["avg_ts"], 100 * 1024 / secs / r["avg_ts"]))
 PY
