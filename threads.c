@@ -177,7 +177,11 @@ void g3_pool_run(g3_pool *pool, g3_task_fn fn, void *ctx) {
         backoff(i);
     }
     pthread_mutex_lock(&pool->lock);
-    atomic_store(&pool->caller_sleeping, 1);
+    /* an exchange, not a store: the flag must be visible before pending is read (a worker that
+     * decrements pending to 0 reads the flag after it), and a read-modify-write is a full
+     * barrier everywhere, where qemu's aarch64 emulation on an x86 host does not order a
+     * sequentially consistent store before a later load, which lost this wakeup there */
+    atomic_exchange(&pool->caller_sleeping, 1);
     while (atomic_load(&pool->pending) != 0) pthread_cond_wait(&pool->done, &pool->lock);
     atomic_store(&pool->caller_sleeping, 0);
     pthread_mutex_unlock(&pool->lock);
