@@ -613,9 +613,7 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
         for (int q = 0; q < 4; q++) {
             const float *x = l + (size_t)b * 64 + q * 16;
             float w[16];
-            for (int k = 0; k < 16; k++) w[k] = x[k] - lmax;
-            for (int k = 0; k < 16; k++) w[k] = w[k] > -86.0f ? w[k] : -86.0f;
-            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(w[k]);
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(x[k], lmax);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
         }
         double sum = 0;
@@ -625,7 +623,7 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
     }
     if (nb * 64 < n) {
         double sum = 0;
-        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(g3_expf_arg(l[i], lmax));
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(l[i], lmax);
         blocks[nb] = sum;
         total += sum;
     }
@@ -1622,7 +1620,7 @@ static void dry(gemma3_sampler *s) {
  * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
  * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
 
-/* The float tier, tried first: weights w'_i = g3_approx_expf(g3_expf_arg(l_i, lmax)), within
+/* The float tier, tried first: weights w'_i = g3_approx_expf(l_i, lmax), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
  * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
  * (n 2^-53), none of them stored: the walk over the blocks picks the block, whose weights are
@@ -1653,7 +1651,7 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
     double scale = s->perturb_float_draw ? 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR : 1;
     for (int j = b * DRAW_BLOCK; j < end; j++) {
         double before = cum;
-        cum += scale * g3_approx_expf(g3_expf_arg(l[j], lmax));
+        cum += scale * g3_approx_expf(l[j], lmax);
         if (cum > target)
             return before < target - margin && cum > target + margin ? c[j] : -1;
     }

@@ -79,22 +79,28 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
-/* exp(x) for -86 <= x <= 0 in float, branch-free (16 lanes per AVX-512 vector): the same
- * Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any |k| < 128, plus the rest;
- * x - k ln2_hi is exact by Sterbenz's lemma), the degree-6 Taylor polynomial of e^r, |r| <=
- * 0.3466 (remainder < 1.7e-7), scaled by 2^k (k >= -125: normal). Its own relative error is
- * below 6e-7; callers pass x = fl32(l - lmax), whose rounding (half an ulp of |x| < 128, 2^-18)
- * moves e^x by up to 3.9e-6 more. The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-16
- * (1.5e-5) for both together; test-sampling-chains checks the observed error on a million
- * inputs against half of it. */
-#define G3_APPROX_EXPF_REL_ERR 0x1p-16
-static inline float g3_approx_expf(float x) {
+/* e^(l - lmax) for a logit l <= lmax, in float, branch-free (16 lanes per AVX-512 vector): the
+ * difference's own rounding error is carried exactly (TwoSum) into the reduced argument, so that
+ * it costs nothing; then the Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any
+ * |k| < 128, plus the rest; x - k ln2_hi is exact by Sterbenz's lemma), the degree-6 Taylor
+ * polynomial of e^r, |r| <= 0.3466 (remainder < 1.7e-7), scaled by 2^k (k >= -125: normal).
+ * Differences below -86 count as -86 (e^-86 < 4.5e-38: the weight of every token below, bans
+ * included, is off by less). The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7);
+ * test-sampling-chains checks the observed error on a million inputs against half of it. */
+#define G3_APPROX_EXPF_REL_ERR 0x1p-20
+static inline float g3_approx_expf(float l, float lmax) {
+    float x = l - lmax;
+    float lb = x + lmax, mb = x - lb;                  /* TwoSum of l and -lmax */
+    float err = (l - lb) - (lmax + mb);                /* (l - lmax) - x, exactly */
+    const int in_range = x > -86.0f;                   /* false for -inf and NaN too */
+    x = in_range ? x : -86.0f;
+    err = in_range ? err : 0.0f;
     float t = x * 1.44269504f + 0x1.8p23f; /* round(x / ln2) in the low bits */
     float k = t - 0x1.8p23f;
     int32_t ki;
     memcpy(&ki, &t, sizeof ki);
     ki -= 0x4b400000; /* the bits of 0x1.8p23f */
-    float r = (x - k * 0x1.62e4p-1f) - k * 1.42860677e-6f;
+    float r = ((x - k * 0x1.62e4p-1f) - k * 1.42860677e-6f) + err;
     float p = 1.0f / 720;
     p = p * r + 1.0f / 120;
     p = p * r + 1.0f / 24;
@@ -108,14 +114,7 @@ static inline float g3_approx_expf(float x) {
     return p * scale;
 }
 
-/* g3_approx_expf's argument for logit l under the maximum lmax: fl32(l - lmax), clamped to
- * -86 (e^-86 < 4.5e-38: the weight of every token below, bans included, is off by less). */
-static inline float g3_expf_arg(float l, float lmax) {
-    float x = l - lmax;
-    return x > -86.0f ? x : -86.0f;
-}
-
-/* blocks[b] = sum of g3_approx_expf(g3_expf_arg(l[i], lmax)) over i in [64 b, 64 b + 64) (the
+/* blocks[b] = sum of g3_approx_expf(l[i], lmax) over i in [64 b, 64 b + 64) (the
  * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double;
  * returns the sum of the blocks. Compiled per instruction set like g3_approx_exp_n_get. */
 typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
