@@ -190,6 +190,14 @@ static int poke(const char *dst, const char *tensor, size_t element, size_t coun
     return rc;
 }
 
+/* A call that stopped on a NaN or an infinity: GEMMA3_ERR_NUMERIC naming the position. */
+static void check_numeric(int rc, int position) {
+    char want[64];
+    snprintf(want, sizeof want, "logits are not finite at position %d", position);
+    CHECK_EQ_INT(rc, GEMMA3_ERR_NUMERIC);
+    CHECK_MSG(strcmp(gemma3_last_error(), want) == 0, "%s (wanted: %s)", gemma3_last_error(), want);
+}
+
 static void test_numeric_status(void) {
     char dir[256];
     snprintf(dir, sizeof dir, "%s/nan", tmp);
@@ -203,23 +211,17 @@ static void test_numeric_status(void) {
     CHECK(m && gemma3_session_init(m, &sp, &s) == GEMMA3_OK);
     if (s) {
         const int32_t tokens[] = {2, 17, 305, 1000};
-        CHECK_EQ_INT(gemma3_session_forward(s, tokens, 4, NULL), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 3") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward(s, tokens, 4, NULL), 3);
         /* every row of all_logits is checked: the first bad one is named */
         gemma3_session_reset(s);
         float *all = malloc(4 * 4096 * sizeof *all);
-        CHECK_EQ_INT(gemma3_session_forward(s, tokens, 4, all), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward(s, tokens, 4, all), 0);
         free(all);
         /* scoring without the logits stops the same way */
         const int32_t next[] = {17, 305, 1000, 5};
         double lp[4];
         gemma3_session_reset(s);
-        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 4, 4, next, lp), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward_logprob(s, tokens, 4, 4, next, lp), 0);
     }
     gemma3_session_free(s);
     gemma3_model_free(m);
@@ -245,21 +247,15 @@ static void test_numeric_status(void) {
     CHECK(m && gemma3_session_init(m, &sp, &s) == GEMMA3_OK);
     if (s) {
         const int32_t tokens[] = {2, 17, 305};
-        CHECK_EQ_INT(gemma3_session_forward(s, tokens, 3, NULL), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 2") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward(s, tokens, 3, NULL), 2);
         /* scored without the logits, whichever token is scored: the overflow is in one strip
          * of the vocabulary, which is enough */
         const int32_t next[] = {17, 305, 7};
         double lp[3];
         gemma3_session_reset(s);
-        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 3, 3, next, lp), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 0") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward_logprob(s, tokens, 3, 3, next, lp), 0);
         gemma3_session_reset(s);
-        CHECK_EQ_INT(gemma3_session_forward_logprob(s, tokens, 3, 1, next, lp), GEMMA3_ERR_NUMERIC);
-        CHECK_MSG(strcmp(gemma3_last_error(), "logits are not finite at position 2") == 0, "%s",
-                  gemma3_last_error());
+        check_numeric(gemma3_session_forward_logprob(s, tokens, 3, 1, next, lp), 2);
     }
     gemma3_session_free(s);
     gemma3_model_free(m);
