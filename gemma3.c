@@ -855,11 +855,11 @@ static void task_score_strips(void *ctx, int ith, int nth) {
 /* Whatever slipped past the checks at load (a NaN weight with --check-tensors off, an overflow
  * in the activations) stops here, as a status, instead of becoming a token: the final norm's
  * output of token t (an infinity anywhere in the residual stream becomes NaN there, even where a
- * final softcap would map the logits back into range) and its logits, one pass over each. */
-static int check_finite(const gemma3_session *s, int t, const float *logits, int position) {
+ * final softcap would map the logits back into range) and its logits (whose finiteness the
+ * caller found: a scan of the row, or a strip's log-sum-exp). */
+static int check_finite(const gemma3_session *s, int t, int logits_finite, int position) {
     const size_t H = (size_t)s->cfg->hidden_size;
-    if (g3_first_nonfinite(s->x + (size_t)t * H, H) >= 0 ||
-        (logits && g3_first_nonfinite(logits, (size_t)s->cfg->vocab_size) >= 0))
+    if (!logits_finite || g3_first_nonfinite(s->x + (size_t)t * H, H) >= 0)
         return g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", position);
     return GEMMA3_OK;
 }
@@ -877,7 +877,7 @@ static int chunk_logits(gemma3_session *s, int t0, int T, int p0, float *rows) {
     const size_t V = (size_t)s->cfg->vocab_size;
     lm_head(s, t0, T - t0, rows, V);
     for (int t = t0; t < T; t++) {
-        int rc = check_finite(s, t, rows + (size_t)(t - t0) * V, p0 + t);
+        int rc = check_finite(s, t, g3_first_nonfinite(rows + (size_t)(t - t0) * V, V) < 0, p0 + t);
         if (rc != GEMMA3_OK) return rc;
     }
     return GEMMA3_OK;
@@ -893,9 +893,7 @@ static int chunk_logprobs(gemma3_session *s, int t0, int T, int p0, const int32_
     g3_pool_run(s->pool, task_score_strips, &job);
     for (int t = t0; t < T; t++) {
         const double lse = g3_lse_merge(s->strip_lse + (size_t)(t - t0) * ns, ns);
-        int rc = check_finite(s, t, NULL, p0 + t);
-        if (rc == GEMMA3_OK && !isfinite(lse))
-            rc = g3_error(GEMMA3_ERR_NUMERIC, "logits are not finite at position %d", p0 + t);
+        int rc = check_finite(s, t, isfinite(lse), p0 + t); /* a strip's lse is NaN if one is not */
         if (rc != GEMMA3_OK) return rc;
         logprob[t - t0] = (double)s->next_logit[t - t0] - lse;
     }
