@@ -216,7 +216,7 @@ struct gemma3_session {
     uint16_t *ffn_bf16; /* [T][I] gelu(gate) * up rounded to bf16 (written while x is read) */
     void *act_q;     /* quantized weights, default mode: the same two inputs as Q8 activation */
     void *ffn_q;     /*   rows (g3_act_row_bytes of max(H, qd) and of I per token); else empty */
-    float *scores;   /* [n_threads][n_ctx] attention scores, one row per thread */
+    float *scores;   /* [n_threads][group][n_ctx] attention scores: a thread's query heads of one kv head */
     float *rope_cos, *rope_sin; /* [2 layer types][T][hd/2] for the chunk's positions */
     float *inv_freq; /* [2 layer types][hd/2] */
     float *logits;   /* [V] last token's logits */
@@ -277,7 +277,8 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     int qa = s->quant && !s->exact;
     s->act_q = bump_take(b, qa ? T * g3_act_row_bytes((int)widest) : 0);
     s->ffn_q = bump_take(b, qa ? T * g3_act_row_bytes((int)I) : 0);
-    s->scores = bump_take(b, (size_t)n_threads * (size_t)s->n_ctx * sizeof(float));
+    const size_t group = (size_t)(c->n_heads / c->n_kv_heads);
+    s->scores = bump_take(b, (size_t)n_threads * group * (size_t)s->n_ctx * sizeof(float));
     s->rope_cos = bump_take(b, 2 * T * half * sizeof(float));
     s->rope_sin = bump_take(b, 2 * T * half * sizeof(float));
     s->inv_freq = bump_take(b, 2 * half * sizeof(float));
@@ -387,7 +388,7 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     carve_kv(s, &b);
 
     /* Scratch too is reserved rather than zero-filled: the attention scores are sized for the
-     * whole context (one row per thread) but only a row's first pos entries are ever used. */
+     * whole context (rows per thread) but only a row's first pos entries are ever used. */
     b = (bump){0};
     carve_scratch(s, &b, n_threads);
     s->scratch_arena = g3_reserve(b.used);
@@ -602,67 +603,107 @@ static void task_qkv(void *ctx, int ith, int nth) {
     }
 }
 
-/* Key (or value) row of kv head j at absolute position u: from the ring for positions before
- * the chunk, from this chunk's scratch (already in the cache dtype) for the chunk itself. */
-static const void *kv_row(const chunk *ck, int is_v, int u, int j) {
+/* The keys (or values) of kv head j at positions [u0, u1), as runs of rows kvd elements apart:
+ * the ring's slots for positions before the chunk (wrapping once at most), then this chunk's
+ * own rows from its scratch (already in the cache dtype). Returns the number of runs. */
+typedef struct kv_run {
+    const void *rows;
+    int n;
+} kv_run;
+
+static int kv_runs(const chunk *ck, int is_v, int u0, int u1, int j, kv_run run[3]) {
     const gemma3_session *s = ck->s;
     const kv_layer *kv = &s->kv[ck->layer];
-    size_t kvd = (size_t)s->cfg->n_kv_heads * s->cfg->head_dim, hd = (size_t)s->cfg->head_dim;
-    size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
-    size_t off = (u < ck->p0 ? (size_t)(u % kv->n_slots) : (size_t)(u - ck->p0)) * kvd + (size_t)j * hd;
-    const char *base;
-    if (u < ck->p0)
-        base = is_v ? kv->v : kv->k;
-    else if (s->kv_bf16)
-        base = (const char *)(is_v ? s->vb : s->kb);
-    else
-        base = (const char *)(is_v ? s->v : s->k);
-    return base + off * elt;
+    const size_t kvd = (size_t)s->cfg->n_kv_heads * s->cfg->head_dim, head = (size_t)j * s->cfg->head_dim;
+    const size_t elt = s->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
+    const char *ring = is_v ? kv->v : kv->k;
+    const char *own = s->kv_bf16 ? (const char *)(is_v ? s->vb : s->kb) : (const char *)(is_v ? s->v : s->k);
+    int n_runs = 0, u = u0;
+    for (const int ring_end = u1 < ck->p0 ? u1 : ck->p0; u < ring_end;) {
+        const int slot = u % kv->n_slots, n = ring_end - u < kv->n_slots - slot ? ring_end - u : kv->n_slots - slot;
+        run[n_runs++] = (kv_run){ring + ((size_t)slot * kvd + head) * elt, n};
+        u += n;
+    }
+    if (u < u1) run[n_runs++] = (kv_run){own + ((size_t)(u - ck->p0) * kvd + head) * elt, u1 - u};
+    return n_runs;
 }
 
-/* Step 2.6: attention. Work unit = one (token, query head) pair, computed wholly by one thread,
- * keys in ascending position: scores, optional softcap, softmax, weighted sum of values. In the
- * default mode the output is rounded to bf16 here, as the input of o_proj. */
+/* Scores of n_q query heads (q, hd apart) against the keys of one kv head, position u0 on,
+ * into sc (a row of n_ctx per head), scaled and soft-capped. */
+static void attention_scores(const chunk *ck, float *sc, const float *q, int n_q, int u0, int u1, int j) {
+    const gemma3_session *s = ck->s;
+    const g3_config *c = s->cfg;
+    const int hd = c->head_dim;
+    const size_t kvd = (size_t)c->n_kv_heads * hd, ld = (size_t)s->n_ctx;
+    kv_run run[3];
+    const int n_runs = kv_runs(ck, 0, u0, u1, j, run);
+    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++) {
+        if (s->kv_bf16) {
+            s->kern->dots_bf16(sc + i, ld, q, n_q, run[r].rows, kvd, run[r].n, hd);
+            continue;
+        }
+        for (int h = 0; h < n_q; h++)
+            for (int u = 0; u < run[r].n; u++)
+                sc[h * ld + i + u] = s->kern->dot_f32(q + (size_t)h * hd, (const float *)run[r].rows + u * kvd, hd);
+    }
+    const float scale = 1.0f / sqrtf(c->query_pre_attn_scalar), cap = c->attn_softcap;
+    for (int h = 0; h < n_q; h++)
+        for (int i = 0; i < u1 - u0; i++) {
+            float d = sc[h * ld + i] * scale;         /* query_pre_attn_scalar^-0.5 */
+            if (cap > 0.0f) d = cap * tanhf(d / cap); /* attn_logit_softcapping */
+            sc[h * ld + i] = d;
+        }
+}
+
+/* o (n_q heads, hd apart) = the values of kv head j from position u0 on, weighted by sc. */
+static void attention_values(const chunk *ck, float *o, const float *sc, int n_q, int u0, int u1, int j) {
+    const gemma3_session *s = ck->s;
+    const int hd = s->cfg->head_dim;
+    const size_t kvd = (size_t)s->cfg->n_kv_heads * hd, ld = (size_t)s->n_ctx;
+    memset(o, 0, (size_t)n_q * hd * sizeof *o);
+    kv_run run[3];
+    const int n_runs = kv_runs(ck, 1, u0, u1, j, run);
+    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++) {
+        if (s->kv_bf16) {
+            s->kern->axpys_bf16(o, n_q, sc + i, ld, run[r].rows, kvd, run[r].n, hd);
+            continue;
+        }
+        for (int h = 0; h < n_q; h++)
+            for (int u = 0; u < run[r].n; u++)
+                s->kern->axpy_f32(o + (size_t)h * hd, sc[h * ld + i + u], (const float *)run[r].rows + u * kvd, hd);
+    }
+}
+
+/* Step 2.6: attention. Work unit = a token and the query heads of one kv head (or, when there
+ * are too few such units to keep every thread busy, as in decode, a single head), computed
+ * wholly by one thread: each key and value row is read once for all of its heads. Per head:
+ * scores over the keys in ascending position, optional softcap, softmax, weighted sum of the
+ * values in ascending position; the arithmetic of a head does not depend on the grouping. In
+ * the default mode the output is rounded to bf16 here, as the input of o_proj. */
 static void task_attention(void *ctx, int ith, int nth) {
     const chunk *ck = ctx;
     const gemma3_session *s = ck->s;
     const g3_config *c = s->cfg;
-    const g3_kernels *kn = s->kern;
-    const int hd = c->head_dim, nH = c->n_heads, qd = nH * hd;
-    const int group = nH / c->n_kv_heads;
+    const int hd = c->head_dim, qd = c->n_heads * hd, n_kv = c->n_kv_heads;
+    const int group = c->n_heads / n_kv;                       /* GQA: consecutive q heads share kv head j */
+    const int n_q = ck->T * n_kv >= 2 * nth ? group : 1, slices = group / n_q;
     const int sliding = c->layer_types[ck->layer] == G3_LAYER_SLIDING;
-    const float scale = 1.0f / sqrtf(c->query_pre_attn_scalar);
-    const float cap = c->attn_softcap;
-    float *sc = s->scores + (size_t)ith * s->n_ctx;
+    float *sc = s->scores + (size_t)ith * group * s->n_ctx;
     int lo, hi;
-    g3_split(ck->T * nH, ith, nth, 1, &lo, &hi);
-    for (int pair = lo; pair < hi; pair++) {
-        int t = pair / nH, h = pair % nH;
-        int p = ck->p0 + t;
-        int j = h / group;                            /* GQA: consecutive q heads share kv head j */
-        int u0 = sliding && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
-        int n = p - u0 + 1;                           /* mask: u <= p and (sliding) p - u < W */
-        const float *qh = s->q + (size_t)t * qd + (size_t)h * hd;
-        for (int u = u0; u <= p; u++) {
-            const void *kr = kv_row(ck, 0, u, j);
-            float d = s->kv_bf16 ? kn->dot_bf16(qh, kr, hd) : kn->dot_f32(qh, kr, hd);
-            d *= scale;                               /* query_pre_attn_scalar^-0.5 */
-            if (cap > 0.0f) d = cap * tanhf(d / cap); /* attn_logit_softcapping */
-            sc[u - u0] = d;
-        }
-        kn->softmax(sc, n);
-        float *o = s->att + (size_t)t * qd + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int u = u0; u <= p; u++) {
-            const void *vr = kv_row(ck, 1, u, j);
-            if (s->kv_bf16)
-                kn->axpy_bf16(o, sc[u - u0], vr, hd);
-            else
-                kn->axpy_f32(o, sc[u - u0], vr, hd);
-        }
+    g3_split(ck->T * n_kv * slices, ith, nth, 1, &lo, &hi);
+    for (int unit = lo; unit < hi; unit++) {
+        const int t = unit / (n_kv * slices), j = unit / slices % n_kv, h0 = j * group + unit % slices * n_q;
+        const int p = ck->p0 + t;
+        const int u0 = sliding && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+        const int n = p - u0 + 1;                              /* mask: u <= p and (sliding) p - u < W */
+        const float *q = s->q + (size_t)t * qd + (size_t)h0 * hd;
+        attention_scores(ck, sc, q, n_q, u0, p + 1, j);
+        for (int h = 0; h < n_q; h++) s->kern->softmax(sc + (size_t)h * s->n_ctx, n);
+        float *o = s->att + (size_t)t * qd + (size_t)h0 * hd;
+        attention_values(ck, o, sc, n_q, u0, p + 1, j);
         /* (quantized weights: forward_chunk quantizes whole rows afterwards, since an
          * activation block of 32 may span heads) */
-        if (!s->exact && !s->quant) kn->to_bf16(s->act_bf16 + (size_t)t * qd + (size_t)h * hd, o, hd);
+        if (!s->exact && !s->quant) s->kern->to_bf16(s->act_bf16 + (size_t)t * qd + (size_t)h0 * hd, o, n_q * hd);
     }
 }
 

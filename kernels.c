@@ -128,6 +128,18 @@ static void axpy_bf16_scalar(float *y, float a, const uint16_t *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * g3_bf16_to_f32(x[i]);
 }
 
+static void dots_bf16_scalar(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
+                             int n_rows, int n) {
+    for (int h = 0; h < n_a; h++)
+        for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_scalar(a + (size_t)h * n, b + i * ldb, n);
+}
+
+static void axpys_bf16_scalar(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
+                              int n_rows, int n) {
+    for (int h = 0; h < n_y; h++)
+        for (int i = 0; i < n_rows; i++) axpy_bf16_scalar(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
+}
+
 static void to_bf16_scalar(uint16_t *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) dst[i] = g3_f32_to_bf16(src[i]);
 }
@@ -145,6 +157,8 @@ static const g3_kernels kernels_scalar = {
     .dot_bf16 = dot_bf16_scalar,
     .axpy_f32 = axpy_f32_scalar,
     .axpy_bf16 = axpy_bf16_scalar,
+    .dots_bf16 = dots_bf16_scalar,
+    .axpys_bf16 = axpys_bf16_scalar,
     .to_bf16 = to_bf16_scalar,
 };
 
@@ -419,6 +433,18 @@ static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
 }
 
+static AVX2 void dots_bf16_avx2(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
+                               int n_rows, int n) {
+    for (int h = 0; h < n_a; h++)
+        for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_avx2(a + (size_t)h * n, b + i * ldb, n);
+}
+
+static AVX2 void axpys_bf16_avx2(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
+                                 int n_rows, int n) {
+    for (int h = 0; h < n_y; h++)
+        for (int i = 0; i < n_rows; i++) axpy_bf16_avx2(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
+}
+
 static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_avx2(x, x, n);
     __m256 inv = _mm256_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
@@ -547,6 +573,8 @@ static const g3_kernels kernels_avx2 = {
     .dot_bf16 = dot_bf16_avx2,
     .axpy_f32 = axpy_f32_avx2,
     .axpy_bf16 = axpy_bf16_avx2,
+    .dots_bf16 = dots_bf16_avx2,
+    .axpys_bf16 = axpys_bf16_avx2,
     .to_bf16 = to_bf16_avx2,
 };
 
@@ -941,6 +969,97 @@ static AVX512 void axpy_bf16_512(float *y, float a, const uint16_t *x, int n) {
     }
 }
 
+/* dots_bf16 for up to four vectors (na, a compile-time constant once inlined) and n a multiple
+ * of 32: dot_bf16_512's two accumulators and final reduction per vector, each row widened once. */
+INLINE AVX512 void dots_bf16_512_group(float *s, size_t lds, const float *a, const int na,
+                                       const uint16_t *b, size_t ldb, int n_rows, int n) {
+    for (int i = 0; i < n_rows; i++) {
+        const uint16_t *row = b + i * ldb;
+        __m512 acc0[4], acc1[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm512_setzero_ps();
+        for (int k = 0; k < n; k += 32) {
+            const __m512 w0 = widen16_512(_mm256_loadu_si256((const __m256i *)(row + k)));
+            const __m512 w1 = widen16_512(_mm256_loadu_si256((const __m256i *)(row + k + 16)));
+#pragma GCC unroll 4
+            for (int h = 0; h < na; h++) {
+                acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
+                acc1[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k + 16), w1, acc1[h]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < na; h++) s[h * lds + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[h], acc1[h]));
+    }
+}
+
+static AVX512 void dots_bf16_512(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
+                                 int n_rows, int n) {
+    if (n % 32) {
+        for (int h = 0; h < n_a; h++)
+            for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_512(a + (size_t)h * n, b + i * ldb, n);
+        return;
+    }
+    for (int h = 0; h < n_a; h += 4) {
+        float *sh = s + h * lds;
+        const float *ah = a + (size_t)h * n;
+        switch (n_a - h < 4 ? n_a - h : 4) {
+        case 1: dots_bf16_512_group(sh, lds, ah, 1, b, ldb, n_rows, n); break;
+        case 2: dots_bf16_512_group(sh, lds, ah, 2, b, ldb, n_rows, n); break;
+        case 3: dots_bf16_512_group(sh, lds, ah, 3, b, ldb, n_rows, n); break;
+        default: dots_bf16_512_group(sh, lds, ah, 4, b, ldb, n_rows, n); break;
+        }
+    }
+}
+
+/* axpys_bf16 for up to four outputs and n a multiple of 64: 64 columns at a time, the outputs'
+ * columns held in registers across the rows (axpy_bf16_512 loads and stores them per row), one
+ * fma per element and row in row order, as axpy_bf16_512. */
+INLINE AVX512 void axpys_bf16_512_group(float *y, const int ny, const float *c, size_t ldc,
+                                        const uint16_t *b, size_t ldb, int n_rows, int n) {
+    for (int k = 0; k < n; k += 64) {
+        __m512 acc[4][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < ny; h++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[h][j] = _mm512_loadu_ps(y + (size_t)h * n + k + 16 * j);
+        for (int i = 0; i < n_rows; i++) {
+            const uint16_t *row = b + i * ldb + k;
+            __m512 w[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) w[j] = widen16_512(_mm256_loadu_si256((const __m256i *)(row + 16 * j)));
+#pragma GCC unroll 4
+            for (int h = 0; h < ny; h++) {
+                const __m512 ch = _mm512_set1_ps(c[h * ldc + i]);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) acc[h][j] = _mm512_fmadd_ps(ch, w[j], acc[h][j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < ny; h++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) _mm512_storeu_ps(y + (size_t)h * n + k + 16 * j, acc[h][j]);
+    }
+}
+
+static AVX512 void axpys_bf16_512(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
+                                  int n_rows, int n) {
+    if (n % 64) {
+        for (int h = 0; h < n_y; h++)
+            for (int i = 0; i < n_rows; i++) axpy_bf16_512(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
+        return;
+    }
+    for (int h = 0; h < n_y; h += 4) {
+        float *yh = y + (size_t)h * n;
+        const float *ch = c + h * ldc;
+        switch (n_y - h < 4 ? n_y - h : 4) {
+        case 1: axpys_bf16_512_group(yh, 1, ch, ldc, b, ldb, n_rows, n); break;
+        case 2: axpys_bf16_512_group(yh, 2, ch, ldc, b, ldb, n_rows, n); break;
+        case 3: axpys_bf16_512_group(yh, 3, ch, ldc, b, ldb, n_rows, n); break;
+        default: axpys_bf16_512_group(yh, 4, ch, ldc, b, ldb, n_rows, n); break;
+        }
+    }
+}
+
 static AVX512 void rmsnorm_512(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_512(x, x, n);
     __m512 inv = _mm512_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
@@ -1039,7 +1158,7 @@ static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
     .gelu_tanh_mul = gelu_tanh_mul_512, .softmax = softmax_512, .log_sum_exp = log_sum_exp_512, \
     .dot_f32 = dot_f32_512,                                                                     \
     .dot_bf16 = dot_bf16_512, .axpy_f32 = axpy_f32_512, .axpy_bf16 = axpy_bf16_512,             \
-    .to_bf16 = to_bf16_512
+    .dots_bf16 = dots_bf16_512, .axpys_bf16 = axpys_bf16_512, .to_bf16 = to_bf16_512
 
 static const g3_kernels kernels_avx512 = {
     .name = "avx512",

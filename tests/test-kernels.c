@@ -196,6 +196,40 @@ static void test_dot_axpy(const g3_kernels *k) {
     }
 }
 
+/* dots_bf16 / axpys_bf16 against the same table's dot_bf16 / axpy_bf16 one call at a time:
+ * bit for bit (attention groups query heads with them, and a head's logits must not depend on
+ * the grouping), for 1..5 vectors (the grouped paths take 1-4 at a time), row lengths on and
+ * off the vector paths' multiples, and a row stride wider than the row. */
+static void test_dots_axpys(const g3_kernels *k) {
+    const int lens[] = {256, 128, 64, 32, 96, 80, 7};
+    for (int li = 0; li < N_ELEMS(lens); li++)
+        for (int na = 1; na <= 5; na++) {
+            const int n = lens[li], rows = 37, ldb = 3 * n + 5, ld = 41;
+            float *a = malloc((size_t)na * n * sizeof *a), *c = malloc((size_t)na * ld * sizeof *c);
+            float *s = malloc((size_t)na * ld * sizeof *s);
+            float *y = malloc((size_t)na * n * sizeof *y), *yr = malloc((size_t)na * n * sizeof *yr);
+            uint16_t *b = malloc((size_t)rows * ldb * sizeof *b);
+            fill_f32(a, (size_t)na * n, 2.0f);
+            fill_f32(c, (size_t)na * ld, 1.0f);
+            fill_f32(y, (size_t)na * n, 1.0f);
+            memcpy(yr, y, (size_t)na * n * sizeof *y);
+            fill_bf16(b, (size_t)rows * ldb, 2.0f);
+            k->dots_bf16(s, ld, a, na, b, ldb, rows, n);
+            k->axpys_bf16(y, na, c, ld, b, ldb, rows, n);
+            int bad_dot = 0, bad_axpy = 0;
+            for (int h = 0; h < na; h++)
+                for (int i = 0; i < rows; i++) {
+                    float want = k->dot_bf16(a + (size_t)h * n, b + (size_t)i * ldb, n);
+                    bad_dot += memcmp(&want, &s[h * ld + i], sizeof want) != 0;
+                    k->axpy_bf16(yr + (size_t)h * n, c[h * ld + i], b + (size_t)i * ldb, n);
+                }
+            bad_axpy = memcmp(y, yr, (size_t)na * n * sizeof *y) != 0;
+            CHECK_MSG(bad_dot == 0, "%s dots_bf16 n=%d vectors=%d: %d dots differ from dot_bf16", k->name, n, na, bad_dot);
+            CHECK_MSG(!bad_axpy, "%s axpys_bf16 n=%d vectors=%d: differs from axpy_bf16 row by row", k->name, n, na);
+            free(a), free(c), free(s), free(y), free(yr), free(b);
+        }
+}
+
 static void test_rmsnorm(const g3_kernels *k, const g3_kernels *ref) {
     int sizes[] = {1, 7, 16, 33, 257, 1152, 2560};
     for (int s = 0; s < N_ELEMS(sizes); s++) {
@@ -447,6 +481,7 @@ int main(void) {
         test_determinism(k, 0);
         test_determinism(k, 1);
         test_dot_axpy(k);
+        test_dots_axpys(k);
         test_rmsnorm(k, ref);
         test_gelu(k);
         test_softmax(k);
