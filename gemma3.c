@@ -637,15 +637,8 @@ static void attention_scores(const chunk *ck, float *sc, const float *q, int n_q
     const size_t kvd = (size_t)c->n_kv_heads * hd, ld = (size_t)s->n_ctx;
     kv_run run[3];
     const int n_runs = kv_runs(ck, 0, u0, u1, j, run);
-    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++) {
-        if (s->kv_bf16) {
-            s->kern->dots_bf16(sc + i, ld, q, n_q, run[r].rows, kvd, run[r].n, hd);
-            continue;
-        }
-        for (int h = 0; h < n_q; h++)
-            for (int u = 0; u < run[r].n; u++)
-                sc[h * ld + i + u] = s->kern->dot_f32(q + (size_t)h * hd, (const float *)run[r].rows + u * kvd, hd);
-    }
+    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++)
+        (s->kv_bf16 ? s->kern->dots_bf16 : s->kern->dots_f32)(sc + i, ld, q, n_q, run[r].rows, kvd, run[r].n, hd);
     const float scale = 1.0f / sqrtf(c->query_pre_attn_scalar), cap = c->attn_softcap;
     for (int h = 0; h < n_q; h++)
         for (int i = 0; i < u1 - u0; i++) {
@@ -663,15 +656,8 @@ static void attention_values(const chunk *ck, float *o, const float *sc, int n_q
     memset(o, 0, (size_t)n_q * hd * sizeof *o);
     kv_run run[3];
     const int n_runs = kv_runs(ck, 1, u0, u1, j, run);
-    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++) {
-        if (s->kv_bf16) {
-            s->kern->axpys_bf16(o, n_q, sc + i, ld, run[r].rows, kvd, run[r].n, hd);
-            continue;
-        }
-        for (int h = 0; h < n_q; h++)
-            for (int u = 0; u < run[r].n; u++)
-                s->kern->axpy_f32(o + (size_t)h * hd, sc[h * ld + i + u], (const float *)run[r].rows + u * kvd, hd);
-    }
+    for (int r = 0, i = 0; r < n_runs; i += run[r].n, r++)
+        (s->kv_bf16 ? s->kern->axpys_bf16 : s->kern->axpys_f32)(o, n_q, sc + i, ld, run[r].rows, kvd, run[r].n, hd);
 }
 
 /* Step 2.6: attention. Work unit = a token and the query heads of one kv head (or, when there

@@ -128,17 +128,26 @@ static void axpy_bf16_scalar(float *y, float a, const uint16_t *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * g3_bf16_to_f32(x[i]);
 }
 
-static void dots_bf16_scalar(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
-                             int n_rows, int n) {
-    for (int h = 0; h < n_a; h++)
-        for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_scalar(a + (size_t)h * n, b + i * ldb, n);
-}
+/* dots_* / axpys_* of a table that has no grouped kernel: its own dot / axpy, one row at a time
+ * (the contract is that arithmetic exactly). */
+#define ROW_LOOPS(ATTR, SUF, T)                                                                          \
+    static ATTR void dots_##T##_##SUF(float *s, size_t lds, const float *a, int n_a, const void *b,        \
+                                      size_t ldb, int n_rows, int n) {                                   \
+        for (int h = 0; h < n_a; h++)                                                                    \
+            for (int i = 0; i < n_rows; i++)                                                             \
+                s[h * lds + i] = dot_##T##_##SUF(a + (size_t)h * n, (const ROW_##T *)b + i * ldb, n);    \
+    }                                                                                                    \
+    static ATTR void axpys_##T##_##SUF(float *y, int n_y, const float *c, size_t ldc, const void *b,       \
+                                       size_t ldb, int n_rows, int n) {                                  \
+        for (int h = 0; h < n_y; h++)                                                                    \
+            for (int i = 0; i < n_rows; i++)                                                             \
+                axpy_##T##_##SUF(y + (size_t)h * n, c[h * ldc + i], (const ROW_##T *)b + i * ldb, n);    \
+    }
+#define ROW_f32 float
+#define ROW_bf16 uint16_t
 
-static void axpys_bf16_scalar(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
-                              int n_rows, int n) {
-    for (int h = 0; h < n_y; h++)
-        for (int i = 0; i < n_rows; i++) axpy_bf16_scalar(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
-}
+ROW_LOOPS(, scalar, f32)
+ROW_LOOPS(, scalar, bf16)
 
 static void to_bf16_scalar(uint16_t *dst, const float *src, int n) {
     for (int i = 0; i < n; i++) dst[i] = g3_f32_to_bf16(src[i]);
@@ -157,7 +166,9 @@ static const g3_kernels kernels_scalar = {
     .dot_bf16 = dot_bf16_scalar,
     .axpy_f32 = axpy_f32_scalar,
     .axpy_bf16 = axpy_bf16_scalar,
+    .dots_f32 = dots_f32_scalar,
     .dots_bf16 = dots_bf16_scalar,
+    .axpys_f32 = axpys_f32_scalar,
     .axpys_bf16 = axpys_bf16_scalar,
     .to_bf16 = to_bf16_scalar,
 };
@@ -433,17 +444,8 @@ static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
 }
 
-static AVX2 void dots_bf16_avx2(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
-                               int n_rows, int n) {
-    for (int h = 0; h < n_a; h++)
-        for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_avx2(a + (size_t)h * n, b + i * ldb, n);
-}
-
-static AVX2 void axpys_bf16_avx2(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
-                                 int n_rows, int n) {
-    for (int h = 0; h < n_y; h++)
-        for (int i = 0; i < n_rows; i++) axpy_bf16_avx2(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
-}
+ROW_LOOPS(AVX2, avx2, f32)
+ROW_LOOPS(AVX2, avx2, bf16)
 
 static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_avx2(x, x, n);
@@ -573,7 +575,9 @@ static const g3_kernels kernels_avx2 = {
     .dot_bf16 = dot_bf16_avx2,
     .axpy_f32 = axpy_f32_avx2,
     .axpy_bf16 = axpy_bf16_avx2,
+    .dots_f32 = dots_f32_avx2,
     .dots_bf16 = dots_bf16_avx2,
+    .axpys_f32 = axpys_f32_avx2,
     .axpys_bf16 = axpys_bf16_avx2,
     .to_bf16 = to_bf16_avx2,
 };
@@ -969,18 +973,27 @@ static AVX512 void axpy_bf16_512(float *y, float a, const uint16_t *x, int n) {
     }
 }
 
-/* dots_bf16 for up to four vectors (na, a compile-time constant once inlined) and n a multiple
- * of 32: dot_bf16_512's two accumulators and final reduction per vector, each row widened once. */
-INLINE AVX512 void dots_bf16_512_group(float *s, size_t lds, const float *a, const int na,
-                                       const uint16_t *b, size_t ldb, int n_rows, int n) {
+/* Sixteen values of a row from element k on, as fp32: bf16 widened, or fp32 as they are. */
+INLINE AVX512 __m512 row16_512(const void *row, int k, const int bf16) {
+    return bf16 ? widen16_512(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k)))
+                : _mm512_loadu_ps((const float *)row + k);
+}
+
+INLINE AVX512 const void *row_at(const void *b, size_t ldb, int i, const int bf16) {
+    return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* dots_* for up to four vectors (na, a compile-time constant once inlined) and n a multiple of
+ * 32: dot_*_512's two accumulators and final reduction per vector, each row loaded once. */
+INLINE AVX512 void dots_512_group(float *s, size_t lds, const float *a, const int na, const void *b,
+                                  size_t ldb, int n_rows, int n, const int bf16) {
     for (int i = 0; i < n_rows; i++) {
-        const uint16_t *row = b + i * ldb;
+        const void *row = row_at(b, ldb, i, bf16);
         __m512 acc0[4], acc1[4];
 #pragma GCC unroll 4
         for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm512_setzero_ps();
         for (int k = 0; k < n; k += 32) {
-            const __m512 w0 = widen16_512(_mm256_loadu_si256((const __m256i *)(row + k)));
-            const __m512 w1 = widen16_512(_mm256_loadu_si256((const __m256i *)(row + k + 16)));
+            const __m512 w0 = row16_512(row, k, bf16), w1 = row16_512(row, k + 16, bf16);
 #pragma GCC unroll 4
             for (int h = 0; h < na; h++) {
                 acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
@@ -992,30 +1005,11 @@ INLINE AVX512 void dots_bf16_512_group(float *s, size_t lds, const float *a, con
     }
 }
 
-static AVX512 void dots_bf16_512(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
-                                 int n_rows, int n) {
-    if (n % 32) {
-        for (int h = 0; h < n_a; h++)
-            for (int i = 0; i < n_rows; i++) s[h * lds + i] = dot_bf16_512(a + (size_t)h * n, b + i * ldb, n);
-        return;
-    }
-    for (int h = 0; h < n_a; h += 4) {
-        float *sh = s + h * lds;
-        const float *ah = a + (size_t)h * n;
-        switch (n_a - h < 4 ? n_a - h : 4) {
-        case 1: dots_bf16_512_group(sh, lds, ah, 1, b, ldb, n_rows, n); break;
-        case 2: dots_bf16_512_group(sh, lds, ah, 2, b, ldb, n_rows, n); break;
-        case 3: dots_bf16_512_group(sh, lds, ah, 3, b, ldb, n_rows, n); break;
-        default: dots_bf16_512_group(sh, lds, ah, 4, b, ldb, n_rows, n); break;
-        }
-    }
-}
-
-/* axpys_bf16 for up to four outputs and n a multiple of 64: 64 columns at a time, the outputs'
- * columns held in registers across the rows (axpy_bf16_512 loads and stores them per row), one
- * fma per element and row in row order, as axpy_bf16_512. */
-INLINE AVX512 void axpys_bf16_512_group(float *y, const int ny, const float *c, size_t ldc,
-                                        const uint16_t *b, size_t ldb, int n_rows, int n) {
+/* axpys_* for up to four outputs and n a multiple of 64: 64 columns at a time, the outputs'
+ * columns held in registers across the rows (axpy_*_512 loads and stores them per row), one fma
+ * per element and row in row order, as axpy_*_512. */
+INLINE AVX512 void axpys_512_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
+                                   size_t ldb, int n_rows, int n, const int bf16) {
     for (int k = 0; k < n; k += 64) {
         __m512 acc[4][4];
 #pragma GCC unroll 4
@@ -1023,10 +1017,10 @@ INLINE AVX512 void axpys_bf16_512_group(float *y, const int ny, const float *c, 
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) acc[h][j] = _mm512_loadu_ps(y + (size_t)h * n + k + 16 * j);
         for (int i = 0; i < n_rows; i++) {
-            const uint16_t *row = b + i * ldb + k;
+            const void *row = row_at(b, ldb, i, bf16);
             __m512 w[4];
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) w[j] = widen16_512(_mm256_loadu_si256((const __m256i *)(row + 16 * j)));
+            for (int j = 0; j < 4; j++) w[j] = row16_512(row, k + 16 * j, bf16);
 #pragma GCC unroll 4
             for (int h = 0; h < ny; h++) {
                 const __m512 ch = _mm512_set1_ps(c[h * ldc + i]);
@@ -1041,23 +1035,69 @@ INLINE AVX512 void axpys_bf16_512_group(float *y, const int ny, const float *c, 
     }
 }
 
-static AVX512 void axpys_bf16_512(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
-                                  int n_rows, int n) {
+/* The vectors four at a time through the groups above (the row loops where n is not a multiple
+ * of their width). */
+INLINE AVX512 void dots_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                            int n_rows, int n, const int bf16) {
+    if (n % 32) {
+        for (int h = 0; h < n_a; h++)
+            for (int i = 0; i < n_rows; i++)
+                s[h * lds + i] = bf16 ? dot_bf16_512(a + (size_t)h * n, row_at(b, ldb, i, 1), n)
+                                      : dot_f32_512(a + (size_t)h * n, row_at(b, ldb, i, 0), n);
+        return;
+    }
+    for (int h = 0; h < n_a; h += 4) {
+        float *sh = s + h * lds;
+        const float *ah = a + (size_t)h * n;
+        switch (n_a - h < 4 ? n_a - h : 4) {
+        case 1: dots_512_group(sh, lds, ah, 1, b, ldb, n_rows, n, bf16); break;
+        case 2: dots_512_group(sh, lds, ah, 2, b, ldb, n_rows, n, bf16); break;
+        case 3: dots_512_group(sh, lds, ah, 3, b, ldb, n_rows, n, bf16); break;
+        default: dots_512_group(sh, lds, ah, 4, b, ldb, n_rows, n, bf16); break;
+        }
+    }
+}
+
+INLINE AVX512 void axpys_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                             int n_rows, int n, const int bf16) {
     if (n % 64) {
         for (int h = 0; h < n_y; h++)
-            for (int i = 0; i < n_rows; i++) axpy_bf16_512(y + (size_t)h * n, c[h * ldc + i], b + i * ldb, n);
+            for (int i = 0; i < n_rows; i++) {
+                if (bf16) axpy_bf16_512(y + (size_t)h * n, c[h * ldc + i], row_at(b, ldb, i, 1), n);
+                else axpy_f32_512(y + (size_t)h * n, c[h * ldc + i], row_at(b, ldb, i, 0), n);
+            }
         return;
     }
     for (int h = 0; h < n_y; h += 4) {
         float *yh = y + (size_t)h * n;
         const float *ch = c + h * ldc;
         switch (n_y - h < 4 ? n_y - h : 4) {
-        case 1: axpys_bf16_512_group(yh, 1, ch, ldc, b, ldb, n_rows, n); break;
-        case 2: axpys_bf16_512_group(yh, 2, ch, ldc, b, ldb, n_rows, n); break;
-        case 3: axpys_bf16_512_group(yh, 3, ch, ldc, b, ldb, n_rows, n); break;
-        default: axpys_bf16_512_group(yh, 4, ch, ldc, b, ldb, n_rows, n); break;
+        case 1: axpys_512_group(yh, 1, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        case 2: axpys_512_group(yh, 2, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        case 3: axpys_512_group(yh, 3, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        default: axpys_512_group(yh, 4, ch, ldc, b, ldb, n_rows, n, bf16); break;
         }
     }
+}
+
+static AVX512 void dots_f32_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                                int n_rows, int n) {
+    dots_512(s, lds, a, n_a, b, ldb, n_rows, n, 0);
+}
+
+static AVX512 void dots_bf16_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                                 int n_rows, int n) {
+    dots_512(s, lds, a, n_a, b, ldb, n_rows, n, 1);
+}
+
+static AVX512 void axpys_f32_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                                 int n_rows, int n) {
+    axpys_512(y, n_y, c, ldc, b, ldb, n_rows, n, 0);
+}
+
+static AVX512 void axpys_bf16_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                                  int n_rows, int n) {
+    axpys_512(y, n_y, c, ldc, b, ldb, n_rows, n, 1);
 }
 
 static AVX512 void rmsnorm_512(float *y, const float *x, const float *w1p, int n, float eps) {
@@ -1158,7 +1198,8 @@ static AVX512 void to_bf16_512(uint16_t *dst, const float *src, int n) {
     .gelu_tanh_mul = gelu_tanh_mul_512, .softmax = softmax_512, .log_sum_exp = log_sum_exp_512, \
     .dot_f32 = dot_f32_512,                                                                     \
     .dot_bf16 = dot_bf16_512, .axpy_f32 = axpy_f32_512, .axpy_bf16 = axpy_bf16_512,             \
-    .dots_bf16 = dots_bf16_512, .axpys_bf16 = axpys_bf16_512, .to_bf16 = to_bf16_512
+    .dots_f32 = dots_f32_512, .dots_bf16 = dots_bf16_512, .axpys_f32 = axpys_f32_512,              \
+    .axpys_bf16 = axpys_bf16_512, .to_bf16 = to_bf16_512
 
 static const g3_kernels kernels_avx512 = {
     .name = "avx512",

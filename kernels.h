@@ -43,15 +43,20 @@ typedef struct g3_kernels {
     float (*dot_bf16)(const float *a, const uint16_t *b, int n);   /* b is bf16 */
     void (*axpy_f32)(float *y, float a, const float *x, int n);    /* y += a*x */
     void (*axpy_bf16)(float *y, float a, const uint16_t *x, int n);/* y += a*x, x bf16 */
-    /* Many dot_bf16 / axpy_bf16 over one set of bf16 rows b_i = b + i*ldb (i < n_rows), each
-     * with exactly their arithmetic, so a result does not depend on how calls are grouped:
-     *   dots_bf16:  s[h*lds + i] = dot_bf16(a + h*n, b_i, n)       for h < n_a
-     *   axpys_bf16: y + h*n += c[h*ldc + i] * b_i, i ascending      for h < n_y
+    /* Many dot / axpy over one set of rows b_i = b + i*ldb elements (i < n_rows; fp32, or bf16
+     * for the _bf16 forms), each with exactly the arithmetic of dot_* / axpy_*, so a result does
+     * not depend on how calls are grouped:
+     *   dots:  s[h*lds + i] = dot(a + h*n, b_i, n)                  for h < n_a
+     *   axpys: y + h*n += c[h*ldc + i] * b_i, i ascending           for h < n_y
      * (attention's scores and weighted values for the query heads that share a key/value head:
-     * each row is read and widened once for all of them). */
-    void (*dots_bf16)(float *s, size_t lds, const float *a, int n_a, const uint16_t *b, size_t ldb,
+     * each row is read, and widened, once for all of them). */
+    void (*dots_f32)(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                     int n_rows, int n);
+    void (*dots_bf16)(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
                       int n_rows, int n);
-    void (*axpys_bf16)(float *y, int n_y, const float *c, size_t ldc, const uint16_t *b, size_t ldb,
+    void (*axpys_f32)(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                      int n_rows, int n);
+    void (*axpys_bf16)(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
                        int n_rows, int n);
     /* Round-to-nearest-even fp32 -> bf16, n values. */
     void (*to_bf16)(uint16_t *dst, const float *src, int n);

@@ -196,38 +196,46 @@ static void test_dot_axpy(const g3_kernels *k) {
     }
 }
 
-/* dots_bf16 / axpys_bf16 against the same table's dot_bf16 / axpy_bf16 one call at a time:
- * bit for bit (attention groups query heads with them, and a head's logits must not depend on
- * the grouping), for 1..5 vectors (the grouped paths take 1-4 at a time), row lengths on and
- * off the vector paths' multiples, and a row stride wider than the row. */
+/* dots_* / axpys_* against the same table's dot_* / axpy_* one call at a time: bit for bit
+ * (attention groups query heads with them, and a head's logits must not depend on the
+ * grouping), fp32 and bf16 rows, for 1..5 vectors (the grouped paths take 1-4 at a time), row
+ * lengths on and off the vector paths' multiples, and a row stride wider than the row. */
 static void test_dots_axpys(const g3_kernels *k) {
     const int lens[] = {256, 128, 64, 32, 96, 80, 7};
-    for (int li = 0; li < N_ELEMS(lens); li++)
-        for (int na = 1; na <= 5; na++) {
-            const int n = lens[li], rows = 37, ldb = 3 * n + 5, ld = 41;
-            float *a = malloc((size_t)na * n * sizeof *a), *c = malloc((size_t)na * ld * sizeof *c);
-            float *s = malloc((size_t)na * ld * sizeof *s);
-            float *y = malloc((size_t)na * n * sizeof *y), *yr = malloc((size_t)na * n * sizeof *yr);
-            uint16_t *b = malloc((size_t)rows * ldb * sizeof *b);
-            fill_f32(a, (size_t)na * n, 2.0f);
-            fill_f32(c, (size_t)na * ld, 1.0f);
-            fill_f32(y, (size_t)na * n, 1.0f);
-            memcpy(yr, y, (size_t)na * n * sizeof *y);
-            fill_bf16(b, (size_t)rows * ldb, 2.0f);
-            k->dots_bf16(s, ld, a, na, b, ldb, rows, n);
-            k->axpys_bf16(y, na, c, ld, b, ldb, rows, n);
-            int bad_dot = 0, bad_axpy = 0;
-            for (int h = 0; h < na; h++)
-                for (int i = 0; i < rows; i++) {
-                    float want = k->dot_bf16(a + (size_t)h * n, b + (size_t)i * ldb, n);
-                    bad_dot += memcmp(&want, &s[h * ld + i], sizeof want) != 0;
-                    k->axpy_bf16(yr + (size_t)h * n, c[h * ld + i], b + (size_t)i * ldb, n);
-                }
-            bad_axpy = memcmp(y, yr, (size_t)na * n * sizeof *y) != 0;
-            CHECK_MSG(bad_dot == 0, "%s dots_bf16 n=%d vectors=%d: %d dots differ from dot_bf16", k->name, n, na, bad_dot);
-            CHECK_MSG(!bad_axpy, "%s axpys_bf16 n=%d vectors=%d: differs from axpy_bf16 row by row", k->name, n, na);
-            free(a), free(c), free(s), free(y), free(yr), free(b);
-        }
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int li = 0; li < N_ELEMS(lens); li++)
+            for (int na = 1; na <= 5; na++) {
+                const int n = lens[li], rows = 37, ldb = 3 * n + 5, ld = 41;
+                float *a = malloc((size_t)na * n * sizeof *a), *c = malloc((size_t)na * ld * sizeof *c);
+                float *s = malloc((size_t)na * ld * sizeof *s);
+                float *y = malloc((size_t)na * n * sizeof *y), *yr = malloc((size_t)na * n * sizeof *yr);
+                float *bf = malloc((size_t)rows * ldb * sizeof *bf);
+                uint16_t *bh = malloc((size_t)rows * ldb * sizeof *bh);
+                fill_f32(a, (size_t)na * n, 2.0f);
+                fill_f32(c, (size_t)na * ld, 1.0f);
+                fill_f32(y, (size_t)na * n, 1.0f);
+                memcpy(yr, y, (size_t)na * n * sizeof *y);
+                fill_f32(bf, (size_t)rows * ldb, 2.0f);
+                fill_bf16(bh, (size_t)rows * ldb, 2.0f);
+                const void *b = bf16 ? (const void *)bh : (const void *)bf;
+                (bf16 ? k->dots_bf16 : k->dots_f32)(s, ld, a, na, b, ldb, rows, n);
+                (bf16 ? k->axpys_bf16 : k->axpys_f32)(y, na, c, ld, b, ldb, rows, n);
+                int bad_dot = 0;
+                for (int h = 0; h < na; h++)
+                    for (int i = 0; i < rows; i++) {
+                        const float *ah = a + (size_t)h * n;
+                        float want = bf16 ? k->dot_bf16(ah, bh + (size_t)i * ldb, n) : k->dot_f32(ah, bf + (size_t)i * ldb, n);
+                        bad_dot += memcmp(&want, &s[h * ld + i], sizeof want) != 0;
+                        if (bf16) k->axpy_bf16(yr + (size_t)h * n, c[h * ld + i], bh + (size_t)i * ldb, n);
+                        else k->axpy_f32(yr + (size_t)h * n, c[h * ld + i], bf + (size_t)i * ldb, n);
+                    }
+                const char *t = bf16 ? "bf16" : "f32";
+                CHECK_MSG(bad_dot == 0, "%s dots_%s n=%d vectors=%d: %d dots differ from dot_%s", k->name, t, n, na,
+                          bad_dot, t);
+                CHECK_MSG(!memcmp(y, yr, (size_t)na * n * sizeof *y), "%s axpys_%s n=%d vectors=%d: differs from axpy_%s row by row",
+                          k->name, t, n, na, t);
+                free(a), free(c), free(s), free(y), free(yr), free(bf), free(bh);
+            }
 }
 
 static void test_rmsnorm(const g3_kernels *k, const g3_kernels *ref) {
