@@ -362,11 +362,13 @@ static void test_matmul(void) {
                         test_matmul_shape((g3_wtype)wt, exact, s, &bad_tol, &bad_det, &bad_store);
                     }
                 }
-    /* wide rows: the AMX table cuts 37 tokens into blocks of 16 (n_in 32000), or runs token by
-     * token (57600, past its scratch) */
-    static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}};
+    /* wide rows and many tokens: the AMX table cuts k into spans of blocks, each span's sums
+     * resumed from Y by the next (n_in 32000 and 57600: a row tile's blocks past half its cell
+     * target; 8192 x 300 tokens: the cells of all the groups past two token blocks), or the
+     * tokens into two blocks (4096 x 300) */
+    static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {19, 8192, 300}, {5, 4096, 300}};
     for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
-        for (int i = 0; i < 2; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad_tol, &bad_det, &bad_store);
+        for (int i = 0; i < 4; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad_tol, &bad_det, &bad_store);
     CHECK_MSG(bad_tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad_tol, n);
     CHECK_MSG(bad_det == 0, "%d outputs differ between batched and per-token/split calls", bad_det);
     CHECK_MSG(bad_store == 0, "%d stores outside rows [r0, r1)", bad_store);
