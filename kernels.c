@@ -973,18 +973,25 @@ static AVX512 void axpy_bf16_512(float *y, float a, const uint16_t *x, int n) {
     }
 }
 
-/* Sixteen values of a row from element k on, as fp32: bf16 widened, or fp32 as they are. */
-INLINE AVX512 __m512 row16_512(const void *row, int k, const int bf16) {
-    return bf16 ? widen16_512(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k)))
-                : _mm512_loadu_ps((const float *)row + k);
+/* The values of a row at lanes m from element k on, as fp32 (bf16 widened); 0 elsewhere. A
+ * constant whole mask takes plain loads (masked ones slowed the weighted sum of values 5-8 %). */
+INLINE AVX512 __m512 row16_512(const void *row, int k, __mmask16 m, const int bf16) {
+    if (m == 0xFFFF)
+        return bf16 ? widen16_512(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k)))
+                    : _mm512_loadu_ps((const float *)row + k);
+    return bf16 ? widen16_512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k))
+                : _mm512_maskz_loadu_ps(m, (const float *)row + k);
 }
 
 INLINE AVX512 const void *row_at(const void *b, size_t ldb, int i, const int bf16) {
     return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
-/* dots_* for up to four vectors (na, a compile-time constant once inlined) and n a multiple of
- * 32: dot_*_512's two accumulators and final reduction per vector, each row loaded once. */
+/* Lanes of the 16 columns from k on that lie below n. */
+INLINE AVX512 __mmask16 cols16_512(int k, int n) { return mask16_512(n - k >= 16 ? 16 : n - k > 0 ? n - k : 0); }
+
+/* dots_* for up to four vectors (na, a compile-time constant once inlined): per vector
+ * dot_*_512's two accumulators, masked tail and final reduction, each row loaded once. */
 INLINE AVX512 void dots_512_group(float *s, size_t lds, const float *a, const int na, const void *b,
                                   size_t ldb, int n_rows, int n, const int bf16) {
     for (int i = 0; i < n_rows; i++) {
@@ -992,60 +999,67 @@ INLINE AVX512 void dots_512_group(float *s, size_t lds, const float *a, const in
         __m512 acc0[4], acc1[4];
 #pragma GCC unroll 4
         for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm512_setzero_ps();
-        for (int k = 0; k < n; k += 32) {
-            const __m512 w0 = row16_512(row, k, bf16), w1 = row16_512(row, k + 16, bf16);
+        int k = 0;
+        for (; k + 32 <= n; k += 32) {
+            const __m512 w0 = row16_512(row, k, 0xFFFF, bf16), w1 = row16_512(row, k + 16, 0xFFFF, bf16);
 #pragma GCC unroll 4
             for (int h = 0; h < na; h++) {
                 acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
                 acc1[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k + 16), w1, acc1[h]);
             }
         }
+        for (; k < n; k += 16) {
+            const __mmask16 m = cols16_512(k, n);
+            const __m512 w = row16_512(row, k, m, bf16);
+#pragma GCC unroll 4
+            for (int h = 0; h < na; h++) acc0[h] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + (size_t)h * n + k), w, acc0[h]);
+        }
 #pragma GCC unroll 4
         for (int h = 0; h < na; h++) s[h * lds + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[h], acc1[h]));
     }
 }
 
-/* axpys_* for up to four outputs and n a multiple of 64: 64 columns at a time, the outputs'
- * columns held in registers across the rows (axpy_*_512 loads and stores them per row), one fma
- * per element and row in row order, as axpy_*_512. */
-INLINE AVX512 void axpys_512_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
-                                   size_t ldb, int n_rows, int n, const int bf16) {
-    for (int k = 0; k < n; k += 64) {
-        __m512 acc[4][4];
+/* Columns [k, k + 64) of axpys_* for up to four outputs (masked past n when tail), held in
+ * registers across the rows (axpy_*_512 loads and stores them per row): one fma per element and
+ * row in row order, as axpy_*_512. */
+INLINE AVX512 void axpys_512_cols(float *y, const int ny, const float *c, size_t ldc, const void *b, size_t ldb,
+                                  int n_rows, int n, int k, const int tail, const int bf16) {
+    __mmask16 m[4];
+    __m512 acc[4][4];
 #pragma GCC unroll 4
-        for (int h = 0; h < ny; h++)
+    for (int j = 0; j < 4; j++) m[j] = tail ? cols16_512(k + 16 * j, n) : 0xFFFF;
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) acc[h][j] = _mm512_loadu_ps(y + (size_t)h * n + k + 16 * j);
-        for (int i = 0; i < n_rows; i++) {
-            const void *row = row_at(b, ldb, i, bf16);
-            __m512 w[4];
+    for (int h = 0; h < ny; h++)
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) w[j] = row16_512(row, k + 16 * j, bf16);
+        for (int j = 0; j < 4; j++) acc[h][j] = _mm512_maskz_loadu_ps(m[j], y + (size_t)h * n + k + 16 * j);
+    for (int i = 0; i < n_rows; i++) {
+        const void *row = row_at(b, ldb, i, bf16);
+        __m512 w[4];
 #pragma GCC unroll 4
-            for (int h = 0; h < ny; h++) {
-                const __m512 ch = _mm512_set1_ps(c[h * ldc + i]);
+        for (int j = 0; j < 4; j++) w[j] = row16_512(row, k + 16 * j, m[j], bf16);
 #pragma GCC unroll 4
-                for (int j = 0; j < 4; j++) acc[h][j] = _mm512_fmadd_ps(ch, w[j], acc[h][j]);
-            }
+        for (int h = 0; h < ny; h++) {
+            const __m512 ch = _mm512_set1_ps(c[h * ldc + i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[h][j] = _mm512_fmadd_ps(ch, w[j], acc[h][j]);
         }
-#pragma GCC unroll 4
-        for (int h = 0; h < ny; h++)
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) _mm512_storeu_ps(y + (size_t)h * n + k + 16 * j, acc[h][j]);
     }
+#pragma GCC unroll 4
+    for (int h = 0; h < ny; h++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) _mm512_mask_storeu_ps(y + (size_t)h * n + k + 16 * j, m[j], acc[h][j]);
 }
 
-/* The vectors four at a time through the groups above (the row loops where n is not a multiple
- * of their width). */
+INLINE AVX512 void axpys_512_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
+                                   size_t ldb, int n_rows, int n, const int bf16) {
+    int k = 0;
+    for (; k + 64 <= n; k += 64) axpys_512_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, 0, bf16);
+    if (k < n) axpys_512_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, 1, bf16);
+}
+
+/* The vectors four at a time through the groups above. */
 INLINE AVX512 void dots_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
                             int n_rows, int n, const int bf16) {
-    if (n % 32) {
-        for (int h = 0; h < n_a; h++)
-            for (int i = 0; i < n_rows; i++)
-                s[h * lds + i] = bf16 ? dot_bf16_512(a + (size_t)h * n, row_at(b, ldb, i, 1), n)
-                                      : dot_f32_512(a + (size_t)h * n, row_at(b, ldb, i, 0), n);
-        return;
-    }
     for (int h = 0; h < n_a; h += 4) {
         float *sh = s + h * lds;
         const float *ah = a + (size_t)h * n;
@@ -1060,14 +1074,6 @@ INLINE AVX512 void dots_512(float *s, size_t lds, const float *a, int n_a, const
 
 INLINE AVX512 void axpys_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
                              int n_rows, int n, const int bf16) {
-    if (n % 64) {
-        for (int h = 0; h < n_y; h++)
-            for (int i = 0; i < n_rows; i++) {
-                if (bf16) axpy_bf16_512(y + (size_t)h * n, c[h * ldc + i], row_at(b, ldb, i, 1), n);
-                else axpy_f32_512(y + (size_t)h * n, c[h * ldc + i], row_at(b, ldb, i, 0), n);
-            }
-        return;
-    }
     for (int h = 0; h < n_y; h += 4) {
         float *yh = y + (size_t)h * n;
         const float *ch = c + h * ldc;
