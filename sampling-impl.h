@@ -31,6 +31,7 @@ struct gemma3_sampler {
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
+    g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -65,6 +66,23 @@ struct gemma3_sampler {
     uint32_t *typ_start, *typ_fill;     /* typical-p: [TYPICAL_BUCKETS + 2] bucket offsets */
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
+
+    /* The list as a window of the whole vocabulary's total order, not written out
+     * (sampling-rank.h): the tokens after (hi_l, hi_id) when has_hi, up to and including
+     * (lo_l, lo_id) when has_lo; first is its first token, vocab_max the whole vocabulary's
+     * largest logit. n_cand counts it; cand is stale. */
+    struct {
+        int on, has_hi, has_lo;
+        float hi_l, lo_l, vocab_max;
+        int32_t hi_id, lo_id, first;
+    } win;
+    /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
+     * from while valid: bucket by token, count and approximate weight sum by bucket. */
+    uint16_t *view_bucket; /* [n_vocab] */
+    int view_valid;
+    float view_lmax;
+    uint32_t view_cnt[G3_VIEW_BUCKETS];
+    double view_w[G3_VIEW_BUCKETS];
 };
 
 #endif

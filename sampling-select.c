@@ -9,13 +9,73 @@
 
 /* ================================ the sort path ============================================= */
 
+/* A window written out: its tokens in id order (one branch-free pass), then sorted. */
+static void window_materialise(gemma3_sampler *s) {
+    const float *l = s->logits;
+    int m = 0;
+    for (int32_t j = 0; j < s->n_vocab; j++) {
+        s->cand[m] = j;
+        m += g3_win_contains(s, l[j], j);
+    }
+    s->win.on = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
+    s->id_order = 1;
+    s->sorted = 0;
+    g3_cand_ensure_sorted(s);
+}
+
 void g3_cand_materialise(gemma3_sampler *s) {
+    if (s->win.on) {
+        window_materialise(s);
+        return;
+    }
     if (!s->cand_lazy) return;
     memcpy(s->cand, s->iota, (size_t)s->n_vocab * sizeof *s->cand);
     s->cand_lazy = 0;
 }
 
+static void window_on(gemma3_sampler *s, int32_t first, int count) {
+    s->win.on = 1;
+    s->win.first = first;
+    s->n_cand = count;
+    s->cand_lazy = 0;
+    s->sorted = 1;
+    s->id_order = count <= 1;
+}
+
+void g3_cand_window_prefix(gemma3_sampler *s, int32_t first, int32_t last, int count) {
+    s->win.has_hi = 0;
+    s->win.has_lo = 1;
+    s->win.lo_l = s->logits[last];
+    s->win.lo_id = last;
+    s->win.vocab_max = s->logits[first];
+    window_on(s, first, count);
+}
+
+void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_t first,
+                          int count) {
+    s->win.has_hi = dropped >= 0;
+    s->win.vocab_max = lmax;
+    s->win.has_lo = 0;
+    s->win.hi_l = s->logits[dropped];
+    s->win.hi_id = dropped;
+    window_on(s, first, count);
+}
+
+int g3_first_equal(const float *l, int n, float v) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        int hits = 0;
+        for (int k = 0; k < 16; k++) hits += l[j + k] == v;
+        if (hits) break;
+    }
+    while (l[j] != v) j++;
+    return j;
+}
+
 float g3_cand_max(const gemma3_sampler *s) {
+    if (s->win.on) return s->logits[s->win.first];
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
     float m = -INFINITY;
@@ -151,12 +211,20 @@ void g3_cand_keep_selected(gemma3_sampler *s, int m) {
 
 /* Sorts the whole list into the total order: a stable LSD radix sort (3 passes of 11 bits) on
  * the inverted float keys of a list in ascending id order, so equal logits stay in id order. */
-void g3_cand_sort(gemma3_sampler *s) {
-    int n = s->n_cand;
-    if (!s->id_order) g3_radix_sort_ids(s->cand, s->ids_tmp, n);
-    uint32_t *k = s->keys, *kt = s->keys_tmp;
-    int32_t *c = s->cand, *ct = s->ids_tmp;
-    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(s->logits[c[j]]);
+void g3_sort_ids_total(const float *l, int32_t *ids, int n, int32_t *ids_tmp, uint32_t *keys,
+                       uint32_t *keys_tmp) {
+    if (n <= 64) {
+        for (int i = 1; i < n; i++) {
+            int32_t v = ids[i];
+            int j = i;
+            for (; j > 0 && g3_cand_before(l, v, ids[j - 1]); j--) ids[j] = ids[j - 1];
+            ids[j] = v;
+        }
+        return;
+    }
+    uint32_t *k = keys, *kt = keys_tmp;
+    int32_t *c = ids, *ct = ids_tmp;
+    for (int j = 0; j < n; j++) k[j] = ~g3_float_key(l[c[j]]);
     uint32_t cnt[2048];
     for (int sh = 0; sh < 32; sh += 11) {
         memset(cnt, 0, sizeof cnt);
@@ -179,7 +247,13 @@ void g3_cand_sort(gemma3_sampler *s) {
         c = ct;
         ct = tc;
     }
-    if (c != s->cand) memcpy(s->cand, c, (size_t)n * sizeof *c); /* odd pass count */
+    if (c != ids) memcpy(ids, c, (size_t)n * sizeof *c); /* odd pass count */
+}
+
+void g3_cand_sort(gemma3_sampler *s) {
+    int n = s->n_cand;
+    if (!s->id_order) g3_radix_sort_ids(s->cand, s->ids_tmp, n);
+    g3_sort_ids_total(s->logits, s->cand, n, s->ids_tmp, s->keys, s->keys_tmp);
     s->sorted = 1;
     s->id_order = n <= 1;
 }

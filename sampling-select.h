@@ -15,10 +15,36 @@ static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
     return l[a] > l[b] || (l[a] == l[b] && a < b);
 }
 
-/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy): every reader of
- * s->cand but the heap selection calls this first (prepare leaves the list implicit, so that a
- * chain that starts with penalties, DRY, temperature and top-k never writes n_vocab ids). */
+/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy) or a window
+ * (below, written in the total order): every reader of s->cand but the heap selection calls this
+ * first (prepare leaves the list implicit, so that a chain that starts with penalties, DRY,
+ * temperature and top-k never writes n_vocab ids). */
 void g3_cand_materialise(gemma3_sampler *s);
+
+/* Windows: the list as a stretch of the whole vocabulary's total order, kept implicit (s->win)
+ * so that top-p's nucleus or what XTC leaves of a vocabulary is never written out or sorted
+ * unless a sampler reads it; the draws read a window straight (sampling-rank.h). The list is
+ * then sorted in the total order. */
+static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) {
+    int after_hi = !s->win.has_hi || l < s->win.hi_l || (l == s->win.hi_l && id > s->win.hi_id);
+    int upto_lo = !s->win.has_lo || l > s->win.lo_l || (l == s->win.lo_l && id <= s->win.lo_id);
+    return after_hi && upto_lo;
+}
+/* The list (the whole vocabulary) becomes its first `count` tokens, the last being `last` and
+ * the first `first`. */
+void g3_cand_window_prefix(gemma3_sampler *s, int32_t first, int32_t last, int count);
+/* The list (the whole vocabulary, largest logit lmax) loses its first tokens, up to and including
+ * `dropped` (none when -1); `first` is the one after it and `count` how many are left. */
+void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_t first,
+                          int count);
+
+/* The first i in [0, n) with l[i] == v (v must occur), skipping blocks of 16 without it. */
+int g3_first_equal(const float *l, int n, float v);
+
+/* Sorts ids, ascending on entry, into the total order of the logits l: insertion sort for a
+ * few, else a stable radix sort on the float keys (ids_tmp, keys, keys_tmp [n] scratch). */
+void g3_sort_ids_total(const float *l, int32_t *ids, int n, int32_t *ids_tmp, uint32_t *keys,
+                       uint32_t *keys_tmp);
 
 /* The largest logit among the candidates. */
 float g3_cand_max(const gemma3_sampler *s);

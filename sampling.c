@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "sampling-impl.h"
+#include "sampling-rank.h"
 #include "sampling-select.h"
 #include "util.h"
 
@@ -332,8 +333,9 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sel_keys = g3_alloc_aligned(V * sizeof *s->sel_keys);
     s->sel_keys2 = g3_alloc_aligned(V * sizeof *s->sel_keys2);
     s->sel_mass = g3_alloc_aligned(V * sizeof *s->sel_mass);
+    s->view_bucket = g3_alloc_aligned(V * sizeof *s->view_bucket);
     if (!s->pos_above || !s->pos_edge || !s->pos_sub || !s->tie_ids || !s->sel_keys ||
-        !s->sel_keys2 || !s->sel_mass || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
+        !s->sel_keys2 || !s->sel_mass || !s->view_bucket || !s->hist || !s->touched || !s->dry_ctx || !s->dry_z ||
         !s->own || !s->cand || !s->ids_tmp || !s->ids_tmp2 || !s->iota || !s->gumbel_hash ||
         !s->keys || !s->keys_tmp || !s->mass || !s->mass_tmp || !s->w || !s->blocks ||
         !s->gathered || !s->counts ||
@@ -351,6 +353,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
+    s->rank_view = g3_rank_view_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -386,6 +389,7 @@ void gemma3_sampler_free(gemma3_sampler *s) {
     g3_free_aligned(s->sel_keys);
     g3_free_aligned(s->sel_keys2);
     g3_free_aligned(s->sel_mass);
+    g3_free_aligned(s->view_bucket);
     free(s);
 }
 
@@ -596,6 +600,41 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
     return total;
 }
 
+/* The rank view's pass (g3_rank_view_get): approx_exp_n_body's weights, each added to its
+ * bucket's sum in id order (the same order, so the same bits, in every build). */
+__attribute__((always_inline)) static inline void rank_view_body(const float *restrict l,
+                                                                 float lmax, int n,
+                                                                 uint16_t *restrict bucket,
+                                                                 uint32_t *restrict cnt,
+                                                                 double *restrict wsum) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        int32_t b[16];
+        double w[16];
+        for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(l[i + k], lmax);
+        for (int k = 0; k < 16; k++) w[k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) w[k] = w[k] > -708.0 ? w[k] : -708.0;
+        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp(w[k]);
+        for (int k = 0; k < 16; k++) bucket[i + k] = (uint16_t)b[k];
+        for (int k = 0; k < 16; k++) {
+            cnt[b[k]]++;
+            wsum[b[k]] += w[k];
+        }
+    }
+    for (; i < n; i++) {
+        int b = g3_view_bucket(l[i], lmax);
+        double d = (double)l[i] - lmax;
+        bucket[i] = (uint16_t)b;
+        cnt[b]++;
+        wsum[b] += g3_approx_exp(d > -708.0 ? d : -708.0);
+    }
+}
+
+static void rank_view_scalar(const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
+                             uint32_t *restrict cnt, double *restrict wsum) {
+    rank_view_body(l, lmax, n, bucket, cnt, wsum);
+}
+
 static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
                                     double *restrict blocks) {
     return exp_block_sums_body(l, lmax, n, blocks);
@@ -672,6 +711,17 @@ __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
 __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
+}
+__attribute__((target("avx2"))) static void rank_view_avx2(const float *restrict l, float lmax,
+                                                           int n, uint16_t *restrict bucket,
+                                                           uint32_t *restrict cnt,
+                                                           double *restrict wsum) {
+    rank_view_body(l, lmax, n, bucket, cnt, wsum);
+}
+AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
+    const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
+    uint32_t *restrict cnt, double *restrict wsum) {
+    rank_view_body(l, lmax, n, bucket, cnt, wsum);
 }
 __attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
@@ -853,6 +903,8 @@ g3_gumbel_screen_n_fn g3_gumbel_screen_n_get(int isa) { PICK_ISA(gumbel_screen_n
 
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) { PICK_ISA(approx_exp_n); }
 
+g3_rank_view_fn g3_rank_view_get(int isa) { PICK_ISA(rank_view); }
+
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
     if (n > s->hist_len) n = s->hist_len;
@@ -927,6 +979,7 @@ static void fix_non_finite(gemma3_sampler *s) {
  * copies only its candidates' logits: from then on nothing reads the logit of a token outside
  * the list (the list only shrinks), so the stale entries of the copy are never seen. */
 static float *writable_logits(gemma3_sampler *s) {
+    s->view_valid = 0; /* the caller is about to rewrite logits */
     if (s->logits == s->own) return s->own;
     if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
         for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
@@ -1053,6 +1106,17 @@ static void top_p(gemma3_sampler *s, float p) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
+    if (s->id_order && n == s->n_vocab && n > 4096) { /* the rank view, if it decides */
+        int32_t last;
+        int count;
+        if (g3_rank_top_p(s, lmax, p, &last, &count)) {
+            if (count < floor_keep)
+                top_k(s, floor_keep);
+            else
+                g3_cand_window_prefix(s, g3_first_equal(s->logits, n, lmax), last, count);
+            return;
+        }
+    }
     uint64_t total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
         uint64_t target = scale_floor(p, total);
@@ -1378,31 +1442,28 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
     int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
     int q = full ? xtc_count_fast(s, thr) : -1;
     int last = q - 1;
+    if (q >= 0 && last <= 256) { /* the whole vocabulary: a window after its first `last` */
+        int drop = last >= 1 && s->n_cand - last >= s->p.min_keep ? last : 0;
+        if (drop == 0 && gumbel_mode(s)) return;
+        /* in CDF mode the list is sorted even when nothing is dropped: the walk's order */
+        float lmax = g3_cand_max(s);
+        g3_cand_select_top(s, drop + 1);
+        g3_cand_window_after(s, lmax, drop ? s->ids_tmp[drop - 1] : -1, s->ids_tmp[drop],
+                             s->n_cand - drop);
+        return;
+    }
     if (q < 0) { /* every p, on the sorted list */
         g3_cand_ensure_sorted(s);
         cand_probs(s);
         for (int j = 0; j < s->n_cand; j++)
             if (s->w[j] >= thr) last = j;
-    } else if (!gumbel_mode(s) || last > 256) {
+    } else {
         g3_cand_materialise(s);
         g3_cand_ensure_sorted(s);
     }
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
-    if (s->sorted) {
-        memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
-        s->n_cand -= last;
-        return;
-    }
-    /* Gumbel, the whole vocabulary in id order: drop its first `last` tokens, marked in counts
-     * (all zero between uses) */
-    g3_cand_select_top(s, last);
-    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 1;
-    int m = 0;
-    for (int32_t id = 0; id < s->n_vocab; id++)
-        if (!s->counts[id]) s->cand[m++] = id;
-    for (int j = 0; j < last; j++) s->counts[s->ids_tmp[j]] = 0;
-    s->cand_lazy = 0;
-    s->n_cand = m;
+    memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
+    s->n_cand -= last;
 }
 
 /* A finite logit that overflows (a huge logit over a small temperature or penalty) becomes
@@ -1437,6 +1498,7 @@ static int copy_divide(float *restrict dst, const float *restrict src, int n, fl
 
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
+    s->view_valid = 0;
     if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
         (copy_divide(s->own, s->logits, s->n_cand, t) || !s->unchecked)) {
         /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
@@ -1691,6 +1753,11 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
     double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    if (s->win.on) { /* a window walks from the rank view, else it is written out */
+        int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_cdf(s, u);
+        if (tok >= 0) return tok;
+        g3_cand_materialise(s);
+    }
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
         const float *l = s->logits; /* the list's logits in list order */
@@ -1717,17 +1784,6 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     return last >= 0 ? c[last] : -1;
 }
 
-/* The first i with l[i] == v (v must occur), skipping blocks of 16 without it. */
-static int first_equal(const float *l, int n, float v) {
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        int hits = 0;
-        for (int k = 0; k < 16; k++) hits += l[j + k] == v;
-        if (hits) break;
-    }
-    while (l[j] != v) j++;
-    return j;
-}
 
 enum { GUMBEL_CHUNK = 256 };
 
@@ -1747,13 +1803,17 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
     if (n == 0) return -1;
-    int full = s->id_order && n == s->n_vocab; /* the list is 0..n-1: logits read in place */
+    /* the list is 0..n-1, or a window of it: logits read in place */
+    int win = s->win.on, full = win || (s->id_order && n == s->n_vocab);
+    if (win) n = s->n_vocab;
     const int32_t *ids = full ? s->iota : s->cand;
     float lmax_f = g3_cand_max(s);
     if (lmax_f == -INFINITY) return -1;
     int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
-    if (full) {
-        top = first_equal(l, n, lmax_f);
+    if (win) {
+        top = s->win.first;
+    } else if (full) {
+        top = g3_first_equal(l, n, lmax_f);
     } else {
         for (int j = 0; j < n; j++)
             if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
@@ -1791,6 +1851,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
+            if (win && !g3_win_contains(s, lc[j], id)) continue;
             double v = ((double)lc[j] - lmax) +
                        g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
@@ -1832,6 +1893,8 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     s->id_order = 1;
     s->n_cand = V;
     s->cand_lazy = 1;
+    s->win.on = 0;
+    s->view_valid = 0;
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
     int clean = copy_logits(l, logits, V);
@@ -1890,6 +1953,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
         int t = p->samplers[i];
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
+        if (s->win.on && sampler_on(p, t)) g3_cand_materialise(s); /* only the draws read one */
         /* penalties, DRY and samplers that are off never read the list; plain temperature and
          * top-k's heap read a full list straight (top_k writes it out for its other paths) */
         int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&

@@ -1,0 +1,25 @@
+/* sampling-rank.h - top-p's boundary over the whole vocabulary, and the CDF walk over a window
+ * of its total order (sampling-select.h), without sorting the vocabulary: one pass buckets every
+ * token by its logit and sums approximate weights per bucket (the rank view); only the bucket
+ * that holds the answer is sorted. Each answer comes with a bound on the error of the
+ * approximate sums and is given only when that bound cannot change it; otherwise the caller
+ * takes the exact path (docs/sampling.md §7). */
+#ifndef G3_SAMPLING_RANK_H
+#define G3_SAMPLING_RANK_H
+
+#include <stdint.h>
+
+#include "sampling-impl.h"
+
+/* Top-p over a list that is the whole vocabulary, whose maximum is lmax: finds the shortest
+ * prefix of the total order whose fixed-point mass (g3_fixed_mass) reaches floor(p * the total),
+ * as top_p defines it. Returns 1 with its last token in *last and its length in *count, or 0
+ * when the bounds leave it open (or the target may be 0). */
+int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count);
+
+/* The exact CDF walk's answer over a window (s->win.on) for the uniform u: the token whose step
+ * holds u * Z when the window is walked in the total order (draw_cdf in sampling.c), or -1 when
+ * the bounds leave it open. */
+int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u);
+
+#endif
