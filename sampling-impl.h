@@ -80,6 +80,7 @@ struct gemma3_sampler {
      * from while valid: bucket by token, count and approximate weight sum by bucket. */
     uint16_t *view_bucket; /* [n_vocab] */
     int view_valid;
+    int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
     float view_lmax;
     uint32_t view_cnt[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];

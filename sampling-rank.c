@@ -16,6 +16,7 @@ static void view_ensure(gemma3_sampler *s, float lmax) {
     s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_cnt, s->view_w);
     s->view_valid = 1;
     s->view_lmax = lmax;
+    s->edge_bucket = -1;
 }
 
 /* The tokens of bucket b, ascending, into out; returns how many. Blocks of 32 without one are
@@ -39,10 +40,22 @@ static int bucket_tokens(const gemma3_sampler *s, int b, int32_t *out) {
     return m;
 }
 
+/* The tokens of bucket b in the total order, in s->pos_edge (kept for the next caller that asks
+ * for the same bucket: top-p's boundary bucket is its window's last); returns how many. */
+static int bucket_sorted(gemma3_sampler *s, int b) {
+    if (s->edge_bucket != b) {
+        s->edge_n = bucket_tokens(s, b, s->pos_edge);
+        g3_sort_ids_total(s->logits, s->pos_edge, s->edge_n, s->pos_sub, s->sel_keys,
+                          s->sel_keys2);
+        s->edge_bucket = b;
+    }
+    return s->edge_n;
+}
+
 /* The view's weight of a token: what rank_view summed for it. */
 static double view_weight(float l, float lmax) {
     double d = (double)l - lmax;
-    return g3_approx_exp(d > -708.0 ? d : -708.0);
+    return g3_approx_exp_fma(d > -708.0 ? d : -708.0);
 }
 
 /* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
@@ -76,9 +89,8 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
         n_above += (int)cnt[b];
     }
     if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no mass */
-    int32_t *e = s->pos_edge;
-    int ne = bucket_tokens(s, b, e);
-    g3_sort_ids_total(s->logits, e, ne, s->pos_sub, s->sel_keys, s->sel_keys2);
+    int ne = bucket_sorted(s, b);
+    const int32_t *e = s->pos_edge;
     /* the exact mass before the bucket lies in [lo, hi]; within it the masses are exact, so
      * token i holds the boundary if the prefix through it surely reaches the target and the
      * prefix before it surely does not */
@@ -103,13 +115,12 @@ static int on_edge(const gemma3_sampler *s, int b, int b_hi, int b_lo) {
     return (s->win.has_hi && b == b_hi) || (s->win.has_lo && b == b_lo);
 }
 
-/* The window's tokens of bucket b in the total order, into s->pos_edge; returns how many. */
+/* The window's tokens of bucket b in the total order, into s->tie_ids; returns how many. */
 static int window_tokens(gemma3_sampler *s, int b) {
-    int32_t *e = s->pos_edge;
-    int ne = bucket_tokens(s, b, e), m = 0;
+    int ne = bucket_sorted(s, b), m = 0;
     for (int i = 0; i < ne; i++)
-        if (g3_win_contains(s, s->logits[e[i]], e[i])) e[m++] = e[i];
-    g3_sort_ids_total(s->logits, e, m, s->pos_sub, s->sel_keys, s->sel_keys2);
+        if (g3_win_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
+            s->tie_ids[m++] = s->pos_edge[i];
     return m;
 }
 
@@ -117,7 +128,7 @@ static int window_tokens(gemma3_sampler *s, int b) {
 static double window_share(gemma3_sampler *s, int b, float lmax) {
     int m = window_tokens(s, b);
     double w = 0;
-    for (int i = 0; i < m; i++) w += view_weight(s->logits[s->pos_edge[i]], lmax);
+    for (int i = 0; i < m; i++) w += view_weight(s->logits[s->tie_ids[i]], lmax);
     return w;
 }
 
@@ -152,7 +163,7 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
     if (b > b_lo) return -1;
     int m = window_tokens(s, b);
     for (int i = 0; i < m; i++) {
-        int32_t id = s->pos_edge[i];
+        int32_t id = s->tie_ids[i];
         double before = cum;
         cum += view_weight(s->logits[id], lmax);
         if (cum > target) return before < target - margin && cum > target + margin ? id : -1;

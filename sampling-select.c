@@ -18,6 +18,7 @@ static void window_materialise(gemma3_sampler *s) {
         m += g3_win_contains(s, l[j], j);
     }
     s->win.on = 0;
+    s->edge_bucket = -1; /* its bucket cache may be overwritten from here on */
     s->cand_lazy = 0;
     s->n_cand = m;
     s->id_order = 1;

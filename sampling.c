@@ -614,7 +614,7 @@ __attribute__((always_inline)) static inline void rank_view_body(const float *re
         for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(l[i + k], lmax);
         for (int k = 0; k < 16; k++) w[k] = (double)l[i + k] - lmax;
         for (int k = 0; k < 16; k++) w[k] = w[k] > -708.0 ? w[k] : -708.0;
-        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp(w[k]);
+        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp_fma(w[k]);
         for (int k = 0; k < 16; k++) bucket[i + k] = (uint16_t)b[k];
         for (int k = 0; k < 16; k++) {
             cnt[b[k]]++;
@@ -626,7 +626,7 @@ __attribute__((always_inline)) static inline void rank_view_body(const float *re
         double d = (double)l[i] - lmax;
         bucket[i] = (uint16_t)b;
         cnt[b]++;
-        wsum[b] += g3_approx_exp(d > -708.0 ? d : -708.0);
+        wsum[b] += g3_approx_exp_fma(d > -708.0 ? d : -708.0);
     }
 }
 
@@ -712,13 +712,13 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
-__attribute__((target("avx2"))) static void rank_view_avx2(const float *restrict l, float lmax,
+__attribute__((target("avx2,fma"))) static void rank_view_avx2(const float *restrict l, float lmax,
                                                            int n, uint16_t *restrict bucket,
                                                            uint32_t *restrict cnt,
                                                            double *restrict wsum) {
     rank_view_body(l, lmax, n, bucket, cnt, wsum);
 }
-AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
+AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl,fma") static void rank_view_avx512(
     const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
     uint32_t *restrict cnt, double *restrict wsum) {
     rank_view_body(l, lmax, n, bucket, cnt, wsum);
@@ -864,7 +864,8 @@ enum { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
 static int isa_detect(void) {
 #if SAMPLING_X86
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2")) return ISA_SCALAR;
+    /* FMA with AVX2: every such CPU has it, and the rank view's build uses it */
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return ISA_SCALAR;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? ISA_AVX512
                                                                                    : ISA_AVX2;
 #else
@@ -1117,6 +1118,7 @@ static void top_p(gemma3_sampler *s, float p) {
             return;
         }
     }
+    g3_cand_materialise(s);
     uint64_t total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
         uint64_t target = scale_floor(p, total);
@@ -1452,13 +1454,13 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
                              s->n_cand - drop);
         return;
     }
+    g3_cand_materialise(s);
     if (q < 0) { /* every p, on the sorted list */
         g3_cand_ensure_sorted(s);
         cand_probs(s);
         for (int j = 0; j < s->n_cand; j++)
             if (s->w[j] >= thr) last = j;
     } else {
-        g3_cand_materialise(s);
         g3_cand_ensure_sorted(s);
     }
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
@@ -1954,10 +1956,12 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
         int t = p->samplers[i];
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
         if (s->win.on && sampler_on(p, t)) g3_cand_materialise(s); /* only the draws read one */
-        /* penalties, DRY and samplers that are off never read the list; plain temperature and
-         * top-k's heap read a full list straight (top_k writes it out for its other paths) */
+        /* penalties, DRY and samplers that are off never read the list; plain temperature,
+         * top-k's heap, top-p's and XTC's windows read a full list straight (each writes it out
+         * for its other paths) */
         int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
-                         t != GEMMA3_SAMPLER_TOP_K &&
+                         t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TOP_P &&
+                         t != GEMMA3_SAMPLER_XTC &&
                          !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
                          sampler_on(p, t);
         if (reads_list) g3_cand_materialise(s);

@@ -721,6 +721,73 @@ static void check_block_scan(void) {
     }
 }
 
+/* The rank view's pass (sampling-rank.c): g3_approx_exp_fma against libm like g3_approx_exp; the
+ * scalar pass against a direct computation (each token's bucket, the counts, the sums in id
+ * order); every compiled instruction set against it, bit for bit. */
+static void check_rank_view(void) {
+    enum { N = 262144 + 13 };
+    float *l = malloc(N * sizeof *l);
+    uint16_t *bk = malloc(N * sizeof *bk);
+    static uint32_t cnt[G3_VIEW_BUCKETS], want_cnt[G3_VIEW_BUCKETS];
+    static double ws[G3_VIEW_BUCKETS], want_ws[G3_VIEW_BUCKETS];
+    if (!l || !bk) {
+        CHECK(0);
+        return;
+    }
+    double worst = 0;
+    for (int i = 0; i < (1 << 20); i++) {
+        double d = i % 2 ? -708.0 * unif() : -0.8 * unif(), e = exp(d);
+        worst = fmax(worst, fabs(g3_approx_exp_fma(d) - e) / e);
+    }
+    printf("approx exp (fma): worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_APPROX_EXP_REL_ERR);
+    CHECK_MSG(worst < G3_APPROX_EXP_REL_ERR / 4, "worst %.3g", worst);
+    const float lmax = 6.25f;
+    for (int i = 0; i < N; i++) {
+        switch (i % 5) {
+        case 0: l[i] = lmax - (float)(40 * unif()); break; /* past the last bucket */
+        case 1: l[i] = lmax - (float)(0.05 * unif()); break;
+        case 2: l[i] = (float)((int)(lmax - 20 * unif()) * 0.125); break; /* ties */
+        case 3: l[i] = i % 15 == 3 ? -INFINITY : lmax - (float)(800 * unif()); break;
+        case 4: l[i] = i % 7 == 4 ? lmax : lmax - (float)(29.5 * unif()); break;
+        }
+    }
+    memset(want_cnt, 0, sizeof want_cnt);
+    memset(want_ws, 0, sizeof want_ws);
+    int monotone = 1;
+    for (int i = 0; i < N; i++) {
+        int b = g3_view_bucket(l[i], lmax);
+        double d = (double)l[i] - lmax;
+        want_cnt[b]++;
+        want_ws[b] += g3_approx_exp_fma(d > -708 ? d : -708);
+        if (i > 0) /* a larger logit never in a later bucket */
+            monotone &= (l[i] > l[i - 1]) ? b <= g3_view_bucket(l[i - 1], lmax)
+                                          : b >= g3_view_bucket(l[i - 1], lmax);
+    }
+    CHECK(monotone);
+    CHECK(g3_view_bucket(lmax, lmax) == 0 && g3_view_bucket(-INFINITY, lmax) == G3_VIEW_BUCKETS - 1);
+    for (int isa = 0; isa <= 2; isa++) {
+        g3_rank_view_fn fn = g3_rank_view_get(isa);
+        if (!fn) {
+            CHECK_SKIP("isa %s (rank view)", isa == 1 ? "avx2" : "avx512");
+            continue;
+        }
+        for (int n = N - 13; n <= N; n += 13) { /* a whole number of blocks, and a ragged tail */
+            memset(cnt, 0, sizeof cnt);
+            memset(ws, 0, sizeof ws);
+            fn(l, lmax, n, bk, cnt, ws);
+            if (n < N) continue;
+            int wrong = 0;
+            for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
+            CHECK_MSG(wrong == 0, "isa %d: %d buckets", isa, wrong);
+            CHECK_MSG(memcmp(cnt, want_cnt, sizeof cnt) == 0, "isa %d counts", isa);
+            CHECK_MSG(memcmp(ws, want_ws, sizeof ws) == 0, "isa %d sums", isa);
+        }
+    }
+    free(l);
+    free(bk);
+}
+
 /* Top-n-sigma's lane sums of every compiled instruction set against the scalar ones. */
 static void check_sigma_sums(void) {
     enum { N = 262144 + 13 };
@@ -1043,6 +1110,7 @@ int main(void) {
     check_draw_tiers(&r);
     check_gumbel_screen();
     check_sigma_sums();
+    check_rank_view();
     check_block_scan();
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
