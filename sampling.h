@@ -189,6 +189,19 @@ typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint
                                        uint64_t *restrict tie, int n);
 g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 
+/* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get
+ * (copies, IEEE divisions and maxima: every variant gives the scalar reference's bits).
+ * copy_check: dst = src; returns 1 if every value is finite. copy_divide: dst = min(src / t,
+ * FLT_MAX), returns 1 if every src value is finite, and *max = the largest dst value (-inf for
+ * n = 0; meaningless where a src value is NaN). max_n: the largest of l[0..n), NaN-free l. */
+typedef int (*g3_copy_check_fn)(float *restrict dst, const float *restrict src, int n);
+g3_copy_check_fn g3_copy_check_get(int isa);
+typedef int (*g3_copy_divide_fn)(float *restrict dst, const float *restrict src, int n, float t,
+                                 float *max);
+g3_copy_divide_fn g3_copy_divide_get(int isa);
+typedef float (*g3_max_n_fn)(const float *l, int n);
+g3_max_n_fn g3_max_n_get(int isa);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
