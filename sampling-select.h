@@ -41,6 +41,9 @@ double g3_cand_z(gemma3_sampler *s, float lmax);
  * unchecked logits is this one), else 0. */
 int g3_cand_select_top(gemma3_sampler *s, int m);
 void g3_cand_keep_selected(gemma3_sampler *s, int m);
+/* g3_cand_select_top on checked logits (no NaN or +-inf): the same answer, found faster over a
+ * whole vocabulary (a block-maxima prefilter first). */
+void g3_cand_select_top_checked(gemma3_sampler *s, int m);
 
 /* Sorts the whole list into the total order (one O(n) radix sort). */
 void g3_cand_sort(gemma3_sampler *s);

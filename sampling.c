@@ -2029,7 +2029,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     if (lmax == -INFINITY) return -1;
     if (p->mirostat == 1) {
         int m = s->n_cand < 100 ? s->n_cand : 100;
-        g3_cand_select_top(s, m);
+        g3_cand_select_top_checked(s, m); /* the logits were checked before mirostat */
         double sum_tb = 0, sum_tt = 0;
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
@@ -2044,10 +2044,16 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         double k =
             pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
-        if (ki < s->n_cand && ki <= m)
+        if (ki < s->n_cand && ki <= m) {
             g3_cand_keep_selected(s, ki); /* top_k's answer: the heap's first ki, in order */
-        else
+        } else if (ki < s->n_cand && ki <= s->n_cand / 64) {
+            /* top_k's set, in the total order as its heap leaves it (its unsorted Gumbel path
+             * keeps the same set: neither the draw nor the sums below depend on the order) */
+            g3_cand_select_top_checked(s, ki);
+            g3_cand_keep_selected(s, ki);
+        } else {
             top_k(s, ki);
+        }
     } else {
         /* An approximate limit (a whole vocabulary only) keeps l >= lim - margin; when every
          * kept logit also reaches lim + margin, no logit lies between, and the exact limit

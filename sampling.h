@@ -202,6 +202,12 @@ g3_copy_divide_fn g3_copy_divide_get(int isa);
 typedef float (*g3_max_n_fn)(const float *l, int n);
 g3_max_n_fn g3_max_n_get(int isa);
 
+/* Mirostat v1's prefilter (sampling-select.c): the positions of l[0..n) (NaN-free, n >= m >= 1)
+ * that reach the smallest of m contiguous group maxima, ascending, into sub [n]; returns how
+ * many (at least m, and every one of the first m of the total order among them). s gives the
+ * kernels. */
+int g3_positions_reaching(const gemma3_sampler *s, const float *l, int n, int m, int32_t *sub);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);

@@ -1134,6 +1134,88 @@ static void check_temperature_first(struct ref *r, float *l, int32_t *hist) {
     gemma3_sampler_free(s);
 }
 
+/* Mirostat v1 over Gemma's vocabulary, many steps: its top 100 and its top k come from a heap
+ * over the positions that reach the smallest of m group maxima (sampling-select.c,
+ * positions_reaching); a bound too high drops one of the first m and the draw, or mu, moves
+ * off the reference's. Vectors with ties, few levels and bans, a new one each step; mu (and so
+ * k) wanders. */
+static void check_mirostat_v1_selection(struct ref *r, float *l) {
+    enum { V = 262144 };
+    static const int kinds[] = {0, 1, 2, 3, 5};
+    gemma3_sampler_params p = all_off();
+    p.mirostat = 1;
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0;
+    for (int v = 0; v < 5; v++) {
+        rng_state = 0x3170 + (uint64_t)v;
+        p.mirostat_tau = v % 2 ? 3.0f : 8.0f; /* small and large k */
+        p.temperature = v % 3 ? 1.0f : 0.7f;
+        p.seed = (uint32_t)next();
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
+                CHECK(0);
+                continue;
+            }
+            gemma3_sampler_reset(s);
+            r->p = &p;
+            r->seed = p.seed;
+            r->V = V;
+            r->hist_len = 0;
+            r->mu = 2.0f * p.mirostat_tau;
+            for (int64_t pos = 0; pos < 12; pos++) { /* a new vector per step: scratch left by
+                                                       * the last call must not answer */
+                make_logits(l, V, kinds[v]);
+                wrong += gemma3_sampler_sample(s, l, pos) != ref_sample(r, l, pos);
+            }
+        }
+    }
+    CHECK_MSG(wrong == 0, "mirostat v1 selection: %d draws differ from the reference", wrong);
+    gemma3_sampler_free(s);
+}
+
+/* g3_positions_reaching, the bound of mirostat v1's selections, against its claim: at least m
+ * positions, ascending, every one of the first m of the total order (qsorted here) among them;
+ * on a fresh buffer, so that nothing left over can stand in for a dropped token. Several kinds
+ * of vector, the sizes and the m mirostat uses (100, its k up to n/64), odd n. */
+static void check_positions_reaching(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768, 6400 + 9};
+    static const int ms[] = {1, 7, 100, 129, 1369, 4096};
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, sizes[0], &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0;
+    for (int si = 0; si < 3; si++)
+        for (int kind = 0; kind < 8; kind++) {
+            int V = sizes[si];
+            rng_state = 0x9051 + (uint64_t)(si * 16 + kind);
+            make_logits(l, V, kind);
+            if (kind == 7) l[V - 1] = 1.0f; /* all banned but one */
+            for (int i = 0; i < V; i++) r->c[i] = i;
+            cmp_logits = l;
+            qsort(r->c, (size_t)V, sizeof *r->c, cmp_total);
+            for (int mi = 0; mi < 6 && ms[mi] <= V / 64; mi++) {
+                int m = ms[mi];
+                for (int i = 0; i < V; i++) r->tmp[i] = -1;
+                int nsub = g3_positions_reaching(s, l, V, m, r->tmp);
+                wrong += nsub < m || nsub > V;
+                for (int i = 1; i < nsub && i < V; i++) wrong += r->tmp[i] <= r->tmp[i - 1];
+                for (int i = 0; i < nsub && i < V; i++) r->cnt[r->tmp[i]] = 1;
+                for (int i = 0; i < m; i++) wrong += r->cnt[r->c[i]] != 1;
+                for (int i = 0; i < nsub && i < V; i++) r->cnt[r->tmp[i]] = 0;
+            }
+        }
+    CHECK_MSG(wrong == 0, "positions reaching the group bound: %d errors", wrong);
+    gemma3_sampler_free(s);
+}
+
 int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
@@ -1161,6 +1243,8 @@ int main(void) {
     check_block_scan();
     check_copy_kernels();
     check_temperature_first(&r, l, hist);
+    check_mirostat_v1_selection(&r, l);
+    check_positions_reaching(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
