@@ -32,6 +32,9 @@ struct gemma3_sampler {
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
     g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */
+    g3_copy_check_fn copy_check;           /* the best of g3_copy_check_get */
+    g3_copy_divide_fn copy_divide;         /* the best of g3_copy_divide_get */
+    g3_max_n_fn max_n;                     /* the best of g3_max_n_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -41,6 +44,10 @@ struct gemma3_sampler {
     const float *logits; /* by token id: the caller's until a sampler writes, then own */
     float *own;          /* the writable copy (writable_logits in sampling.c) */
     int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
+    int max_known;       /* max_value is the largest of own[0..n_vocab): set by the copy that
+                          * divides (it finds the maximum on the way), cleared by every other
+                          * writer of own (prepare, writable_logits) */
+    float max_value;
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;

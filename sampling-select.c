@@ -64,29 +64,17 @@ void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_
     window_on(s, first, count);
 }
 
-int g3_first_equal(const float *l, int n, float v) {
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        int hits = 0;
-        for (int k = 0; k < 16; k++) hits += l[j + k] == v;
-        if (hits) break;
-    }
-    while (l[j] != v) j++;
-    return j;
-}
-
 float g3_cand_max(const gemma3_sampler *s) {
     if (s->win.on) return s->logits[s->win.first];
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
     float m = -INFINITY;
     int n = s->n_cand, j = 0;
-    if (s->id_order && n == s->n_vocab) { /* the list is 0..n-1: 16 lanes, vectorised */
-        float lane[16];
-        for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
-        for (; j + 16 <= n; j += 16)
-            for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
-        for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    if (s->id_order && n == s->n_vocab) {
+        /* the list is 0..n-1: the maximum the dividing copy found on its way when nothing has
+         * written since, else 16 lanes, vectorised (g3_max_n_get: the same value) */
+        if (s->max_known && l == s->own) return s->max_value;
+        return s->max_n(l, n);
     }
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     for (; j < n; j++) m = l[c[j]] > m ? l[c[j]] : m;
@@ -200,6 +188,65 @@ int g3_cand_select_top(gemma3_sampler *s, int m) {
         sift_down(l, h, end, 0);
     }
     return bad != 0;
+}
+
+/* The positions of l[0..n) (NaN-free) that can hold one of the first m tokens of the total
+ * order, ascending, into sub; returns how many (at least m). Bound: split [0, n) into m
+ * contiguous groups; their maxima are the values of m distinct tokens, so at least m values
+ * reach theta, the smallest group maximum: the m-th largest value is >= theta, and so is every
+ * one of the first m tokens. One vectorised pass for the maxima, one block scan (skipping the
+ * blocks of 16 with nothing >= theta) to collect. */
+int g3_positions_reaching(const gemma3_sampler *s, const float *l, int n, int m, int32_t *sub) {
+    float theta = INFINITY;
+    for (int g = 0; g < m; g++) {
+        int a = (int)((int64_t)n * g / m), b = (int)((int64_t)n * (g + 1) / m);
+        float gm = s->max_n(l + a, b - a);
+        theta = gm < theta ? gm : theta;
+    }
+    uint32_t bad = 0; /* not asked: checked logits */
+    int nsub = 0, j = 0;
+    for (;; j += 16) {
+        j = s->block_scan(l, j, n, theta, &bad);
+        if (j + 16 > n) break;
+        for (int k = j; k < j + 16; k++)
+            if (l[k] >= theta) sub[nsub++] = k;
+    }
+    for (; j < n; j++)
+        if (l[j] >= theta) sub[nsub++] = j;
+    return nsub;
+}
+
+/* g3_cand_select_top for checked logits (no NaN or +-inf, so no flag to return): the same
+ * answer, the top m in the total order, sorted, in ids_tmp. Over a whole vocabulary and for m up
+ * to n/64 the heap only sees the positions that g3_positions_reaching keeps (the first m among
+ * them), so that it does not fill from the vocabulary's first m tokens and re-sift a few
+ * thousand times on its way to the top. Mirostat v1's selections (its top 100, then its top
+ * k). */
+void g3_cand_select_top_checked(gemma3_sampler *s, int m) {
+    int n = s->n_cand;
+    if (!(s->id_order && n == s->n_vocab && m >= 1 && m <= n / 64)) {
+        g3_cand_select_top(s, m);
+        return;
+    }
+    int32_t *sub = s->pos_sub;
+    int nsub = g3_positions_reaching(s, s->logits, n, m, sub); /* positions are ids: 0..n-1 */
+    const float *l = s->logits;
+    int32_t *h = s->ids_tmp;
+    memcpy(h, sub, (size_t)m * sizeof *h);
+    for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
+    float worst = l[h[0]];
+    for (int j = m; j < nsub; j++) {
+        if (l[sub[j]] < worst || !g3_cand_before(l, sub[j], h[0])) continue;
+        h[0] = sub[j];
+        sift_down(l, h, m, 0);
+        worst = l[h[0]];
+    }
+    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
+        int32_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        sift_down(l, h, end, 0);
+    }
 }
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {

@@ -38,9 +38,6 @@ void g3_cand_window_prefix(gemma3_sampler *s, int32_t first, int32_t last, int c
 void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_t first,
                           int count);
 
-/* The first i in [0, n) with l[i] == v (v must occur), skipping blocks of 16 without it. */
-int g3_first_equal(const float *l, int n, float v);
-
 /* Sorts ids, ascending on entry, into the total order of the logits l: insertion sort for a
  * few, else a stable radix sort on the float keys (ids_tmp, keys, keys_tmp [n] scratch). */
 void g3_sort_ids_total(const float *l, int32_t *ids, int n, int32_t *ids_tmp, uint32_t *keys,
@@ -67,6 +64,9 @@ double g3_cand_z(gemma3_sampler *s, float lmax);
  * unchecked logits is this one), else 0. */
 int g3_cand_select_top(gemma3_sampler *s, int m);
 void g3_cand_keep_selected(gemma3_sampler *s, int m);
+/* g3_cand_select_top on checked logits (no NaN or +-inf): the same answer, found faster over a
+ * whole vocabulary (a block-maxima prefilter first). */
+void g3_cand_select_top_checked(gemma3_sampler *s, int m);
 
 /* Sorts the whole list into the total order (one O(n) radix sort). */
 void g3_cand_sort(gemma3_sampler *s);

@@ -354,6 +354,9 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
+    s->copy_check = g3_copy_check_get(isa_detect());
+    s->copy_divide = g3_copy_divide_get(isa_detect());
+    s->max_n = g3_max_n_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -693,6 +696,97 @@ static void approx_exp_n_scalar(double *restrict w, const float *restrict l, flo
     approx_exp_n_body(w, l, lmax, n);
 }
 
+/* ---- the copies of the whole vocabulary (g3_copy_check_get, g3_copy_divide_get, g3_max_n_get):
+ * one body each, three instruction sets. At the baseline's 128 bits the copy that divides was a
+ * quarter of a Gumbel draw at temperature 0.7; copies, divisions and maxima are exact, so every
+ * build gives the same bits. */
+
+/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
+ * vectorises it at -O2. */
+__attribute__((always_inline)) static inline int copy_check_body(float *restrict dst,
+                                                                 const float *restrict src,
+                                                                 int n) {
+    uint32_t bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            dst[i + k] = src[i + k];
+            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+        }
+        bad |= b;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = src[i];
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+/* The largest of l[0..n) in 16 lanes by position mod 16, the lanes then in order and the tail
+ * last: g3_cand_max's order, so that a -0 against a +0 comes out the same (NaN-free l). */
+__attribute__((always_inline)) static inline float max_n_body(const float *l, int n) {
+    float lane[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; k++) lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+    float m = -INFINITY;
+    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    for (; j < n; j++) m = l[j] > m ? l[j] : m;
+    return m;
+}
+
+/* dst = min(src / t, FLT_MAX); returns 1 if every src value is finite (copy_check with the
+ * division: temperature's copy of the caller's logits is then its only pass), and *max = the
+ * largest dst value, found as max_n_body finds it (the same lanes, the same order), so that the
+ * draw after a temperature need not read the vocabulary again for it. */
+__attribute__((always_inline)) static inline int copy_divide_body(float *restrict dst,
+                                                                  const float *restrict src,
+                                                                  int n, float t, float *max) {
+    uint32_t bad = 0;
+    float lane[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, &src[i + k], sizeof u);
+            b |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
+        for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
+        for (int k = 0; k < 16; k++) lane[k] = dst[i + k] > lane[k] ? dst[i + k] : lane[k];
+        bad |= b;
+    }
+    float m = -INFINITY;
+    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        float v = src[i] / t;
+        dst[i] = v > FLT_MAX ? FLT_MAX : v;
+        m = dst[i] > m ? dst[i] : m;
+    }
+    *max = m;
+    return bad == 0;
+}
+
+static int copy_check_scalar(float *restrict dst, const float *restrict src, int n) {
+    return copy_check_body(dst, src, n);
+}
+static float max_n_scalar(const float *l, int n) { return max_n_body(l, n); }
+static int copy_divide_scalar(float *restrict dst, const float *restrict src, int n, float t,
+                              float *max) {
+    return copy_divide_body(dst, src, n, t, max);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SAMPLING_X86 1
@@ -703,6 +797,30 @@ static void approx_exp_n_scalar(double *restrict w, const float *restrict l, flo
 #else
 #define AVX512_WIDE(features) __attribute__((target(features ",prefer-vector-width=512")))
 #endif
+__attribute__((target("avx2"))) static int copy_check_avx2(float *restrict dst,
+                                                            const float *restrict src, int n) {
+    return copy_check_body(dst, src, n);
+}
+AVX512_WIDE("avx512f") static int copy_check_avx512(float *restrict dst,
+                                                    const float *restrict src, int n) {
+    return copy_check_body(dst, src, n);
+}
+__attribute__((target("avx2"))) static float max_n_avx2(const float *l, int n) {
+    return max_n_body(l, n);
+}
+AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
+    return max_n_body(l, n);
+}
+__attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
+                                                             const float *restrict src, int n,
+                                                             float t, float *max) {
+    return copy_divide_body(dst, src, n, t, max);
+}
+AVX512_WIDE("avx512f") static int copy_divide_avx512(float *restrict dst,
+                                                     const float *restrict src, int n, float t,
+                                                     float *max) {
+    return copy_divide_body(dst, src, n, t, max);
+}
 __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
                                                                uint32_t *restrict out, int n) {
@@ -906,6 +1024,12 @@ g3_approx_exp_n_fn g3_approx_exp_n_get(int isa) { PICK_ISA(approx_exp_n); }
 
 g3_rank_view_fn g3_rank_view_get(int isa) { PICK_ISA(rank_view); }
 
+g3_copy_check_fn g3_copy_check_get(int isa) { PICK_ISA(copy_check); }
+
+g3_copy_divide_fn g3_copy_divide_get(int isa) { PICK_ISA(copy_divide); }
+
+g3_max_n_fn g3_max_n_get(int isa) { PICK_ISA(max_n); }
+
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
     if (n > s->hist_len) n = s->hist_len;
@@ -916,31 +1040,7 @@ static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
 
 /* ================================ the samplers ============================================== */
 
-/* dst = src; returns 1 if every value is finite. Fixed-size inner blocks so that the compiler
- * vectorises it at -O2. */
-static int copy_logits(float *restrict dst, const float *restrict src, int n) {
-    uint32_t bad = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t b = 0;
-        for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            dst[i + k] = src[i + k];
-            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
-        }
-        bad |= b;
-    }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        dst[i] = src[i];
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad == 0;
-}
-
-/* 1 if every value is finite: copy_logits without the copy, a read-only pass. */
+/* 1 if every value is finite: copy_check_body without the copy, a read-only pass. */
 static int all_finite(const float *src, int n) {
     uint32_t bad = 0;
     int i = 0;
@@ -981,13 +1081,15 @@ static void fix_non_finite(gemma3_sampler *s) {
  * the list (the list only shrinks), so the stale entries of the copy are never seen. */
 static float *writable_logits(gemma3_sampler *s) {
     s->view_valid = 0; /* the caller is about to rewrite logits */
+    s->max_known = 0; /* the caller is about to write */
     if (s->logits == s->own) return s->own;
     if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
         for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
         s->logits = s->own;
         return s->own;
     }
-    int clean = copy_logits(s->own, s->logits, s->n_vocab);
+    s->max_known = 0;
+    int clean = s->copy_check(s->own, s->logits, s->n_vocab);
     s->logits = s->own;
     if (s->unchecked && !clean) fix_non_finite(s);
     s->unchecked = 0;
@@ -1014,6 +1116,15 @@ enum { GUMBEL_HEAP_MAX_K = 1024 };
 /* The fast CDF walk sums DRAW_BLOCK weights per block; lists shorter than FAST_DRAW_MIN take the
  * exact walk (and the other approximate-then-check paths the exact computation). */
 enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
+
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur): the heap's
+ * block scan (vectorised) skips the blocks of 16 with nothing >= lmax, that is without it. */
+static int first_max(const gemma3_sampler *s, const float *l, int n, float lmax) {
+    uint32_t bad = 0; /* not asked: the draw's logits are checked */
+    int j = s->block_scan(l, 0, n, lmax, &bad);
+    while (l[j] != lmax) j++;
+    return j;
+}
 
 /* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
 static void top_k(gemma3_sampler *s, int k) {
@@ -1114,7 +1225,7 @@ static void top_p(gemma3_sampler *s, float p) {
             if (count < floor_keep)
                 top_k(s, floor_keep);
             else
-                g3_cand_window_prefix(s, g3_first_equal(s->logits, n, lmax), last, count);
+                g3_cand_window_prefix(s, first_max(s, s->logits, n, lmax), last, count);
             return;
         }
     }
@@ -1473,40 +1584,18 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
  * mass, the limit of the softmax. */
 static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
 
-/* dst = min(src / t, FLT_MAX); returns 1 if every src value is finite (copy_logits with the
- * division: temperature's copy of the caller's logits is then its only pass). */
-static int copy_divide(float *restrict dst, const float *restrict src, int n, float t) {
-    uint32_t bad = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t b = 0;
-        for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            b |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-        for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
-        for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
-        bad |= b;
-    }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-        dst[i] = clamp_overflow(src[i] / t);
-    }
-    return bad == 0;
-}
-
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
     s->view_valid = 0;
+    float mx;
     if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
-        (copy_divide(s->own, s->logits, s->n_cand, t) || !s->unchecked)) {
+        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx) || !s->unchecked)) {
         /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
          * all finite take the rules first, below */
         s->logits = s->own;
         s->unchecked = 0;
+        s->max_known = 1;
+        s->max_value = mx;
         return;
     }
     float *l = writable_logits(s);
@@ -1787,6 +1876,14 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
 }
 
 
+/* 1 when pass[j..j+32) holds no token (tested as four 8-byte words): the screen rejects nearly
+ * every token of a vocabulary, so the draw skips 32 at a time. */
+static int none_passed_32(const uint8_t *pass) {
+    uint64_t w[4];
+    memcpy(w, pass, sizeof w);
+    return (w[0] | w[1] | w[2] | w[3]) == 0;
+}
+
 enum { GUMBEL_CHUNK = 256 };
 
 /* The screen's threshold for the current best value: fl32(best - 1/64). The screen computes
@@ -1815,7 +1912,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     if (win) {
         top = s->win.first;
     } else if (full) {
-        top = g3_first_equal(l, n, lmax_f);
+        top = first_max(s, l, n, lmax_f);
     } else {
         for (int j = 0; j < n; j++)
             if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
@@ -1843,13 +1940,9 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
         /* the threshold of the chunk's start: best only grows, so it stays conservative */
         s->gumbel_screen_n(key, hc, lc, lmax_f, gumbel_screen_threshold(best_v), pass, m);
         for (int j = 0; j < m; j++) {
-            if (j % 8 == 0 && j + 8 <= m) { /* skip 8 rejected tokens at once */
-                uint64_t w;
-                memcpy(&w, pass + j, sizeof w);
-                if (w == 0) {
-                    j += 7;
-                    continue;
-                }
+            if (j % 32 == 0 && j + 32 <= m && none_passed_32(pass + j)) {
+                j += 31; /* 32 rejected tokens at once */
+                continue;
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
@@ -1891,6 +1984,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     int V = s->n_vocab;
     s->logits = logits;
     s->unchecked = 1;
+    s->max_known = 0;
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
@@ -1899,7 +1993,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     s->view_valid = 0;
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
-    int clean = copy_logits(l, logits, V);
+    int clean = s->copy_check(l, logits, V);
     s->logits = l;
     s->unchecked = 0;
     for (int i = 0; i < p->n_logit_bias; i++) {
@@ -2015,7 +2109,7 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
     if (lmax == -INFINITY) return -1;
     if (p->mirostat == 1) {
         int m = s->n_cand < 100 ? s->n_cand : 100;
-        g3_cand_select_top(s, m);
+        g3_cand_select_top_checked(s, m); /* the logits were checked before mirostat */
         double sum_tb = 0, sum_tt = 0;
         for (int i = 0; i + 1 < m; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
@@ -2030,10 +2124,16 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
         double k =
             pow(eps * pow(2.0, (double)s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / s_hat);
         int ki = !(k >= 1) ? 1 : k >= (double)s->n_cand ? s->n_cand : (int)k;
-        if (ki < s->n_cand && ki <= m)
+        if (ki < s->n_cand && ki <= m) {
             g3_cand_keep_selected(s, ki); /* top_k's answer: the heap's first ki, in order */
-        else
+        } else if (ki < s->n_cand && ki <= s->n_cand / 64) {
+            /* top_k's set, in the total order as its heap leaves it (its unsorted Gumbel path
+             * keeps the same set: neither the draw nor the sums below depend on the order) */
+            g3_cand_select_top_checked(s, ki);
+            g3_cand_keep_selected(s, ki);
+        } else {
             top_k(s, ki);
+        }
     } else {
         /* An approximate limit (a whole vocabulary only) keeps l >= lim - margin; when every
          * kept logit also reaches lim + margin, no logit lies between, and the exact limit

@@ -240,6 +240,25 @@ typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
                                 double *restrict wsum);
 g3_rank_view_fn g3_rank_view_get(int isa);
 
+/* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get
+ * (copies, IEEE divisions and maxima: every variant gives the scalar reference's bits).
+ * copy_check: dst = src; returns 1 if every value is finite. copy_divide: dst = min(src / t,
+ * FLT_MAX), returns 1 if every src value is finite, and *max = the largest dst value (-inf for
+ * n = 0; meaningless where a src value is NaN). max_n: the largest of l[0..n), NaN-free l. */
+typedef int (*g3_copy_check_fn)(float *restrict dst, const float *restrict src, int n);
+g3_copy_check_fn g3_copy_check_get(int isa);
+typedef int (*g3_copy_divide_fn)(float *restrict dst, const float *restrict src, int n, float t,
+                                 float *max);
+g3_copy_divide_fn g3_copy_divide_get(int isa);
+typedef float (*g3_max_n_fn)(const float *l, int n);
+g3_max_n_fn g3_max_n_get(int isa);
+
+/* Mirostat v1's prefilter (sampling-select.c): the positions of l[0..n) (NaN-free, n >= m >= 1)
+ * that reach the smallest of m contiguous group maxima, ascending, into sub [n]; returns how
+ * many (at least m, and every one of the first m of the total order among them). s gives the
+ * kernels. */
+int g3_positions_reaching(const gemma3_sampler *s, const float *l, int n, int m, int32_t *sub);
+
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);

@@ -1086,6 +1086,203 @@ static void check_draw_tiers(struct ref *r) {
     }
 }
 
+/* The copies of the whole vocabulary (g3_copy_check_get, g3_copy_divide_get, g3_max_n_get):
+ * the scalar reference against their definition (dst bit for bit, the finite flag, the largest
+ * value, from every tail length mod 16), then every compiled instruction set against the scalar
+ * one bit for bit, -0 against +0 in the maximum included. Rounds put the maximum in the ragged
+ * tail, a NaN or an inf in the source, values that overflow the division (clamped to FLT_MAX)
+ * and a row of zeros of both signs. */
+static void check_copy_kernels(void) {
+    enum { N = 4096 + 15 };
+    static float src[N], ref[N], got[N];
+    static const float temps[] = {0.7f, 1.5f, 1e-6f, 100.0f};
+    int wrong = 0, wrong_isa = 0;
+    for (int round = 0; round < 64; round++) {
+        int n = N - round % 16 - 16 * (round % 3);
+        for (int i = 0; i < N; i++) src[i] = (float)(20 * unif() - 15);
+        if (round % 4 == 1) src[n - 1 - round % 7] = 30.0f; /* the maximum in the tail */
+        if (round % 8 == 2) src[(round * 131) % n] = NAN;
+        if (round % 8 == 3) src[(round * 131) % n] = -INFINITY;
+        if (round % 8 == 4) src[(round * 131) % n] = INFINITY;
+        if (round % 8 == 5) src[(round * 131) % n] = 3e38f;
+        if (round % 8 == 6)
+            for (int i = 0; i < n; i++) src[i] = (i * 7 + round) % 5 ? -1.0f : i % 2 ? 0.0f : -0.0f;
+        float t = temps[round % 4];
+        int finite = 1, nan = 0; /* the maximum counts where no value is NaN: -inf is a ban */
+        float want_max = -INFINITY;
+        for (int i = 0; i < n; i++) {
+            finite &= isfinite(src[i]);
+            nan |= isnan(src[i]);
+            float v = src[i] / t;
+            want_max = v > FLT_MAX ? FLT_MAX : v > want_max ? v : want_max;
+        }
+        float mx;
+        int ok = g3_copy_check_get(0)(ref, src, n);
+        wrong += ok != finite || memcmp(ref, src, (size_t)n * sizeof *src) != 0;
+        ok = g3_copy_divide_get(0)(ref, src, n, t, &mx);
+        wrong += ok != finite;
+        for (int i = 0; i < n; i++) {
+            float v = src[i] / t;
+            v = v > FLT_MAX ? FLT_MAX : v;
+            wrong += memcmp(&v, &ref[i], sizeof v) != 0 && !isnan(v);
+        }
+        if (!nan) wrong += mx != want_max; /* == : the sign of a zero maximum may differ */
+        float mn = g3_max_n_get(0)(ref, n);
+        if (!nan) wrong += mn != want_max || memcmp(&mn, &mx, sizeof mx) != 0;
+        for (int isa = 1; isa <= 2; isa++) {
+            g3_copy_check_fn cc = g3_copy_check_get(isa);
+            g3_copy_divide_fn cd = g3_copy_divide_get(isa);
+            g3_max_n_fn mf = g3_max_n_get(isa);
+            if (!cc || !cd || !mf) continue;
+            float mx2;
+            wrong_isa += cc(got, src, n) != g3_copy_check_get(0)(ref, src, n);
+            wrong_isa += memcmp(got, ref, (size_t)n * sizeof *got) != 0;
+            wrong_isa += cd(got, src, n, t, &mx2) != g3_copy_divide_get(0)(ref, src, n, t, &mx);
+            wrong_isa += memcmp(got, ref, (size_t)n * sizeof *got) != 0;
+            if (!nan) {
+                wrong_isa += memcmp(&mx2, &mx, sizeof mx) != 0;
+                float a = mf(ref, n), b = g3_max_n_get(0)(ref, n);
+                wrong_isa += memcmp(&a, &b, sizeof a) != 0;
+            }
+        }
+    }
+    CHECK_MSG(wrong == 0, "copy kernels: %d differences from their definition", wrong);
+    CHECK_MSG(wrong_isa == 0, "copy kernels: %d differences between instruction sets", wrong_isa);
+}
+
+/* Temperature before the samplers that rewrite logits ("ted": no chain of chain() has that
+ * order): the dividing copy finds the maximum on its way and the draw reuses it, so penalties
+ * and DRY, which then lower logits, the top token's among them (the history holds it), must
+ * make it forget it. Both modes against the reference, at Gemma's vocabulary size. */
+static void check_temperature_first(struct ref *r, float *l, int32_t *hist) {
+    enum { V = 262144 };
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler_chain_from_seq("ted", &p);
+    p.repeat_penalty = 1.5f;
+    p.frequency_penalty = 2.0f;
+    p.presence_penalty = 1.0f;
+    p.repeat_last_n = 256;
+    p.dry_multiplier = 0.8f;
+    p.dry_penalty_last_n = 256;
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0;
+    for (int v = 0; v < 12; v++) {
+        rng_state = 0x7e3f + (uint64_t)v;
+        make_logits(l, V, v % 3 == 2 ? 8 : v % 3); /* gaussian, ties, huge magnitudes */
+        int n = 200;
+        make_history(hist, n, V);
+        int32_t top = 0;
+        for (int i = 1; i < V; i++) top = l[i] > l[top] ? i : top;
+        for (int i = 0; i < 8; i++) hist[n - 1 - 3 * i] = top; /* penalised, and repeated */
+        p.temperature = v % 2 ? 0.7f : 1.5f;
+        p.seed = (uint32_t)next();
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
+                CHECK(0);
+                continue;
+            }
+            gemma3_sampler_reset(s);
+            for (int i = 0; i < n; i++) gemma3_sampler_accept(s, hist[i]);
+            r->p = &p;
+            r->seed = p.seed;
+            r->V = V;
+            r->hist = hist;
+            r->hist_len = n;
+            for (int64_t pos = 0; pos < 4; pos++)
+                wrong += gemma3_sampler_sample(s, l, pos) != ref_sample(r, l, pos);
+        }
+    }
+    CHECK_MSG(wrong == 0, "temperature first: %d draws differ from the reference", wrong);
+    gemma3_sampler_free(s);
+}
+
+/* Mirostat v1 over Gemma's vocabulary, many steps: its top 100 and its top k come from a heap
+ * over the positions that reach the smallest of m group maxima (sampling-select.c,
+ * positions_reaching); a bound too high drops one of the first m and the draw, or mu, moves
+ * off the reference's. Vectors with ties, few levels and bans, a new one each step; mu (and so
+ * k) wanders. */
+static void check_mirostat_v1_selection(struct ref *r, float *l) {
+    enum { V = 262144 };
+    static const int kinds[] = {0, 1, 2, 3, 5};
+    gemma3_sampler_params p = all_off();
+    p.mirostat = 1;
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0;
+    for (int v = 0; v < 5; v++) {
+        rng_state = 0x3170 + (uint64_t)v;
+        p.mirostat_tau = v % 2 ? 3.0f : 8.0f; /* small and large k */
+        p.temperature = v % 3 ? 1.0f : 0.7f;
+        p.seed = (uint32_t)next();
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
+                CHECK(0);
+                continue;
+            }
+            gemma3_sampler_reset(s);
+            r->p = &p;
+            r->seed = p.seed;
+            r->V = V;
+            r->hist_len = 0;
+            r->mu = 2.0f * p.mirostat_tau;
+            for (int64_t pos = 0; pos < 12; pos++) { /* a new vector per step: scratch left by
+                                                       * the last call must not answer */
+                make_logits(l, V, kinds[v]);
+                wrong += gemma3_sampler_sample(s, l, pos) != ref_sample(r, l, pos);
+            }
+        }
+    }
+    CHECK_MSG(wrong == 0, "mirostat v1 selection: %d draws differ from the reference", wrong);
+    gemma3_sampler_free(s);
+}
+
+/* g3_positions_reaching, the bound of mirostat v1's selections, against its claim: at least m
+ * positions, ascending, every one of the first m of the total order (qsorted here) among them;
+ * on a fresh buffer, so that nothing left over can stand in for a dropped token. Several kinds
+ * of vector, the sizes and the m mirostat uses (100, its k up to n/64), odd n. */
+static void check_positions_reaching(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768, 6400 + 9};
+    static const int ms[] = {1, 7, 100, 129, 1369, 4096};
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, sizes[0], &s) != GEMMA3_OK) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0;
+    for (int si = 0; si < 3; si++)
+        for (int kind = 0; kind < 8; kind++) {
+            int V = sizes[si];
+            rng_state = 0x9051 + (uint64_t)(si * 16 + kind);
+            make_logits(l, V, kind);
+            if (kind == 7) l[V - 1] = 1.0f; /* all banned but one */
+            for (int i = 0; i < V; i++) r->c[i] = i;
+            cmp_logits = l;
+            qsort(r->c, (size_t)V, sizeof *r->c, cmp_total);
+            for (int mi = 0; mi < 6 && ms[mi] <= V / 64; mi++) {
+                int m = ms[mi];
+                for (int i = 0; i < V; i++) r->tmp[i] = -1;
+                int nsub = g3_positions_reaching(s, l, V, m, r->tmp);
+                wrong += nsub < m || nsub > V;
+                for (int i = 1; i < nsub && i < V; i++) wrong += r->tmp[i] <= r->tmp[i - 1];
+                for (int i = 0; i < nsub && i < V; i++) r->cnt[r->tmp[i]] = 1;
+                for (int i = 0; i < m; i++) wrong += r->cnt[r->c[i]] != 1;
+                for (int i = 0; i < nsub && i < V; i++) r->cnt[r->tmp[i]] = 0;
+            }
+        }
+    CHECK_MSG(wrong == 0, "positions reaching the group bound: %d errors", wrong);
+    gemma3_sampler_free(s);
+}
+
 int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
@@ -1112,6 +1309,10 @@ int main(void) {
     check_sigma_sums();
     check_rank_view();
     check_block_scan();
+    check_copy_kernels();
+    check_temperature_first(&r, l, hist);
+    check_mirostat_v1_selection(&r, l);
+    check_positions_reaching(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
