@@ -62,7 +62,8 @@ endif
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
-                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c sampling-rank.c rng.c \
+                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c \
+                       sampling-rank.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
@@ -164,7 +165,9 @@ bench-omp: $(BUILD)/tools/gen-checkpoint
 FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
-FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-select.c sampling-rank.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
+FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
+                            chat.c sampling.c sampling-select.c sampling-rank.c rng.c grammar.c \
+                            json-schema.c,$(LIB_SRCS))
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
