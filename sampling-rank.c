@@ -60,9 +60,10 @@ static double view_weight(float l, float lmax) {
 
 /* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
  * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp
- * (itself within 2^-52 of e^d), each view weight within G3_APPROX_EXP_REL_ERR of e^d (or of
- * 0 where both clamp: under 2^-500 each), and w, a sum of at most n + G3_VIEW_BUCKETS terms
- * in some order, within (n + G3_VIEW_BUCKETS) 2^-53 of the exact sum of its terms. */
+ * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4), each view
+ * weight within G3_APPROX_EXP_REL_ERR of e^d (below -708 it is e^-708, far inside the 1/2),
+ * and w, a sum of at most n + G3_VIEW_BUCKETS terms in some order, within
+ * (n + G3_VIEW_BUCKETS) 2^-53 of the exact sum of its terms. */
 static double mass_bound(double w, int m, int n) {
     double rel = G3_APPROX_EXP_REL_ERR + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
     return 1.01 * (0.5 * m + 0x1p40 * w * rel) + 2;

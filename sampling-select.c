@@ -141,6 +141,16 @@ static void sift_down(const float *l, int32_t *h, int n, int i) {
     }
 }
 
+/* A heap of m ids (root: the worst) into the total order: the worst repeatedly to the back. */
+static void heap_sort_out(const float *l, int32_t *h, int m) {
+    for (int end = m - 1; end > 0; end--) {
+        int32_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        sift_down(l, h, end, 0);
+    }
+}
+
 static int non_finite(float v) {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
@@ -181,12 +191,7 @@ int g3_cand_select_top(gemma3_sampler *s, int m) {
         sift_down(l, h, m, 0);
         worst = l[h[0]];
     }
-    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
-        int32_t t = h[0];
-        h[0] = h[end];
-        h[end] = t;
-        sift_down(l, h, end, 0);
-    }
+    heap_sort_out(l, h, m);
     return bad != 0;
 }
 
@@ -241,12 +246,7 @@ void g3_cand_select_top_checked(gemma3_sampler *s, int m) {
         sift_down(l, h, m, 0);
         worst = l[h[0]];
     }
-    for (int end = m - 1; end > 0; end--) { /* heap sort: worst to the back */
-        int32_t t = h[0];
-        h[0] = h[end];
-        h[end] = t;
-        sift_down(l, h, end, 0);
-    }
+    heap_sort_out(l, h, m);
 }
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
@@ -622,12 +622,7 @@ static void select_mass_full(gemma3_sampler *s, uint64_t target, int min_count) 
     for (int j = 0; j < n; j++)
         if (bucket[j] == b) e[ne++] = j;
     for (int i = ne / 2 - 1; i >= 0; i--) sift_down(l, e, ne, i); /* heap sort: total order */
-    for (int end = ne - 1; end > 0; end--) {
-        int32_t t = e[0];
-        e[0] = e[end];
-        e[end] = t;
-        sift_down(l, e, end, 0);
-    }
+    heap_sort_out(l, e, ne);
     int take = 0;
     for (uint64_t cum = above_m; cum < target; take++) cum += q[e[take]];
     if (above + take < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
