@@ -59,7 +59,7 @@ void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_
     s->win.has_hi = dropped >= 0;
     s->win.vocab_max = lmax;
     s->win.has_lo = 0;
-    s->win.hi_l = s->logits[dropped];
+    s->win.hi_l = dropped >= 0 ? s->logits[dropped] : INFINITY;
     s->win.hi_id = dropped;
     window_on(s, first, count);
 }
