@@ -151,12 +151,6 @@ static void heap_sort_out(const float *l, int32_t *h, int m) {
     }
 }
 
-static int non_finite(float v) {
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
-}
-
 int g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
@@ -166,7 +160,7 @@ int g3_cand_select_top(gemma3_sampler *s, int m) {
     uint32_t bad = 0;
     for (int j = 0; j < m; j++) {
         h[j] = c[j];
-        bad |= full && non_finite(l[c[j]]);
+        bad |= full && g3_non_finite(l[c[j]]);
     }
     for (int i = m / 2 - 1; i >= 0; i--) sift_down(l, h, m, i);
     float worst = l[h[0]];
@@ -184,7 +178,7 @@ int g3_cand_select_top(gemma3_sampler *s, int m) {
         }
     }
     for (; j < n; j++) {
-        bad |= full && non_finite(l[c[j]]);
+        bad |= full && g3_non_finite(l[c[j]]);
         if (l[c[j]] < worst) continue; /* fast reject: most of the vocabulary */
         if (!g3_cand_before(l, c[j], h[0])) continue;
         h[0] = c[j];

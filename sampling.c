@@ -453,9 +453,7 @@ static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t
         int hits = 0;
         uint32_t b = 0;
         for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &l[j + k], sizeof u);
-            b |= (u & 0x7f800000u) == 0x7f800000u;
+            b |= g3_non_finite(l[j + k]);
             hits += l[j + k] >= worst;
         }
         *bad |= b;
@@ -711,18 +709,14 @@ __attribute__((always_inline)) static inline int copy_check_body(float *restrict
     for (; i + 16 <= n; i += 16) {
         uint32_t b = 0;
         for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
             dst[i + k] = src[i + k];
-            b |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: NaN or +-inf */
+            b |= g3_non_finite(src[i + k]);
         }
         bad |= b;
     }
     for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
         dst[i] = src[i];
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        bad |= g3_non_finite(src[i]);
     }
     return bad == 0;
 }
@@ -755,9 +749,7 @@ __attribute__((always_inline)) static inline int copy_divide_body(float *restric
     for (; i + 16 <= n; i += 16) {
         uint32_t b = 0;
         for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            b |= (u & 0x7f800000u) == 0x7f800000u;
+            b |= g3_non_finite(src[i + k]);
         }
         for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
         for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
@@ -767,9 +759,7 @@ __attribute__((always_inline)) static inline int copy_divide_body(float *restric
     float m = -INFINITY;
     for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
     for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        bad |= g3_non_finite(src[i]);
         float v = src[i] / t;
         dst[i] = v > FLT_MAX ? FLT_MAX : v;
         m = dst[i] > m ? dst[i] : m;
@@ -1047,16 +1037,12 @@ static int all_finite(const float *src, int n) {
     for (; i + 16 <= n; i += 16) {
         uint32_t b = 0;
         for (int k = 0; k < 16; k++) {
-            uint32_t u;
-            memcpy(&u, &src[i + k], sizeof u);
-            b |= (u & 0x7f800000u) == 0x7f800000u;
+            b |= g3_non_finite(src[i + k]);
         }
         bad |= b;
     }
     for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        bad |= g3_non_finite(src[i]);
     }
     return bad == 0;
 }
@@ -1074,21 +1060,26 @@ static void fix_non_finite(gemma3_sampler *s) {
         for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
 }
 
+/* What was derived from the working logits (the known maximum, the rank view) is stale once
+ * the caller rewrites them: every writer of the logits calls this first. */
+static void logits_rewritten(gemma3_sampler *s) {
+    s->max_known = 0;
+    s->view_valid = 0;
+}
+
 /* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
  * (prepare); the first sampler that rewrites logits (penalties, DRY, temperature) copies it
  * here, once per call, checking it on the way. A short list (after a truncation, so checked)
  * copies only its candidates' logits: from then on nothing reads the logit of a token outside
  * the list (the list only shrinks), so the stale entries of the copy are never seen. */
 static float *writable_logits(gemma3_sampler *s) {
-    s->view_valid = 0; /* the caller is about to rewrite logits */
-    s->max_known = 0; /* the caller is about to write */
+    logits_rewritten(s);
     if (s->logits == s->own) return s->own;
     if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
         for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
         s->logits = s->own;
         return s->own;
     }
-    s->max_known = 0;
     int clean = s->copy_check(s->own, s->logits, s->n_vocab);
     s->logits = s->own;
     if (s->unchecked && !clean) fix_non_finite(s);
@@ -1529,8 +1520,7 @@ static void typical(gemma3_sampler *s, float tp) {
  * iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit itself,
  * so when no logit lies within twice all of that of the limit, the count is that of
  * l >= limit. Returns -1 when some logit does (or thr is 0): the caller then computes every p. */
-static int xtc_count_fast(gemma3_sampler *s, float thr) {
-    float lmax = g3_cand_max(s);
+static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr) {
     if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
     int n = s->n_cand;
     double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
@@ -1553,13 +1543,13 @@ static void xtc(gemma3_sampler *s, int64_t pos) {
     double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
     if (coin > prob) return;
     int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
-    int q = full ? xtc_count_fast(s, thr) : -1;
+    float lmax = full ? g3_cand_max(s) : -INFINITY;
+    int q = full ? xtc_count_fast(s, lmax, thr) : -1;
     int last = q - 1;
     if (q >= 0 && last <= 256) { /* the whole vocabulary: a window after its first `last` */
         int drop = last >= 1 && s->n_cand - last >= s->p.min_keep ? last : 0;
         if (drop == 0 && gumbel_mode(s)) return;
         /* in CDF mode the list is sorted even when nothing is dropped: the walk's order */
-        float lmax = g3_cand_max(s);
         g3_cand_select_top(s, drop + 1);
         g3_cand_window_after(s, lmax, drop ? s->ids_tmp[drop - 1] : -1, s->ids_tmp[drop],
                              s->n_cand - drop);
@@ -1586,7 +1576,7 @@ static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; 
 
 /* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
 static void divide_logits(gemma3_sampler *s, float t) {
-    s->view_valid = 0;
+    logits_rewritten(s);
     float mx;
     if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
         (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx) || !s->unchecked)) {
@@ -1984,13 +1974,12 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     int V = s->n_vocab;
     s->logits = logits;
     s->unchecked = 1;
-    s->max_known = 0;
+    logits_rewritten(s);
     s->sorted = 0;
     s->id_order = 1;
     s->n_cand = V;
     s->cand_lazy = 1;
     s->win.on = 0;
-    s->view_valid = 0;
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
     int clean = s->copy_check(l, logits, V);

@@ -21,6 +21,14 @@ static inline uint32_t g3_float_key(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+/* 1 for NaN and +-inf (exponent all ones), branch-free so that the scans over the vocabulary
+ * vectorise. */
+static inline uint32_t g3_non_finite(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
 /* Fixed-point mass of a logit for the top-p boundary: round(exp(l - lmax) * 2^40), computed in
  * double; 0 below lmax - 29 (where the rounding gives 0 anyway). */
 uint64_t g3_fixed_mass(float l, float lmax);
