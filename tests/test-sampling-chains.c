@@ -1150,6 +1150,22 @@ static void check_copy_kernels(void) {
     CHECK_MSG(wrong_isa == 0, "copy kernels: %d differences between instruction sets", wrong_isa);
 }
 
+/* The sampler s and the reference r set for params p in draw mode `mode` (0 CDF, 1 Gumbel),
+ * the history emptied; 0 (a failed check) when the parameters are refused. */
+static int restart_in_mode(gemma3_sampler *s, gemma3_sampler_params *p, int mode, struct ref *r,
+                           int V) {
+    p->mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+    if (g3_sampler_set_params(s, p) != GEMMA3_OK) {
+        CHECK(0);
+        return 0;
+    }
+    gemma3_sampler_reset(s);
+    r->p = p;
+    r->seed = p->seed;
+    r->V = V;
+    return 1;
+}
+
 /* Temperature before the samplers that rewrite logits ("ted": no chain of chain() has that
  * order): the dividing copy finds the maximum on its way and the draw reuses it, so penalties
  * and DRY, which then lower logits, the top token's among them (the history holds it), must
@@ -1181,16 +1197,8 @@ static void check_temperature_first(struct ref *r, float *l, int32_t *hist) {
         p.temperature = v % 2 ? 0.7f : 1.5f;
         p.seed = (uint32_t)next();
         for (int mode = 0; mode < 2; mode++) {
-            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
-            if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
-                CHECK(0);
-                continue;
-            }
-            gemma3_sampler_reset(s);
+            if (!restart_in_mode(s, &p, mode, r, V)) continue;
             for (int i = 0; i < n; i++) gemma3_sampler_accept(s, hist[i]);
-            r->p = &p;
-            r->seed = p.seed;
-            r->V = V;
             r->hist = hist;
             r->hist_len = n;
             for (int64_t pos = 0; pos < 4; pos++)
@@ -1223,15 +1231,7 @@ static void check_mirostat_v1_selection(struct ref *r, float *l) {
         p.temperature = v % 3 ? 1.0f : 0.7f;
         p.seed = (uint32_t)next();
         for (int mode = 0; mode < 2; mode++) {
-            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
-            if (g3_sampler_set_params(s, &p) != GEMMA3_OK) {
-                CHECK(0);
-                continue;
-            }
-            gemma3_sampler_reset(s);
-            r->p = &p;
-            r->seed = p.seed;
-            r->V = V;
+            if (!restart_in_mode(s, &p, mode, r, V)) continue;
             r->hist_len = 0;
             r->mu = 2.0f * p.mirostat_tau;
             for (int64_t pos = 0; pos < 12; pos++) { /* a new vector per step: scratch left by
