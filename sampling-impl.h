@@ -83,12 +83,23 @@ struct gemma3_sampler {
         float hi_l, lo_l, vocab_max;
         int32_t hi_id, lo_id, first;
     } win;
+    /* Typical's kept set of the whole vocabulary, kept implicit in CDF mode when the draw comes
+     * next (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
+     * logit l_b up to id id_b; `mass` is their rank-view weight, eps the bound on how far a
+     * token's distance may lie from its exact typical score. n_cand counts it; cand is stale. */
+    struct {
+        int on;
+        double center, dist, mass, eps;
+        float l_b;
+        int32_t id_b;
+    } typ;
     /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
      * from while valid: bucket by token, count and approximate weight sum by bucket. */
     uint16_t *view_bucket; /* [n_vocab] */
     int view_valid;
     int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
     float view_lmax;
+    double view_s1; /* sum of weight times (l - lmax): the rank view's return */
     uint32_t view_cnt[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];
 };

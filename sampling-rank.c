@@ -13,7 +13,8 @@ static void view_ensure(gemma3_sampler *s, float lmax) {
     if (s->view_valid && s->view_lmax == lmax) return;
     memset(s->view_cnt, 0, sizeof s->view_cnt);
     memset(s->view_w, 0, sizeof s->view_w);
-    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_cnt, s->view_w);
+    s->view_s1 =
+        s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_cnt, s->view_w);
     s->view_valid = 1;
     s->view_lmax = lmax;
     s->edge_bucket = -1;
@@ -170,4 +171,254 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
         if (cum > target) return before < target - margin && cum > target + margin ? id : -1;
     }
     return -1;
+}
+
+/* ================================ typical: the walk by distance ============================= */
+
+/* Locally typical sampling scores a token |-ln p - H|, which is |c - l| for the centre
+ * c = lmax + ln Z - H = lmax + sum w d / Z (the probability-weighted mean logit) up to
+ * roundings: its order is the order of distance from c, and a bucket of the view is a range
+ * of distances. */
+
+/* The logits of bucket b (b = G3_VIEW_BUCKETS - 1: the top of the last) lie in [*lo, *hi]:
+ * g3_view_bucket's two float roundings move an edge by at most 2^-23 of 29.5 nats (3.6e-6),
+ * the fuzz covers that and the roundings here. */
+static void bucket_range(double lmax, int b, double *lo, double *hi) {
+    const double per_nat = (double)((float)(G3_VIEW_BUCKETS - 1) / G3_VIEW_NATS);
+    double fuzz = 1e-5 + 0x1p-40 * fabs(lmax);
+    *hi = lmax - b / per_nat + fuzz;
+    *lo = lmax - (b + 1) / per_nat - fuzz;
+}
+
+/* The nearest (far = 0) or farthest (far = 1) distance from c that bucket b's logits can have. */
+static double bucket_dist(double lmax, double c, int b, int far) {
+    double lo, hi;
+    bucket_range(lmax, b, &lo, &hi);
+    if (far) return fmax(hi - c, c - lo);
+    return c > hi ? c - hi : c < lo ? lo - c : 0;
+}
+
+/* The regular buckets (all but the last) in ascending order of bucket_dist(far): bc, the
+ * bucket of c, merged with the two runs away from it (bc - 1, bc - 2, ... and bc + 1, ...),
+ * along each of which both distances grow. Start with *up = *down = bc, *centre = 1; returns
+ * the next bucket, -1 after the last. */
+static int next_bucket(double lmax, double c, int far, int bc, int *up, int *down, int *centre) {
+    double k_up = *up > 0 ? bucket_dist(lmax, c, *up - 1, far) : INFINITY;
+    double k_down = *down + 1 < G3_VIEW_BUCKETS - 1 ? bucket_dist(lmax, c, *down + 1, far)
+                                                    : INFINITY;
+    double k_centre = *centre ? bucket_dist(lmax, c, bc, far) : INFINITY;
+    if (k_centre == INFINITY && k_up == INFINITY && k_down == INFINITY) return -1;
+    if (k_centre <= k_up && k_centre <= k_down) {
+        *centre = 0;
+        return bc;
+    }
+    return k_up <= k_down ? --*up : ++*down;
+}
+
+/* Extends [*lo_b, *hi_b] from bc while the next bucket's distance (far) stays below `below`. */
+static void grow_range(double lmax, double c, int far, double below, int *lo_b, int *hi_b) {
+    while (*lo_b > 0 && bucket_dist(lmax, c, *lo_b - 1, far) < below) --*lo_b;
+    while (*hi_b + 1 < G3_VIEW_BUCKETS - 1 && bucket_dist(lmax, c, *hi_b + 1, far) < below)
+        ++*hi_b;
+}
+
+struct dist_walk {
+    int32_t tok;
+    double dist, through; /* the token's distance, the weight up to and including it */
+    int count;            /* tokens up to and including it */
+};
+
+static double dist_of(const gemma3_sampler *s, int32_t id, double c) {
+    return fabs((double)s->logits[id] - c);
+}
+
+/* Ids ascending into the order of distance from c (ties, which are equal logits, by id): the
+ * tokens below c in the total order already are; those above it in the reverse of the total
+ * order, each run of equal logits turned back to ascending ids. */
+static void sort_by_dist(gemma3_sampler *s, int32_t *ids, int n, int above) {
+    g3_sort_ids_total(s->logits, ids, n, s->pos_sub, s->sel_keys, s->sel_keys2);
+    if (!above) return;
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        int32_t t = ids[i];
+        ids[i] = ids[j];
+        ids[j] = t;
+    }
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && s->logits[ids[j]] == s->logits[ids[i]]) j++;
+        for (int a = i, b = j - 1; a < b; a++, b--) {
+            int32_t t = ids[a];
+            ids[a] = ids[b];
+            ids[b] = t;
+        }
+        i = j;
+    }
+}
+
+/* Whether a token other than those at logit lt lies within 2 eps of distance d around
+ * position i of the walk g[0..m) (sorted by distance): the exact scores could order it on the
+ * other side of g[i]. */
+static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, double c, double eps) {
+    float lt = s->logits[g[i]];
+    double d = dist_of(s, g[i], c);
+    for (int j = i - 1; j >= 0 && dist_of(s, g[j], c) >= d - 2 * eps; j--)
+        if (s->logits[g[j]] != lt) return 1;
+    for (int j = i + 1; j < m && dist_of(s, g[j], c) <= d + 2 * eps; j++)
+        if (s->logits[g[j]] != lt) return 1;
+    return 0;
+}
+
+/* The token at which the weight, summed over the whole vocabulary (in_typ: over typical's set)
+ * in order of distance from c, first exceeds target: what the walk by exact typical scores finds
+ * when each score lies within eps of its distance and the sums within margin of the exact ones,
+ * and the answer holds under both. Returns 0 when the bounds leave it open.
+ *
+ * From the view's bucket sums: s_lo, a distance nearer than which at most target - margin lies
+ * (the buckets in order of their nearest distance), and s_hi, one within which at least
+ * target + margin lies (in order of their farthest; typical's own distance, holding its mass,
+ * when the buckets reach past it). The buckets around c wholly nearer than s_lo are summed as
+ * they are; every other token within s_hi + 2 eps is listed, sorted by distance and walked
+ * after them. */
+static int walk_dist(gemma3_sampler *s, double c, double eps, double target, double margin,
+                     int in_typ, struct dist_walk *out) {
+    const double lmax = s->view_lmax, *ws = s->view_w;
+    const int last = G3_VIEW_BUCKETS - 1;
+    double xc = (lmax - c) * (double)((float)last / G3_VIEW_NATS);
+    if (!(xc < last)) return 0; /* c among the lowest logits (or NaN) */
+    int bc = xc > 0 ? (int)xc : 0, up = bc, down = bc, centre = 1, b;
+    double acc = 0, s_lo = -1, s_hi = -1;
+    while ((b = next_bucket(lmax, c, 0, bc, &up, &down, &centre)) >= 0) {
+        if (acc + ws[b] > target - margin) {
+            s_lo = bucket_dist(lmax, c, b, 0);
+            break;
+        }
+        acc += ws[b];
+    }
+    up = down = bc;
+    centre = 1;
+    acc = 0;
+    while (s_lo >= 0 && (b = next_bucket(lmax, c, 1, bc, &up, &down, &centre)) >= 0) {
+        double far = bucket_dist(lmax, c, b, 1);
+        if (in_typ && far >= s->typ.dist) { /* the buckets past it hold tokens not in the set */
+            if (s->typ.mass >= target + margin) s_hi = s->typ.dist;
+            break;
+        }
+        acc += ws[b];
+        if (acc >= target + margin) {
+            s_hi = far;
+            break;
+        }
+    }
+    double reach = s_hi + 2 * eps;
+    if (s_hi < 0 || reach >= bucket_dist(lmax, c, last, 0)) return 0;
+    /* [a1, a2]: wholly nearer than s_lo (maybe empty); [g1, g2]: every bucket within reach */
+    int a1 = bc, a2 = bc - 1, g1 = bc, g2 = bc;
+    if (bucket_dist(lmax, c, bc, 1) < s_lo) {
+        a2 = bc;
+        grow_range(lmax, c, 1, s_lo, &a1, &a2);
+    }
+    grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
+    double w_a = 0;
+    int n_a = 0;
+    for (b = a1; b <= a2; b++) { /* before an empty range is moved out of the way below */
+        w_a += ws[b];
+        n_a += (int)s->view_cnt[b];
+    }
+    /* the listed tokens, split at c and each side sorted by distance, then merged into g */
+    if (a2 < a1) a1 = a2 = g2 + 1; /* an empty range: no listed bucket in it */
+    const uint16_t *bk = s->view_bucket, lo_g = (uint16_t)g1, lo_a = (uint16_t)a1;
+    const uint16_t span_g = (uint16_t)(g2 - g1), span_a = (uint16_t)(a2 - a1);
+    int32_t *above = s->pos_above, *below = s->tie_ids, *g = s->ids_tmp;
+    int n_above = 0, n_below = 0, n = s->n_vocab;
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        int end = n - j0 < 32 ? n - j0 : 32, hits = end < 32;
+        if (end == 32) /* blocks without a listed token are skipped: one vectorised test */
+            for (int k = 0; k < 32; k++) {
+                uint16_t x = bk[j0 + k];
+                hits += ((uint16_t)(x - lo_g) <= span_g) & ((uint16_t)(x - lo_a) > span_a);
+            }
+        for (int k = 0; hits && k < end; k++) {
+            int32_t id = j0 + k;
+            uint16_t x = bk[id];
+            if ((uint16_t)(x - lo_g) > span_g || (uint16_t)(x - lo_a) <= span_a ||
+                dist_of(s, id, c) > reach)
+                continue;
+            if ((double)s->logits[id] > c)
+                above[n_above++] = id;
+            else
+                below[n_below++] = id;
+        }
+    }
+    sort_by_dist(s, above, n_above, 1);
+    sort_by_dist(s, below, n_below, 0);
+    int m = 0;
+    for (int i = 0, j = 0; i < n_above || j < n_below;) {
+        int take_above = j == n_below ||
+                         (i < n_above && (dist_of(s, above[i], c) < dist_of(s, below[j], c) ||
+                                          (dist_of(s, above[i], c) == dist_of(s, below[j], c) &&
+                                           above[i] < below[j])));
+        g[m++] = take_above ? above[i++] : below[j++];
+    }
+    s->edge_bucket = -1; /* tie_ids and the sort's scratch held a bucket of the CDF walk */
+    double cum = w_a;
+    for (int i = 0; i < m; i++) {
+        if (in_typ && !g3_typ_contains(s, s->logits[g[i]], g[i])) continue; /* all past its end */
+        double before = cum;
+        cum += view_weight(s->logits[g[i]], (float)lmax);
+        if (!(cum > target)) continue;
+        double d = dist_of(s, g[i], c);
+        if (!(before < target - margin && cum > target + margin) || d < s_lo + 2 * eps ||
+            d > s_hi || ambiguous(s, g, m, i, c, eps))
+            return 0;
+        out->tok = g[i];
+        out->dist = d;
+        out->through = cum;
+        out->count = n_a + i + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* A bound on the relative error of a sum of view weights over at most n tokens. */
+static double view_rel(int n) {
+    return G3_APPROX_EXP_REL_ERR + (double)(n + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
+}
+
+int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
+    view_ensure(s, lmax);
+    int n = s->n_vocab;
+    double z = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
+    double mean = s->view_s1 / z, c = (double)lmax + mean, h = fabs(log(z) - mean);
+    double rel = view_rel(n), lz = fabs(log(z));
+    /* distance against exact score: our centre against the true one (the weights and sums),
+     * the true one against the one the exact sums imply (their n roundings, in H and Z), and a
+     * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 30 +
+     * |ln Z| for the walked tokens): docs/sampling.md §7 */
+    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 2.02 * (n + 10) * 0x1p-53 * (h + 1) +
+                      0x1p-53 * (fabs(c) + 160 + 3 * lz + h)) +
+                 1e-290;
+    /* the exact walk sums p = e^d / Z' (Z' within (n + 2) 2^-53 of Z), each rounded, in order */
+    double margin = 2.04 * z * (2 * rel + (2.0 * n + 8) * 0x1p-53) + 1e-290;
+    struct dist_walk r;
+    if (!walk_dist(s, c, eps, (double)tp * z, margin, 0, &r) || r.count < min_keep)
+        return 0;
+    s->typ.center = c;
+    s->typ.dist = r.dist;
+    s->typ.mass = r.through;
+    s->typ.eps = eps;
+    s->typ.l_b = s->logits[r.tok];
+    s->typ.id_b = r.tok;
+    return r.count;
+}
+
+int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
+    if (!s->view_valid) return -1;
+    double w = s->typ.mass, eps = s->typ.eps;
+    /* the exact draw sums e^(l - its max), rounded, in order, and scales u by that sum */
+    double margin = 2.04 * w * (2 * view_rel(s->n_vocab) + (2.0 * s->n_vocab + 8) * 0x1p-53) +
+                    1e-290;
+    struct dist_walk r;
+    if (!walk_dist(s, s->typ.center, eps, u * w, margin, 1, &r)) return -1;
+    return r.tok;
 }

@@ -22,4 +22,14 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
  * the bounds leave it open. */
 int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u);
 
+/* Locally typical over a list that is the whole vocabulary, whose maximum is lmax: the set the
+ * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
+ * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's
+ * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens. */
+int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep);
+
+/* The exact CDF walk's answer over typical's set (s->typ) walked in its order for the uniform
+ * u, or -1 when the bounds leave it open. */
+int32_t g3_rank_draw_typical(gemma3_sampler *s, double u);
+
 #endif

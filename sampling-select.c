@@ -26,9 +26,28 @@ static void window_materialise(gemma3_sampler *s) {
     g3_cand_ensure_sorted(s);
 }
 
+/* Typical's set written out in id order (sampling-select.h says why not in typical's). */
+static void typical_materialise(gemma3_sampler *s) {
+    const float *l = s->logits;
+    int m = 0;
+    for (int32_t j = 0; j < s->n_vocab; j++) {
+        s->cand[m] = j;
+        m += g3_typ_contains(s, l[j], j);
+    }
+    s->typ.on = 0;
+    s->cand_lazy = 0;
+    s->n_cand = m;
+    s->id_order = 1;
+    s->sorted = m <= 1;
+}
+
 void g3_cand_materialise(gemma3_sampler *s) {
     if (s->win.on) {
         window_materialise(s);
+        return;
+    }
+    if (s->typ.on) {
+        typical_materialise(s);
         return;
     }
     if (!s->cand_lazy) return;

@@ -5,6 +5,7 @@
 #ifndef G3_SAMPLING_SELECT_H
 #define G3_SAMPLING_SELECT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "sampling-impl.h"
@@ -29,6 +30,13 @@ static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) 
     int after_hi = !s->win.has_hi || l < s->win.hi_l || (l == s->win.hi_l && id > s->win.hi_id);
     int upto_lo = !s->win.has_lo || l > s->win.lo_l || (l == s->win.lo_l && id <= s->win.lo_id);
     return after_hi && upto_lo;
+}
+/* Typical's set, kept implicit (s->typ): the tokens nearer than dist to the centre, and those
+ * at the boundary's logit up to its id. Written out (g3_cand_materialise) it is in id order,
+ * not typical's: the Gumbel draw and the kept set read no order, and the CDF walk, which does,
+ * walks it itself or recomputes typical exactly (sampling.c). */
+static inline int g3_typ_contains(const gemma3_sampler *s, float l, int32_t id) {
+    return l == s->typ.l_b ? id <= s->typ.id_b : fabs((double)l - s->typ.center) < s->typ.dist;
 }
 /* The list (the whole vocabulary) becomes its first `count` tokens, the last being `last` and
  * the first `first`. */

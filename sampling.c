@@ -602,20 +602,23 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
 }
 
 /* The rank view's pass (g3_rank_view_get): approx_exp_n_body's weights, each added to its
- * bucket's sum in id order (the same order, so the same bits, in every build). */
-__attribute__((always_inline)) static inline void rank_view_body(const float *restrict l,
-                                                                 float lmax, int n,
-                                                                 uint16_t *restrict bucket,
-                                                                 uint32_t *restrict cnt,
-                                                                 double *restrict wsum) {
+ * bucket's sum in id order (the same order, so the same bits, in every build); the weighted sum
+ * of the differences in 16 lanes (fma), then the lanes in order and the tail. */
+__attribute__((always_inline)) static inline double rank_view_body(const float *restrict l,
+                                                                   float lmax, int n,
+                                                                   uint16_t *restrict bucket,
+                                                                   uint32_t *restrict cnt,
+                                                                   double *restrict wsum) {
+    double acc[16] = {0}, tail = 0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         int32_t b[16];
-        double w[16];
+        double d[16], w[16];
         for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(l[i + k], lmax);
-        for (int k = 0; k < 16; k++) w[k] = (double)l[i + k] - lmax;
-        for (int k = 0; k < 16; k++) w[k] = w[k] > -708.0 ? w[k] : -708.0;
-        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp_fma(w[k]);
+        for (int k = 0; k < 16; k++) d[k] = (double)l[i + k] - lmax;
+        for (int k = 0; k < 16; k++) d[k] = d[k] > -708.0 ? d[k] : -708.0;
+        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp_fma(d[k]);
+        for (int k = 0; k < 16; k++) acc[k] = fma(w[k], d[k], acc[k]);
         for (int k = 0; k < 16; k++) bucket[i + k] = (uint16_t)b[k];
         for (int k = 0; k < 16; k++) {
             cnt[b[k]]++;
@@ -625,15 +628,22 @@ __attribute__((always_inline)) static inline void rank_view_body(const float *re
     for (; i < n; i++) {
         int b = g3_view_bucket(l[i], lmax);
         double d = (double)l[i] - lmax;
+        d = d > -708.0 ? d : -708.0;
+        double w = g3_approx_exp_fma(d);
         bucket[i] = (uint16_t)b;
         cnt[b]++;
-        wsum[b] += g3_approx_exp_fma(d > -708.0 ? d : -708.0);
+        wsum[b] += w;
+        tail = fma(w, d, tail);
     }
+    double s1 = 0;
+    for (int k = 0; k < 16; k++) s1 += acc[k];
+    return s1 + tail;
 }
 
-static void rank_view_scalar(const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
-                             uint32_t *restrict cnt, double *restrict wsum) {
-    rank_view_body(l, lmax, n, bucket, cnt, wsum);
+static double rank_view_scalar(const float *restrict l, float lmax, int n,
+                               uint16_t *restrict bucket, uint32_t *restrict cnt,
+                               double *restrict wsum) {
+    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
 }
 
 static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
@@ -820,16 +830,17 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
-__attribute__((target("avx2,fma"))) static void rank_view_avx2(const float *restrict l, float lmax,
-                                                           int n, uint16_t *restrict bucket,
-                                                           uint32_t *restrict cnt,
-                                                           double *restrict wsum) {
-    rank_view_body(l, lmax, n, bucket, cnt, wsum);
+__attribute__((target("avx2,fma"))) static double rank_view_avx2(const float *restrict l,
+                                                             float lmax, int n,
+                                                             uint16_t *restrict bucket,
+                                                             uint32_t *restrict cnt,
+                                                             double *restrict wsum) {
+    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
 }
-AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl,fma") static void rank_view_avx512(
+AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl,fma") static double rank_view_avx512(
     const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
     uint32_t *restrict cnt, double *restrict wsum) {
-    rank_view_body(l, lmax, n, bucket, cnt, wsum);
+    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
 }
 __attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
@@ -1456,11 +1467,9 @@ static void sort_scored(struct scored *a, int n) {
  * linear in the score (a monotone map, so bucket order is score order), and the walk sorts a
  * bucket only when it reaches it: the tail after the crossing is never sorted. The same sums in
  * the same order, the same list as sorting everything. */
-static void typical(gemma3_sampler *s, float tp) {
+static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
+    g3_cand_materialise(s);
     int n = s->n_cand;
-    if (tp >= 1.0f || n <= 1) return;
-    float lmax = g3_cand_max(s);
-    if (lmax == -INFINITY) return;
     double z = g3_cand_z(s, lmax);
     const int32_t *ids = g3_cand_ids_ascending(s);
     struct scored *sc = s->scored;
@@ -1512,6 +1521,39 @@ static void typical(gemma3_sampler *s, float tp) {
     s->n_cand = keep;
     s->sorted = keep <= 1;
     s->id_order = keep <= 1;
+}
+
+/* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
+ * implicit: in Gumbel mode it is written out in id order (the draw reads no order); in CDF mode
+ * the draw walks it in typical's order itself when it comes next (draw_next), else the exact
+ * computation runs, as it does wherever the view's bounds leave the set open. */
+static void typical(gemma3_sampler *s, float tp, int draw_next) {
+    int n = s->n_cand;
+    if (tp >= 1.0f || n <= 1) return;
+    float lmax = g3_cand_max(s);
+    if (lmax == -INFINITY) return;
+    if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
+        (draw_next || gumbel_mode(s))) {
+        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep);
+        if (count > 1) {
+            s->typ.on = 1;
+            s->n_cand = count;
+            if (gumbel_mode(s)) g3_cand_materialise(s);
+            return;
+        }
+    }
+    typical_exact(s, tp, lmax);
+}
+
+/* The CDF draw's way back when typical's implicit set cannot be walked from the view: the
+ * exact typical, from the whole vocabulary it was taken from. */
+static void typical_settle(gemma3_sampler *s) {
+    s->typ.on = 0;
+    s->n_cand = s->n_vocab;
+    s->cand_lazy = 1;
+    s->id_order = 1;
+    s->sorted = 0;
+    typical_exact(s, s->p.typical_p, g3_cand_max(s));
 }
 
 /* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
@@ -1830,10 +1872,15 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, doub
  * so a zero-weight token is never picked); the last positive-weight one if rounding leaves the
  * walk short. Returns -1 when no candidate has weight. Long lists try the fast walk first. */
 static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
+    double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
+    if (s->typ.on) { /* typical's set, walked in typical's order from the rank view */
+        int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_typical(s, u);
+        if (tok >= 0) return tok;
+        typical_settle(s);
+    }
     int n = s->n_cand;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
-    double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
     if (s->win.on) { /* a window walks from the rank view, else it is written out */
         int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_cdf(s, u);
         if (tok >= 0) return tok;
@@ -1980,6 +2027,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     s->n_cand = V;
     s->cand_lazy = 1;
     s->win.on = 0;
+    s->typ.on = 0;
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
     int clean = s->copy_check(l, logits, V);
@@ -2032,6 +2080,27 @@ static int sampler_on(const gemma3_sampler_params *p, int t) {
     }
 }
 
+/* Whether a sampler after position i of the chain may change the list or the logits. */
+static int acts_after(const gemma3_sampler_params *p, int i) {
+    for (int j = i + 1; j < p->n_samplers; j++) {
+        int t = p->samplers[j], acts;
+        switch (t) {
+        case GEMMA3_SAMPLER_PENALTIES:
+            acts = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                   p->presence_penalty != 0.0f;
+            break;
+        case GEMMA3_SAMPLER_DRY: acts = p->dry_multiplier != 0.0f; break;
+        case GEMMA3_SAMPLER_TOP_K: acts = p->top_k > 0; break;
+        case GEMMA3_SAMPLER_TEMPERATURE:
+            acts = p->temperature != 1.0f || p->dynatemp_range > 0.0f;
+            break;
+        default: acts = sampler_on(p, t);
+        }
+        if (acts) return 1;
+    }
+    return 0;
+}
+
 /* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
 static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
     const gemma3_sampler_params *p = &s->p;
@@ -2044,7 +2113,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
          * for its other paths) */
         int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
                          t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TOP_P &&
-                         t != GEMMA3_SAMPLER_XTC &&
+                         t != GEMMA3_SAMPLER_XTC && t != GEMMA3_SAMPLER_TYPICAL_P &&
                          !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
                          sampler_on(p, t);
         if (reads_list) g3_cand_materialise(s);
@@ -2057,7 +2126,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
         case GEMMA3_SAMPLER_DRY: dry(s); break;
         case GEMMA3_SAMPLER_TOP_N_SIGMA: top_n_sigma(s, p->top_n_sigma); break;
         case GEMMA3_SAMPLER_TOP_K: top_k(s, p->top_k); break;
-        case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p); break;
+        case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
         case GEMMA3_SAMPLER_XTC: xtc(s, pos); break;

@@ -231,9 +231,11 @@ typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint
 g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 
 /* The rank view's pass (sampling-rank.c): for every token, bucket[i] = g3_view_bucket(l[i],
- * lmax), and per bucket the count (cnt[b]++) and the sum in id order of
- * g3_approx_exp_fma(max((double)l[i] - lmax, -708)) (wsum[b] +=; both zeroed by the caller).
- * Per instruction set like g3_approx_exp_n_get (the same bits; the AVX2 build with FMA). */
+ * lmax), and per bucket the count (cnt[b]++) and the sum in id order of the weight
+ * w_i = g3_approx_exp_fma(d_i), d_i = max((double)l[i] - lmax, -708) (wsum[b] +=; both zeroed by
+ * the caller). Returns the sum of w_i d_i (typical's entropy): token i in lane i % 16 by fma,
+ * the lanes added in order, then the tail (i >= n - n % 16) by fma in order. Per instruction set
+ * like g3_approx_exp_n_get (the same bits; the AVX2 build with FMA). */
 #define G3_VIEW_BUCKETS 2048
 #define G3_VIEW_NATS 29.5f
 /* The bucket of logit l below the maximum lmax: G3_VIEW_BUCKETS - 1 buckets of equal width over
@@ -243,9 +245,9 @@ static inline int g3_view_bucket(float l, float lmax) {
     float x = (lmax - l) * ((float)(G3_VIEW_BUCKETS - 1) / G3_VIEW_NATS);
     return x < (float)(G3_VIEW_BUCKETS - 1) ? (int)x : G3_VIEW_BUCKETS - 1;
 }
-typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
-                                uint16_t *restrict bucket, uint32_t *restrict cnt,
-                                double *restrict wsum);
+typedef double (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
+                                  uint16_t *restrict bucket, uint32_t *restrict cnt,
+                                  double *restrict wsum);
 g3_rank_view_fn g3_rank_view_get(int isa);
 
 /* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get

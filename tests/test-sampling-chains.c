@@ -754,16 +754,25 @@ static void check_rank_view(void) {
     }
     memset(want_cnt, 0, sizeof want_cnt);
     memset(want_ws, 0, sizeof want_ws);
+    double lanes[16] = {0}, tail = 0, want_s1 = 0;
     int monotone = 1;
     for (int i = 0; i < N; i++) {
         int b = g3_view_bucket(l[i], lmax);
         double d = (double)l[i] - lmax;
+        d = d > -708 ? d : -708;
+        double w = g3_approx_exp_fma(d);
         want_cnt[b]++;
-        want_ws[b] += g3_approx_exp_fma(d > -708 ? d : -708);
+        want_ws[b] += w;
+        if (i < N - N % 16)
+            lanes[i % 16] = fma(w, d, lanes[i % 16]);
+        else
+            tail = fma(w, d, tail);
         if (i > 0) /* a larger logit never in a later bucket */
             monotone &= (l[i] > l[i - 1]) ? b <= g3_view_bucket(l[i - 1], lmax)
                                           : b >= g3_view_bucket(l[i - 1], lmax);
     }
+    for (int k = 0; k < 16; k++) want_s1 += lanes[k];
+    want_s1 += tail;
     CHECK(monotone);
     CHECK(g3_view_bucket(lmax, lmax) == 0 && g3_view_bucket(-INFINITY, lmax) == G3_VIEW_BUCKETS - 1);
     for (int isa = 0; isa <= 2; isa++) {
@@ -775,8 +784,10 @@ static void check_rank_view(void) {
         for (int n = N - 13; n <= N; n += 13) { /* a whole number of blocks, and a ragged tail */
             memset(cnt, 0, sizeof cnt);
             memset(ws, 0, sizeof ws);
-            fn(l, lmax, n, bk, cnt, ws);
+            double s1 = fn(l, lmax, n, bk, cnt, ws);
             if (n < N) continue;
+            CHECK_MSG(memcmp(&s1, &want_s1, sizeof s1) == 0, "isa %d: weighted sum %.17g, want %.17g",
+                      isa, s1, want_s1);
             int wrong = 0;
             for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
             CHECK_MSG(wrong == 0, "isa %d: %d buckets", isa, wrong);
