@@ -25,6 +25,7 @@ struct gemma3_sampler {
     int exact_draw_only;  /* tests: the CDF walk without its fast paths */
     int skip_float_draw;  /* tests: the CDF walk without its float tier */
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
+    int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
     g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */

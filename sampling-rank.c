@@ -362,7 +362,6 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     s->edge_bucket = -1; /* tie_ids and the sort's scratch held a bucket of the CDF walk */
     double cum = w_a;
     for (int i = 0; i < m; i++) {
-        if (in_typ && !g3_typ_contains(s, s->logits[g[i]], g[i])) continue; /* all past its end */
         double before = cum;
         cum += view_weight(s->logits[g[i]], (float)lmax);
         if (!(cum > target)) continue;

@@ -417,6 +417,10 @@ uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; 
 const float *g3_sampler_work_logits(const gemma3_sampler *s) { return s->logits; }
 float g3_sampler_mirostat_mu(const gemma3_sampler *s) { return s->mu; }
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on) { s->exact_draw_only = on; }
+void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
+    *sets = s->typ_fast_sets;
+    *draws = s->typ_fast_draws;
+}
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
 void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
 
@@ -1536,6 +1540,7 @@ static void typical(gemma3_sampler *s, float tp, int draw_next) {
         (draw_next || gumbel_mode(s))) {
         int count = g3_rank_typical(s, lmax, tp, s->p.min_keep);
         if (count > 1) {
+            s->typ_fast_sets++;
             s->typ.on = 1;
             s->n_cand = count;
             if (gumbel_mode(s)) g3_cand_materialise(s);
@@ -1875,6 +1880,7 @@ static int32_t draw_cdf(gemma3_sampler *s, int64_t pos) {
     double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
     if (s->typ.on) { /* typical's set, walked in typical's order from the rank view */
         int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_typical(s, u);
+        s->typ_fast_draws += tok >= 0;
         if (tok >= 0) return tok;
         typical_settle(s);
     }

@@ -53,6 +53,9 @@ float g3_sampler_mirostat_mu(const gemma3_sampler *s);
 
 /* Tests: 1 turns the fast CDF walk off (every draw takes the exact walk), 0 back on. */
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
+/* Tests: how many typical sets, and CDF draws over one, the rank view has answered since init
+ * (the rest took the exact computation). */
+void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
 
 /* exp(x) for -708 <= x <= 0 in double, branch-free so that loops over it vectorise:
  * Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (fdlibm's two-part ln2, k ln2_hi exact), the

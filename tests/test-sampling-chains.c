@@ -1294,6 +1294,108 @@ static void check_positions_reaching(struct ref *r, float *l) {
     gemma3_sampler_free(s);
 }
 
+/* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
+ * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
+ * with a temperature after typical, each vector's reference set computed once and drawn from at
+ * many positions in both modes, and the kept set compared too. The fast path must answer most of the Gaussian vectors' sets and
+ * draws, or the comparison would not test it. */
+static void check_typical_whole_vocab(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768, 6000};
+    static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
+    enum { POSITIONS = 24 };
+    int32_t *ref_set = malloc(262144 * sizeof *ref_set), *kept = malloc(262144 * sizeof *kept);
+    int32_t *ref_sorted = malloc(262144 * sizeof *ref_sorted);
+    if (!ref_set || !kept || !ref_sorted) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0, calls = 0, sets = 0, draws = 0;
+    int gauss_calls = 0, gauss_sets = 0, gauss_cdf = 0, gauss_draws = 0;
+    for (int si = 0; si < 3; si++) {
+        int V = sizes[si], nv = si == 0 ? 9 : 18;
+        gemma3_sampler_params p = all_off();
+        gemma3_sampler *s;
+        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            continue;
+        }
+        for (int v = 0; v < nv; v++) {
+            int kind = v % 9;
+            make_logits(l, V, kind);
+            p.typical_p = v < 6 ? tps[v] : (float)unif();
+            p.min_keep = v % 4 == 3 ? 1 + (int)(next() % 300) : 0;
+            p.seed = (uint32_t)next();
+            r->p = &p;
+            memcpy(r->l, l, (size_t)V * sizeof *l);
+            for (int i = 0; i < V; i++) r->c[i] = i;
+            r->n = V;
+            ref_typical(r, p.typical_p);
+            /* then a temperature on some (llama.cpp's order: temperature last): the CDF draw
+             * walks typical's order with the new weights */
+            p.temperature = v % 3 == 2 ? 0.7f : 1.0f;
+            gemma3_sampler_chain_from_seq(v % 3 == 2 ? GEMMA3_SAMPLER_SEQ_LLAMA
+                                                     : GEMMA3_SAMPLER_SEQ_DEFAULT,
+                                          &p);
+            ref_temperature(r, p.temperature);
+            int n_ref = r->n;
+            memcpy(ref_set, r->c, (size_t)n_ref * sizeof *ref_set);
+            memcpy(ref_sorted, ref_set, (size_t)n_ref * sizeof *ref_sorted);
+            qsort(ref_sorted, (size_t)n_ref, sizeof *ref_sorted, cmp_id);
+            int n_finite = 0; /* the kept set leaves out banned tokens */
+            for (int i = 0; i < n_ref; i++)
+                if (l[ref_sorted[i]] != -INFINITY) ref_sorted[n_finite++] = ref_sorted[i];
+            for (int mode = 0; mode < 2; mode++) {
+                int sets0, draws0;
+                g3_sampler_typical_fast(s, &sets0, &draws0);
+                if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                memcpy(r->c, ref_set, (size_t)n_ref * sizeof *r->c);
+                r->n = n_ref;
+                int n_kept = g3_sampler_kept(s, l, 0, kept);
+                if ((n_kept != n_finite ||
+                     memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0) &&
+                    wrong < 5)
+                    printf("typical V %d kind %d tp %.3f min_keep %d mode %d: kept %d, want %d\n",
+                           V, kind, p.typical_p, p.min_keep, mode, n_kept, n_finite);
+                wrong += n_kept != n_finite ||
+                         memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0;
+                for (int pos = 0; pos < POSITIONS; pos++) {
+                    int32_t want = n_ref == 1 ? ref_set[0] : ref_draw(r, pos);
+                    if (want < 0) /* nothing finite to draw: the sampler's fallback, the argmax */
+                        for (int i = want = 0; i < V; i++) want = l[i] > l[want] ? i : want;
+                    int32_t got = gemma3_sampler_sample(s, l, pos);
+                    if (got != want && wrong < 5)
+                        printf("typical V %d kind %d tp %.3f min_keep %d mode %d pos %d: %d, want "
+                               "%d\n",
+                               V, kind, p.typical_p, p.min_keep, mode, pos, got, want);
+                    wrong += got != want;
+                    calls++;
+                }
+                int sets1, draws1;
+                g3_sampler_typical_fast(s, &sets1, &draws1);
+                sets += sets1 - sets0;
+                draws += draws1 - draws0;
+                /* Gaussian bulks: the rank view's case (in CDF mode only when the draw is next) */
+                if (kind <= 3 && n_ref > 1 && (mode == 1 || p.temperature == 1.0f)) {
+                    gauss_calls += POSITIONS + 1;
+                    gauss_sets += sets1 - sets0;
+                    gauss_cdf += mode == 0 && p.temperature == 1.0f ? POSITIONS : 0;
+                    gauss_draws += draws1 - draws0;
+                }
+            }
+        }
+        gemma3_sampler_free(s);
+    }
+    printf("typical over the whole vocabulary: %d draws, %d wrong; the rank view answered %d sets "
+           "and %d CDF draws (Gaussian bulks: %d of %d sets, %d of %d CDF draws)\n",
+           calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_cdf);
+    CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
+    CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_cdf * 9,
+              "the rank view answered too few typical calls to be tested");
+    free(ref_set);
+    free(kept);
+    free(ref_sorted);
+}
+
 int main(void) {
     int vectors = DEFAULT_VECTORS;
     const char *env = getenv("G3_CHAINS_VECTORS");
@@ -1324,6 +1426,7 @@ int main(void) {
     check_temperature_first(&r, l, hist);
     check_mirostat_v1_selection(&r, l);
     check_positions_reaching(&r, l);
+    check_typical_whole_vocab(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
