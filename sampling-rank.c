@@ -1,5 +1,6 @@
-/* sampling-rank.c - the rank view of the whole vocabulary (sampling-rank.h): top-p's boundary
- * and the CDF walk over a window, found in one bucket instead of a sorted vocabulary. */
+/* sampling-rank.c - the rank view of the whole vocabulary (sampling-rank.h): top-p's boundary,
+ * typical's set and the CDF walk over what they keep, found in one bucket or one band of
+ * distances instead of a sorted vocabulary. */
 #include "sampling-rank.h"
 
 #include <math.h>

@@ -1,7 +1,8 @@
-/* sampling-rank.h - top-p's boundary over the whole vocabulary, and the CDF walk over a window
- * of its total order (sampling-select.h), without sorting the vocabulary: one pass buckets every
- * token by its logit and sums approximate weights per bucket (the rank view); only the bucket
- * that holds the answer is sorted. Each answer comes with a bound on the error of the
+/* sampling-rank.h - top-p's boundary and typical's set over the whole vocabulary, and the CDF
+ * walk over a window of its total order (sampling-select.h) or over typical's set, without
+ * sorting the vocabulary: one pass buckets every token by its logit and sums approximate
+ * weights per bucket (the rank view); only the bucket (top-p) or the band of distances
+ * (typical) that holds the answer is sorted. Each answer comes with a bound on the error of the
  * approximate sums and is given only when that bound cannot change it; otherwise the caller
  * takes the exact path (docs/sampling.md §7). */
 #ifndef G3_SAMPLING_RANK_H

@@ -27,7 +27,8 @@
  *   threshold, mirostat v2's limit and XTC's count start from approximations with proven error
  *   bounds (float, then double) and fall back to the exact computation wherever the bound cannot
  *   settle the answer; the Gumbel draw screens every token with a bound on the noise its random
- *   bits can give; typical sorts only the buckets its walk reaches.
+ *   bits can give; over the whole vocabulary top-p, typical and the CDF walk over what they
+ *   keep read one bucketed pass (sampling-rank.h) and sort one bucket or band.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
