@@ -269,28 +269,20 @@ static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, do
     return 0;
 }
 
-/* The token at which the weight, summed over the whole vocabulary (in_typ: over typical's set)
- * in order of distance from c, first exceeds target: what the walk by exact typical scores finds
- * when each score lies within eps of its distance and the sums within margin of the exact ones,
- * and the answer holds under both. Returns 0 when the bounds leave it open.
- *
- * From the view's bucket sums: s_lo, a distance nearer than which at most target - margin lies
- * (the buckets in order of their nearest distance), and s_hi, one within which at least
- * target + margin lies (in order of their farthest; typical's own distance, holding its mass,
- * when the buckets reach past it). The buckets around c wholly nearer than s_lo are summed as
- * they are; every other token within s_hi + 2 eps is listed, sorted by distance and walked
- * after them. */
-static int walk_dist(gemma3_sampler *s, double c, double eps, double target, double margin,
-                     int in_typ, struct dist_walk *out) {
+/* The distances that bracket the crossing of target, from the view's bucket sums: *s_lo,
+ * nearer than which at most target - margin lies (the buckets in order of their nearest
+ * distance), and *s_hi, within which at least target + margin lies (in order of their
+ * farthest; typical's own distance, which holds its mass, when in_typ and the buckets reach
+ * past it). Returns 0 when the regular buckets cannot bracket it. */
+static int bracket(const gemma3_sampler *s, double c, int bc, double target, double margin,
+                   int in_typ, double *s_lo, double *s_hi) {
     const double lmax = s->view_lmax, *ws = s->view_w;
-    const int last = G3_VIEW_BUCKETS - 1;
-    double xc = (lmax - c) * (double)((float)last / G3_VIEW_NATS);
-    if (!(xc < last)) return 0; /* c among the lowest logits (or NaN) */
-    int bc = xc > 0 ? (int)xc : 0, up = bc, down = bc, centre = 1, b;
-    double acc = 0, s_lo = -1, s_hi = -1;
+    int up = bc, down = bc, centre = 1, b;
+    double acc = 0;
+    *s_lo = *s_hi = -1;
     while ((b = next_bucket(lmax, c, 0, bc, &up, &down, &centre)) >= 0) {
         if (acc + ws[b] > target - margin) {
-            s_lo = bucket_dist(lmax, c, b, 0);
+            *s_lo = bucket_dist(lmax, c, b, 0);
             break;
         }
         acc += ws[b];
@@ -298,34 +290,25 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     up = down = bc;
     centre = 1;
     acc = 0;
-    while (s_lo >= 0 && (b = next_bucket(lmax, c, 1, bc, &up, &down, &centre)) >= 0) {
+    while (*s_lo >= 0 && (b = next_bucket(lmax, c, 1, bc, &up, &down, &centre)) >= 0) {
         double far = bucket_dist(lmax, c, b, 1);
         if (in_typ && far >= s->typ.dist) { /* the buckets past it hold tokens not in the set */
-            if (s->typ.mass >= target + margin) s_hi = s->typ.dist;
+            if (s->typ.mass >= target + margin) *s_hi = s->typ.dist;
             break;
         }
         acc += ws[b];
         if (acc >= target + margin) {
-            s_hi = far;
+            *s_hi = far;
             break;
         }
     }
-    double reach = s_hi + 2 * eps;
-    if (s_hi < 0 || reach >= bucket_dist(lmax, c, last, 0)) return 0;
-    /* [a1, a2]: wholly nearer than s_lo (maybe empty); [g1, g2]: every bucket within reach */
-    int a1 = bc, a2 = bc - 1, g1 = bc, g2 = bc;
-    if (bucket_dist(lmax, c, bc, 1) < s_lo) {
-        a2 = bc;
-        grow_range(lmax, c, 1, s_lo, &a1, &a2);
-    }
-    grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
-    double w_a = 0;
-    int n_a = 0;
-    for (b = a1; b <= a2; b++) { /* before an empty range is moved out of the way below */
-        w_a += ws[b];
-        n_a += (int)s->view_cnt[b];
-    }
-    /* the listed tokens, split at c and each side sorted by distance, then merged into g */
+    return *s_hi >= 0;
+}
+
+/* The tokens within distance reach of c whose bucket lies in [g1, g2] but not in [a1, a2]
+ * (a1 > a2: none excluded), into s->ids_tmp in order of distance from c (ties by id): each
+ * side of c sorted, then merged. Returns how many. */
+static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, int a1, int a2) {
     if (a2 < a1) a1 = a2 = g2 + 1; /* an empty range: no listed bucket in it */
     const uint16_t *bk = s->view_bucket, lo_g = (uint16_t)g1, lo_a = (uint16_t)a1;
     const uint16_t span_g = (uint16_t)(g2 - g1), span_a = (uint16_t)(a2 - a1);
@@ -354,14 +337,46 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     sort_by_dist(s, below, n_below, 0);
     int m = 0;
     for (int i = 0, j = 0; i < n_above || j < n_below;) {
-        int take_above = j == n_below ||
-                         (i < n_above && (dist_of(s, above[i], c) < dist_of(s, below[j], c) ||
-                                          (dist_of(s, above[i], c) == dist_of(s, below[j], c) &&
-                                           above[i] < below[j])));
+        double da = i < n_above ? dist_of(s, above[i], c) : INFINITY;
+        double db = j < n_below ? dist_of(s, below[j], c) : INFINITY;
+        int take_above =
+            j == n_below || (i < n_above && (da < db || (da == db && above[i] < below[j])));
         g[m++] = take_above ? above[i++] : below[j++];
     }
-    s->edge_bucket = -1; /* tie_ids and the sort's scratch held a bucket of the CDF walk */
-    double cum = w_a;
+    return m;
+}
+
+/* The token at which the weight, summed over the whole vocabulary (in_typ: over typical's set)
+ * in order of distance from c, first exceeds target: what the walk by exact typical scores finds
+ * when each score lies within eps of its distance and the sums within margin of the exact ones,
+ * and the answer holds under both. Returns 0 when the bounds leave it open. Between the
+ * bracket's ends: the buckets around c wholly nearer than s_lo are summed as they are, every
+ * other token within s_hi + 2 eps is listed and walked after them. */
+static int walk_dist(gemma3_sampler *s, double c, double eps, double target, double margin,
+                     int in_typ, struct dist_walk *out) {
+    const double lmax = s->view_lmax;
+    const int last = G3_VIEW_BUCKETS - 1;
+    double xc = (lmax - c) * (double)((float)last / G3_VIEW_NATS), s_lo, s_hi;
+    if (!(xc < last)) return 0; /* c among the lowest logits (or NaN) */
+    int bc = xc > 0 ? (int)xc : 0;
+    if (!bracket(s, c, bc, target, margin, in_typ, &s_lo, &s_hi)) return 0;
+    double reach = s_hi + 2 * eps;
+    if (reach >= bucket_dist(lmax, c, last, 0)) return 0;
+    /* [a1, a2]: wholly nearer than s_lo (maybe empty); [g1, g2]: every bucket within reach */
+    int a1 = bc, a2 = bc - 1, g1 = bc, g2 = bc;
+    if (bucket_dist(lmax, c, bc, 1) < s_lo) {
+        a2 = bc;
+        grow_range(lmax, c, 1, s_lo, &a1, &a2);
+    }
+    grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
+    double cum = 0;
+    int n_a = 0;
+    for (int b = a1; b <= a2; b++) {
+        cum += s->view_w[b];
+        n_a += (int)s->view_cnt[b];
+    }
+    int m = list_band(s, c, reach, g1, g2, a1, a2);
+    const int32_t *g = s->ids_tmp;
     for (int i = 0; i < m; i++) {
         double before = cum;
         cum += view_weight(s->logits[g[i]], (float)lmax);
