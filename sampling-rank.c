@@ -259,7 +259,8 @@ static void sort_by_dist(gemma3_sampler *s, int32_t *ids, int n, int above) {
 /* Whether a token other than those at logit lt lies within 2 eps of distance d around
  * position i of the walk g[0..m) (sorted by distance): the exact scores could order it on the
  * other side of g[i]. */
-static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, double c, double eps) {
+static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, double c,
+                     double eps) {
     float lt = s->logits[g[i]];
     double d = dist_of(s, g[i], c);
     for (int j = i - 1; j >= 0 && dist_of(s, g[j], c) >= d - 2 * eps; j--)

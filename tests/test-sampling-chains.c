@@ -786,8 +786,8 @@ static void check_rank_view(void) {
             memset(ws, 0, sizeof ws);
             double s1 = fn(l, lmax, n, bk, cnt, ws);
             if (n < N) continue;
-            CHECK_MSG(memcmp(&s1, &want_s1, sizeof s1) == 0, "isa %d: weighted sum %.17g, want %.17g",
-                      isa, s1, want_s1);
+            CHECK_MSG(memcmp(&s1, &want_s1, sizeof s1) == 0,
+                      "isa %d: weighted sum %.17g, want %.17g", isa, s1, want_s1);
             int wrong = 0;
             for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
             CHECK_MSG(wrong == 0, "isa %d: %d buckets", isa, wrong);
@@ -1297,8 +1297,8 @@ static void check_positions_reaching(struct ref *r, float *l) {
 /* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
  * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
  * with a temperature after typical, each vector's reference set computed once and drawn from at
- * many positions in both modes, and the kept set compared too. The fast path must answer most of the Gaussian vectors' sets and
- * draws, or the comparison would not test it. */
+ * many positions in both modes, and the kept set compared too. The fast path must answer most
+ * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
 static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
