@@ -236,8 +236,8 @@ g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 /* The rank view's pass (sampling-rank.c): for every token, bucket[i] = g3_view_bucket(l[i],
  * lmax), and per bucket the count (cnt[b]++) and the sum in id order of the weight
  * w_i = g3_approx_exp_fma(d_i), d_i = max((double)l[i] - lmax, -708) (wsum[b] +=; both zeroed by
- * the caller). Returns the sum of w_i d_i (typical's entropy): token i in lane i % 16 by fma,
- * the lanes added in order, then the tail (i >= n - n % 16) by fma in order. Per instruction set
+ * the caller). Returns the sum of w_i d_i (typical's centre): token i < n - n % 16 in lane
+ * i % 16 by fma, the tail in its own fma sum, then the 16 lanes added in order and the tail. Per instruction set
  * like g3_approx_exp_n_get (the same bits; the AVX2 build with FMA). */
 #define G3_VIEW_BUCKETS 2048
 #define G3_VIEW_NATS 29.5f
