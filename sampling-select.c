@@ -9,32 +9,16 @@
 
 /* ================================ the sort path ============================================= */
 
-/* A window written out: its tokens in id order (one branch-free pass), then sorted. */
-static void window_materialise(gemma3_sampler *s) {
+/* An implicit list (a window, else typical's set) written out in id order: one branch-free
+ * pass over the vocabulary. */
+static void write_out_in_id_order(gemma3_sampler *s) {
     const float *l = s->logits;
-    int m = 0;
+    int m = 0, win = s->win.on;
     for (int32_t j = 0; j < s->n_vocab; j++) {
         s->cand[m] = j;
-        m += g3_win_contains(s, l[j], j);
+        m += win ? g3_win_contains(s, l[j], j) : g3_typ_contains(s, l[j], j);
     }
-    s->win.on = 0;
-    s->edge_bucket = -1; /* its bucket cache may be overwritten from here on */
-    s->cand_lazy = 0;
-    s->n_cand = m;
-    s->id_order = 1;
-    s->sorted = 0;
-    g3_cand_ensure_sorted(s);
-}
-
-/* Typical's set written out in id order (sampling-select.h says why not in typical's). */
-static void typical_materialise(gemma3_sampler *s) {
-    const float *l = s->logits;
-    int m = 0;
-    for (int32_t j = 0; j < s->n_vocab; j++) {
-        s->cand[m] = j;
-        m += g3_typ_contains(s, l[j], j);
-    }
-    s->typ.on = 0;
+    s->win.on = s->typ.on = 0;
     s->cand_lazy = 0;
     s->n_cand = m;
     s->id_order = 1;
@@ -42,12 +26,14 @@ static void typical_materialise(gemma3_sampler *s) {
 }
 
 void g3_cand_materialise(gemma3_sampler *s) {
-    if (s->win.on) {
-        window_materialise(s);
+    if (s->win.on) { /* a window is sorted, typical's set is not (sampling-select.h) */
+        s->edge_bucket = -1; /* the window's bucket cache may be overwritten from here on */
+        write_out_in_id_order(s);
+        g3_cand_ensure_sorted(s);
         return;
     }
     if (s->typ.on) {
-        typical_materialise(s);
+        write_out_in_id_order(s);
         return;
     }
     if (!s->cand_lazy) return;

@@ -1117,6 +1117,16 @@ static void check_finite(gemma3_sampler *s) {
         writable_logits(s);
 }
 
+/* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
+static void list_whole_vocabulary(gemma3_sampler *s) {
+    s->n_cand = s->n_vocab;
+    s->cand_lazy = 1;
+    s->id_order = 1;
+    s->sorted = 0;
+    s->win.on = 0;
+    s->typ.on = 0;
+}
+
 static int gumbel_mode(const gemma3_sampler *s) { return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL; }
 
 enum { GUMBEL_HEAP_MAX_K = 1024 };
@@ -1554,11 +1564,7 @@ static void typical(gemma3_sampler *s, float tp, int draw_next) {
 /* The CDF draw's way back when typical's implicit set cannot be walked from the view: the
  * exact typical, from the whole vocabulary it was taken from. */
 static void typical_settle(gemma3_sampler *s) {
-    s->typ.on = 0;
-    s->n_cand = s->n_vocab;
-    s->cand_lazy = 1;
-    s->id_order = 1;
-    s->sorted = 0;
+    list_whole_vocabulary(s);
     typical_exact(s, s->p.typical_p, g3_cand_max(s));
 }
 
@@ -2029,12 +2035,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     s->logits = logits;
     s->unchecked = 1;
     logits_rewritten(s);
-    s->sorted = 0;
-    s->id_order = 1;
-    s->n_cand = V;
-    s->cand_lazy = 1;
-    s->win.on = 0;
-    s->typ.on = 0;
+    list_whole_vocabulary(s);
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
     int clean = s->copy_check(l, logits, V);
@@ -2078,6 +2079,12 @@ static int32_t fallback(const gemma3_sampler *s, const float *logits, const uint
  * is off returns before it reads the list). */
 static int sampler_on(const gemma3_sampler_params *p, int t) {
     switch (t) {
+    case GEMMA3_SAMPLER_PENALTIES:
+        return p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+               p->presence_penalty != 0.0f;
+    case GEMMA3_SAMPLER_DRY: return p->dry_multiplier != 0.0f;
+    case GEMMA3_SAMPLER_TOP_K: return p->top_k > 0;
+    case GEMMA3_SAMPLER_TEMPERATURE: return p->temperature != 1.0f || p->dynatemp_range > 0.0f;
     case GEMMA3_SAMPLER_TOP_N_SIGMA: return p->top_n_sigma > 0.0f;
     case GEMMA3_SAMPLER_TYPICAL_P: return p->typical_p < 1.0f;
     case GEMMA3_SAMPLER_TOP_P: return p->top_p < 1.0f;
@@ -2089,22 +2096,8 @@ static int sampler_on(const gemma3_sampler_params *p, int t) {
 
 /* Whether a sampler after position i of the chain may change the list or the logits. */
 static int acts_after(const gemma3_sampler_params *p, int i) {
-    for (int j = i + 1; j < p->n_samplers; j++) {
-        int t = p->samplers[j], acts;
-        switch (t) {
-        case GEMMA3_SAMPLER_PENALTIES:
-            acts = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-                   p->presence_penalty != 0.0f;
-            break;
-        case GEMMA3_SAMPLER_DRY: acts = p->dry_multiplier != 0.0f; break;
-        case GEMMA3_SAMPLER_TOP_K: acts = p->top_k > 0; break;
-        case GEMMA3_SAMPLER_TEMPERATURE:
-            acts = p->temperature != 1.0f || p->dynatemp_range > 0.0f;
-            break;
-        default: acts = sampler_on(p, t);
-        }
-        if (acts) return 1;
-    }
+    for (int j = i + 1; j < p->n_samplers; j++)
+        if (sampler_on(p, p->samplers[j])) return 1;
     return 0;
 }
 
