@@ -55,10 +55,7 @@ static int bucket_sorted(gemma3_sampler *s, int b) {
 }
 
 /* The view's weight of a token: what rank_view summed for it. */
-static double view_weight(float l, float lmax) {
-    double d = (double)l - lmax;
-    return g3_approx_exp_fma(d > -708.0 ? d : -708.0);
-}
+static double view_weight(float l, float lmax) { return g3_approx_exp_fma(g3_view_diff(l, lmax)); }
 
 /* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
  * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp

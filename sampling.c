@@ -620,8 +620,7 @@ __attribute__((always_inline)) static inline double rank_view_body(const float *
         int32_t b[16];
         double d[16], w[16];
         for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(l[i + k], lmax);
-        for (int k = 0; k < 16; k++) d[k] = (double)l[i + k] - lmax;
-        for (int k = 0; k < 16; k++) d[k] = d[k] > -708.0 ? d[k] : -708.0;
+        for (int k = 0; k < 16; k++) d[k] = g3_view_diff(l[i + k], lmax);
         for (int k = 0; k < 16; k++) w[k] = g3_approx_exp_fma(d[k]);
         for (int k = 0; k < 16; k++) acc[k] = fma(w[k], d[k], acc[k]);
         for (int k = 0; k < 16; k++) bucket[i + k] = (uint16_t)b[k];
@@ -632,8 +631,7 @@ __attribute__((always_inline)) static inline double rank_view_body(const float *
     }
     for (; i < n; i++) {
         int b = g3_view_bucket(l[i], lmax);
-        double d = (double)l[i] - lmax;
-        d = d > -708.0 ? d : -708.0;
+        double d = g3_view_diff(l[i], lmax);
         double w = g3_approx_exp_fma(d);
         bucket[i] = (uint16_t)b;
         cnt[b]++;

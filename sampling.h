@@ -91,6 +91,15 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
+/* The exponent the whole-vocabulary weights take for a logit l below the maximum lmax: l - lmax
+ * (exact in double), floored at -708, where e^d is still normal. The rank view's pass and every
+ * later reader of a view weight (sampling-rank.c) go through this, so that they agree bit for
+ * bit. */
+__attribute__((always_inline)) static inline double g3_view_diff(float l, float lmax) {
+    double d = (double)l - lmax;
+    return d > -708.0 ? d : -708.0;
+}
+
 /* g3_approx_exp with fused multiply-adds (C99 fma: one rounding each, so every build that has
  * the instruction gives the bits of the scalar build that calls libm's fma): about half the
  * operations, for the rank view's pass over the whole vocabulary. Its error is at most
@@ -235,7 +244,7 @@ g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 
 /* The rank view's pass (sampling-rank.c): for every token, bucket[i] = g3_view_bucket(l[i],
  * lmax), and per bucket the count (cnt[b]++) and the sum in id order of the weight
- * w_i = g3_approx_exp_fma(d_i), d_i = max((double)l[i] - lmax, -708) (wsum[b] +=; both zeroed by
+ * w_i = g3_approx_exp_fma(d_i), d_i = g3_view_diff(l[i], lmax) (wsum[b] +=; both zeroed by
  * the caller). Returns the sum of w_i d_i (typical's centre): token i < n - n % 16 in lane
  * i % 16 by fma, the tail in its own fma sum, then the 16 lanes added in order and the tail. Per instruction set
  * like g3_approx_exp_n_get (the same bits; the AVX2 build with FMA). */
