@@ -36,6 +36,8 @@ struct gemma3_sampler {
     g3_copy_check_fn copy_check;           /* the best of g3_copy_check_get */
     g3_copy_divide_fn copy_divide;         /* the best of g3_copy_divide_get */
     g3_max_n_fn max_n;                     /* the best of g3_max_n_get */
+    g3_check_max_fn check_max;             /* the best of g3_check_max_get */
+    g3_bucket_scan_fn bucket_scan;         /* the best of g3_bucket_scan_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -45,9 +47,9 @@ struct gemma3_sampler {
     const float *logits; /* by token id: the caller's until a sampler writes, then own */
     float *own;          /* the writable copy (writable_logits in sampling.c) */
     int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
-    int max_known;       /* max_value is the largest of own[0..n_vocab): set by the copy that
-                          * divides (it finds the maximum on the way), cleared by every other
-                          * writer of own (prepare, writable_logits) */
+    int max_known;       /* max_value is the largest of logits[0..n_vocab): set by the copy that
+                          * divides and by check_finite (each finds the maximum on the way),
+                          * cleared by every change of the logits (logits_rewritten) */
     float max_value;
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
@@ -95,14 +97,17 @@ struct gemma3_sampler {
         int32_t id_b;
     } typ;
     /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
-     * from while valid: bucket by token, count and approximate weight sum by bucket. */
+     * from while valid: bucket by token; per bucket the sum of units, of moments (when
+     * has_moments), and the view weight. */
     uint16_t *view_bucket; /* [n_vocab] */
-    int view_valid;
+    int view_valid, view_has_moments;
     int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
+    int edge_below;          /* how many tokens lie in earlier buckets */
     float view_lmax;
-    double view_s1; /* sum of weight times (l - lmax): the rank view's return */
-    uint32_t view_cnt[G3_VIEW_BUCKETS];
+    uint64_t view_hist[G3_VIEW_BUCKETS];
+    int64_t view_moment[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];
+    double view_scale[G3_VIEW_BUCKETS]; /* e^(-b/64) 2^-31 (0 for the last): unit to weight */
 };
 
 #endif

@@ -8,70 +8,61 @@
 
 #include "sampling-select.h"
 
-/* The view of s->logits (the whole vocabulary, checked) below lmax: built once per set of
- * logits (writable_logits and the temperature's division clear view_valid). */
-static void view_ensure(gemma3_sampler *s, float lmax) {
-    if (s->view_valid && s->view_lmax == lmax) return;
-    memset(s->view_cnt, 0, sizeof s->view_cnt);
-    memset(s->view_w, 0, sizeof s->view_w);
-    s->view_s1 =
-        s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_cnt, s->view_w);
+/* The view of s->logits (the whole vocabulary, checked) below lmax, with the moments when
+ * asked: built once per set of logits (writable_logits and the temperature's division clear
+ * view_valid). Returns 0, building nothing, for a vocabulary over 2^20 tokens, whose sums of
+ * units (below n 2^32) might not convert to double exactly: the callers' exact paths run. */
+static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
+    if (s->n_vocab > (1 << 20)) return 0;
+    if (s->view_valid && s->view_lmax == lmax && (s->view_has_moments || !moments)) return 1;
+    memset(s->view_hist, 0, sizeof s->view_hist);
+    if (moments) memset(s->view_moment, 0, sizeof s->view_moment);
+    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_hist,
+                 moments ? s->view_moment : NULL);
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
+        s->view_w[b] = s->view_scale[b] * (double)s->view_hist[b];
     s->view_valid = 1;
+    s->view_has_moments = moments;
     s->view_lmax = lmax;
     s->edge_bucket = -1;
-}
-
-/* The tokens of bucket b, ascending, into out; returns how many. Blocks of 32 without one are
- * skipped (one vectorised compare each): a bucket holds a small share of the vocabulary. */
-static int bucket_tokens(const gemma3_sampler *s, int b, int32_t *out) {
-    const uint16_t *bk = s->view_bucket, want = (uint16_t)b;
-    int n = s->n_vocab, m = 0, j = 0;
-    for (; j + 32 <= n; j += 32) {
-        int hits = 0;
-        for (int k = 0; k < 32; k++) hits += bk[j + k] == want;
-        if (!hits) continue;
-        for (int k = 0; k < 32; k++) { /* branch-free: which tokens are in is random */
-            out[m] = j + k;
-            m += bk[j + k] == want;
-        }
-    }
-    for (; j < n; j++) {
-        out[m] = j;
-        m += bk[j] == want;
-    }
-    return m;
+    return 1;
 }
 
 /* The tokens of bucket b in the total order, in s->pos_edge (kept for the next caller that asks
- * for the same bucket: top-p's boundary bucket is its window's last); returns how many. */
-static int bucket_sorted(gemma3_sampler *s, int b) {
+ * for the same bucket: top-p's boundary bucket is its window's last); returns how many, and
+ * *below (not NULL) how many tokens lie in earlier buckets. */
+static int bucket_sorted(gemma3_sampler *s, int b, int *below) {
     if (s->edge_bucket != b) {
-        s->edge_n = bucket_tokens(s, b, s->pos_edge);
+        s->edge_n = s->bucket_scan(s->view_bucket, s->n_vocab, b, s->pos_edge, &s->edge_below);
         g3_sort_ids_total(s->logits, s->pos_edge, s->edge_n, s->pos_sub, s->sel_keys,
                           s->sel_keys2);
         s->edge_bucket = b;
     }
+    if (below) *below = s->edge_below;
     return s->edge_n;
 }
 
-/* The view's weight of a token: what rank_view summed for it. */
-static double view_weight(float l, float lmax) { return g3_approx_exp_fma(g3_view_diff(l, lmax)); }
+/* The view's weight of a token: its bucket's factor times its unit, what the pass summed. */
+static double view_weight(const gemma3_sampler *s, float l) {
+    float lmax = s->view_lmax;
+    int b = g3_view_bucket(l, lmax);
+    return s->view_scale[b] * (double)g3_view_unit(g3_view_expm1(g3_view_reduced(l, lmax, b)), b);
+}
 
 /* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
  * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp
- * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4), each view
- * weight within G3_APPROX_EXP_REL_ERR of e^d (below -708 it is e^-708, far inside the 1/2),
- * and w, a sum of at most n + G3_VIEW_BUCKETS terms in some order, within
- * (n + G3_VIEW_BUCKETS) 2^-53 of the exact sum of its terms. */
+ * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's
+ * last bucket both are 0), each view weight within G3_VIEW_REL_ERR of e^d, and w, a sum of at
+ * most n + G3_VIEW_BUCKETS terms in some order, within (n + G3_VIEW_BUCKETS) 2^-53 of the
+ * exact sum of its terms. */
 static double mass_bound(double w, int m, int n) {
-    double rel = G3_APPROX_EXP_REL_ERR + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
+    double rel = G3_VIEW_REL_ERR + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
     return 1.01 * (0.5 * m + 0x1p40 * w * rel) + 2;
 }
 
 int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count) {
-    view_ensure(s, lmax);
+    if (!view_ensure(s, lmax, 0)) return 0;
     const double *ws = s->view_w;
-    const uint32_t *cnt = s->view_cnt;
     int n = s->n_vocab;
     double total = 0;
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) total += ws[b];
@@ -83,13 +74,10 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
     if (!(t_lo >= 1)) return 0; /* the target may be 0: top_p's own rule */
     /* the bucket where the approximate mass reaches p of the total */
     double above = 0, goal = (double)p * total;
-    int n_above = 0, b = 0;
-    for (; b < G3_VIEW_BUCKETS - 1 && above + ws[b] < goal; b++) {
-        above += ws[b];
-        n_above += (int)cnt[b];
-    }
+    int b = 0;
+    for (; b < G3_VIEW_BUCKETS - 1 && above + ws[b] < goal; b++) above += ws[b];
     if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no mass */
-    int ne = bucket_sorted(s, b);
+    int n_above, ne = bucket_sorted(s, b, &n_above);
     const int32_t *e = s->pos_edge;
     /* the exact mass before the bucket lies in [lo, hi]; within it the masses are exact, so
      * token i holds the boundary if the prefix through it surely reaches the target and the
@@ -117,7 +105,7 @@ static int on_edge(const gemma3_sampler *s, int b, int b_hi, int b_lo) {
 
 /* The window's tokens of bucket b in the total order, into s->tie_ids; returns how many. */
 static int window_tokens(gemma3_sampler *s, int b) {
-    int ne = bucket_sorted(s, b), m = 0;
+    int ne = bucket_sorted(s, b, NULL), m = 0;
     for (int i = 0; i < ne; i++)
         if (g3_win_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
             s->tie_ids[m++] = s->pos_edge[i];
@@ -125,10 +113,10 @@ static int window_tokens(gemma3_sampler *s, int b) {
 }
 
 /* The weight of the window's part of bucket b. */
-static double window_share(gemma3_sampler *s, int b, float lmax) {
+static double window_share(gemma3_sampler *s, int b) {
     int m = window_tokens(s, b);
     double w = 0;
-    for (int i = 0; i < m; i++) w += view_weight(s->logits[s->tie_ids[i]], lmax);
+    for (int i = 0; i < m; i++) w += view_weight(s, s->logits[s->tie_ids[i]]);
     return w;
 }
 
@@ -139,20 +127,20 @@ static double window_share(gemma3_sampler *s, int b, float lmax) {
  * outside it, the exact walk stops at the same token. */
 int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
     float lmax = s->win.vocab_max;
-    view_ensure(s, lmax);
+    if (!view_ensure(s, lmax, 0)) return -1;
     int n = s->n_vocab;
     int b_hi = s->win.has_hi ? g3_view_bucket(s->win.hi_l, lmax) : 0;
     int b_lo = s->win.has_lo ? g3_view_bucket(s->win.lo_l, lmax) : G3_VIEW_BUCKETS - 1;
-    double share_hi = on_edge(s, b_hi, b_hi, b_lo) ? window_share(s, b_hi, lmax) : s->view_w[b_hi];
+    double share_hi = on_edge(s, b_hi, b_hi, b_lo) ? window_share(s, b_hi) : s->view_w[b_hi];
     double share_lo = b_lo == b_hi ? share_hi
-                      : on_edge(s, b_lo, b_hi, b_lo) ? window_share(s, b_lo, lmax)
+                      : on_edge(s, b_lo, b_hi, b_lo) ? window_share(s, b_lo)
                                                      : s->view_w[b_lo];
     double total = 0;
     for (int b = b_hi; b <= b_lo; b++)
         total += b == b_hi ? share_hi : b == b_lo ? share_lo : s->view_w[b];
     double target = u * total;
-    double margin =
-        4 * (4 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307;
+    /* the view leaves out the last bucket's weights, each below 2^-46 */
+    double margin = 4 * (4 * (double)n * 0x1p-53 + 2 * G3_VIEW_REL_ERR) * total + n * 0x1p-45;
     double cum = 0;
     int b = b_hi;
     for (; b <= b_lo; b++) {
@@ -165,7 +153,7 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
     for (int i = 0; i < m; i++) {
         int32_t id = s->tie_ids[i];
         double before = cum;
-        cum += view_weight(s->logits[id], lmax);
+        cum += view_weight(s, s->logits[id]);
         if (cum > target) return before < target - margin && cum > target + margin ? id : -1;
     }
     return -1;
@@ -179,13 +167,12 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
  * of distances. */
 
 /* The logits of bucket b (b = G3_VIEW_BUCKETS - 1: the top of the last) lie in [*lo, *hi]:
- * g3_view_bucket's two float roundings move an edge by at most 2^-23 of 29.5 nats (3.6e-6),
- * the fuzz covers that and the roundings here. */
+ * g3_view_bucket's float difference moves an edge by at most 2^-24 of 32 nats (1.9e-6), the
+ * fuzz covers that and the roundings here. */
 static void bucket_range(double lmax, int b, double *lo, double *hi) {
-    const double per_nat = (double)((float)(G3_VIEW_BUCKETS - 1) / G3_VIEW_NATS);
     double fuzz = 1e-5 + 0x1p-40 * fabs(lmax);
-    *hi = lmax - b / per_nat + fuzz;
-    *lo = lmax - (b + 1) / per_nat - fuzz;
+    *hi = lmax - (double)b / G3_VIEW_PER_NAT + fuzz;
+    *lo = lmax - (double)(b + 1) / G3_VIEW_PER_NAT - fuzz;
 }
 
 /* The nearest (far = 0) or farthest (far = 1) distance from c that bucket b's logits can have. */
@@ -305,20 +292,26 @@ static int bracket(const gemma3_sampler *s, double c, int bc, double target, dou
 
 /* The tokens within distance reach of c whose bucket lies in [g1, g2] but not in [a1, a2]
  * (a1 > a2: none excluded), into s->ids_tmp in order of distance from c (ties by id): each
- * side of c sorted, then merged. Returns how many. */
-static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, int a1, int a2) {
+ * side of c sorted, then merged. Returns how many, and *n_inner gets how many tokens lie in
+ * [a1, a2]. */
+static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, int a1, int a2,
+                     int *n_inner) {
     if (a2 < a1) a1 = a2 = g2 + 1; /* an empty range: no listed bucket in it */
     const uint16_t *bk = s->view_bucket, lo_g = (uint16_t)g1, lo_a = (uint16_t)a1;
     const uint16_t span_g = (uint16_t)(g2 - g1), span_a = (uint16_t)(a2 - a1);
     int32_t *above = s->pos_above, *below = s->tie_ids, *g = s->ids_tmp;
-    int n_above = 0, n_below = 0, n = s->n_vocab;
+    int n_above = 0, n_below = 0, n = s->n_vocab, inner = 0;
     for (int j0 = 0; j0 < n; j0 += 32) {
-        int end = n - j0 < 32 ? n - j0 : 32, hits = end < 32;
+        int end = n - j0 < 32 ? n - j0 : 32, hits = end < 32, in_a = 0;
         if (end == 32) /* blocks without a listed token are skipped: one vectorised test */
             for (int k = 0; k < 32; k++) {
                 uint16_t x = bk[j0 + k];
                 hits += ((uint16_t)(x - lo_g) <= span_g) & ((uint16_t)(x - lo_a) > span_a);
+                in_a += (uint16_t)(x - lo_a) <= span_a;
             }
+        else
+            for (int k = 0; k < end; k++) in_a += (uint16_t)(bk[j0 + k] - lo_a) <= span_a;
+        inner += in_a;
         for (int k = 0; hits && k < end; k++) {
             int32_t id = j0 + k;
             uint16_t x = bk[id];
@@ -341,6 +334,7 @@ static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, 
             j == n_below || (i < n_above && (da < db || (da == db && above[i] < below[j])));
         g[m++] = take_above ? above[i++] : below[j++];
     }
+    *n_inner = inner;
     return m;
 }
 
@@ -354,7 +348,7 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
                      int in_typ, struct dist_walk *out) {
     const double lmax = s->view_lmax;
     const int last = G3_VIEW_BUCKETS - 1;
-    double xc = (lmax - c) * (double)((float)last / G3_VIEW_NATS), s_lo, s_hi;
+    double xc = (lmax - c) * G3_VIEW_PER_NAT, s_lo, s_hi;
     if (!(xc < last)) return 0; /* c among the lowest logits (or NaN) */
     int bc = xc > 0 ? (int)xc : 0;
     if (!bracket(s, c, bc, target, margin, in_typ, &s_lo, &s_hi)) return 0;
@@ -368,16 +362,12 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     }
     grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
     double cum = 0;
-    int n_a = 0;
-    for (int b = a1; b <= a2; b++) {
-        cum += s->view_w[b];
-        n_a += (int)s->view_cnt[b];
-    }
-    int m = list_band(s, c, reach, g1, g2, a1, a2);
+    for (int b = a1; b <= a2; b++) cum += s->view_w[b];
+    int n_a, m = list_band(s, c, reach, g1, g2, a1, a2, &n_a);
     const int32_t *g = s->ids_tmp;
     for (int i = 0; i < m; i++) {
         double before = cum;
-        cum += view_weight(s->logits[g[i]], (float)lmax);
+        cum += view_weight(s, s->logits[g[i]]);
         if (!(cum > target)) continue;
         double d = dist_of(s, g[i], c);
         if (!(before < target - margin && cum > target + margin) || d < s_lo + 2 * eps ||
@@ -392,23 +382,37 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     return 0;
 }
 
-/* A bound on the relative error of a sum of view weights over at most n tokens. */
+/* A bound on the relative error of a sum of view weights over at most n tokens of the regular
+ * buckets. */
 static double view_rel(int n) {
-    return G3_APPROX_EXP_REL_ERR + (double)(n + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
+    return G3_VIEW_REL_ERR + (double)(n + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
+}
+
+/* The view's sum of weight times (l - lmax) (typical's centre): per bucket, its factor times
+ * the moments less b/64 times the units (in units of 2^-31). */
+static double view_moment_sum(const gemma3_sampler *s) {
+    double s1 = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
+        s1 += s->view_scale[b] * ((double)s->view_moment[b] * 0x1p-5 -
+                                  (double)b / G3_VIEW_PER_NAT * (double)s->view_hist[b]);
+    return s1;
 }
 
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
-    view_ensure(s, lmax);
+    if (!view_ensure(s, lmax, 1)) return 0;
     int n = s->n_vocab;
     double z = 0;
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
-    double mean = s->view_s1 / z, c = (double)lmax + mean, h = fabs(log(z) - mean);
-    double rel = view_rel(n), lz = fabs(log(z));
+    double mean = view_moment_sum(s) / z, c = (double)lmax + mean, h = fabs(log(z) - mean);
+    /* z leaves out the last bucket's weights (z >= 1: the maximum's weight is 1) */
+    double rel = view_rel(n) + n * 0x1p-46 / z, lz = fabs(log(z));
     /* distance against exact score: our centre against the true one (the weights and sums),
      * the true one against the one the exact sums imply (their n roundings, in H and Z), and a
-     * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 30 +
-     * |ln Z| for the walked tokens): docs/sampling.md §7 */
-    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 2.02 * (n + 10) * 0x1p-53 * (h + 1) +
+     * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 32 +
+     * |ln Z| for the walked tokens): docs/sampling.md §7. Each moment is within 2^-27 nats of
+     * its weight times x, and the last bucket's, left out, below 2^-41 each. */
+    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 0x1p-27 + n * 0x1p-41 / z +
+                      2.02 * (n + 10) * 0x1p-53 * (h + 1) +
                       0x1p-53 * (fabs(c) + 160 + 3 * lz + h)) +
                  1e-290;
     /* the exact walk sums p = e^d / Z' (Z' within (n + 2) 2^-53 of Z), each rounded, in order */

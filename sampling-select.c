@@ -76,9 +76,10 @@ float g3_cand_max(const gemma3_sampler *s) {
     float m = -INFINITY;
     int n = s->n_cand, j = 0;
     if (s->id_order && n == s->n_vocab) {
-        /* the list is 0..n-1: the maximum the dividing copy found on its way when nothing has
-         * written since, else 16 lanes, vectorised (g3_max_n_get: the same value) */
-        if (s->max_known && l == s->own) return s->max_value;
+        /* the list is 0..n-1: the maximum the dividing copy or the check found on its way
+         * when nothing has written since, else 16 lanes, vectorised (g3_max_n_get: the same
+         * value) */
+        if (s->max_known) return s->max_value;
         return s->max_n(l, n);
     }
     const int32_t *c = s->cand_lazy ? s->iota : s->cand;

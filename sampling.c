@@ -355,9 +355,14 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
+    for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++) /* libm's exp: within 2^-52 */
+        s->view_scale[b] = ldexp(exp(-(double)b / G3_VIEW_PER_NAT), -31);
+    s->view_scale[G3_VIEW_BUCKETS - 1] = 0;
     s->copy_check = g3_copy_check_get(isa_detect());
     s->copy_divide = g3_copy_divide_get(isa_detect());
     s->max_n = g3_max_n_get(isa_detect());
+    s->check_max = g3_check_max_get(isa_detect());
+    s->bucket_scan = g3_bucket_scan_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -465,6 +470,19 @@ static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t
         if (hits) return j;
     }
     return j;
+}
+
+/* The rank view's bucket scan (g3_bucket_scan_get), the scalar reference: the ids i with
+ * bk[i] == b, ascending, into out; returns how many, and *below = how many bk[i] < b. */
+static int bucket_scan_scalar(const uint16_t *bk, int n, int b, int32_t *out, int *below) {
+    int m = 0, lower = 0;
+    for (int i = 0; i < n; i++) {
+        out[m] = i;
+        m += bk[i] == b;
+        lower += bk[i] < b;
+    }
+    *below = lower;
+    return m;
 }
 
 /* Top-p's fixed-point masses, the vectorisable part (g3_mass_round_n_get): g3_fixed_masses'
@@ -606,47 +624,49 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
     return total;
 }
 
-/* The rank view's pass (g3_rank_view_get): approx_exp_n_body's weights, each added to its
- * bucket's sum in id order (the same order, so the same bits, in every build); the weighted sum
- * of the differences in 16 lanes (fma), then the lanes in order and the tail. */
-__attribute__((always_inline)) static inline double rank_view_body(const float *restrict l,
-                                                                   float lmax, int n,
-                                                                   uint16_t *restrict bucket,
-                                                                   uint32_t *restrict cnt,
-                                                                   double *restrict wsum) {
-    double acc[16] = {0}, tail = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        int32_t b[16];
-        double d[16], w[16];
-        for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(l[i + k], lmax);
-        for (int k = 0; k < 16; k++) d[k] = g3_view_diff(l[i + k], lmax);
-        for (int k = 0; k < 16; k++) w[k] = g3_approx_exp_fma(d[k]);
-        for (int k = 0; k < 16; k++) acc[k] = fma(w[k], d[k], acc[k]);
-        for (int k = 0; k < 16; k++) bucket[i + k] = (uint16_t)b[k];
-        for (int k = 0; k < 16; k++) {
-            cnt[b[k]]++;
-            wsum[b[k]] += w[k];
+/* The rank view's pass (g3_rank_view_get), a block of tokens at a time: each step of the
+ * sampling.h helpers as its own loop over 16 lanes (vectorised), the units and moments kept
+ * for the block, then added to their buckets (scalar: a histogram). */
+__attribute__((always_inline)) static inline void rank_view_body(const float *restrict l,
+                                                                 float lmax, int n,
+                                                                 uint16_t *restrict bucket,
+                                                                 uint64_t *restrict hist,
+                                                                 int64_t *restrict moment) {
+    enum { BLOCK = 1024 };
+    uint32_t unit[BLOCK];
+    int32_t mom[BLOCK];
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        const float *lb = l + i0;
+        uint16_t *bb = bucket + i0;
+        int j = 0;
+        for (; j + 16 <= m; j += 16) {
+            int32_t b[16];
+            float x[16], p[16];
+            for (int k = 0; k < 16; k++) b[k] = g3_view_bucket(lb[j + k], lmax);
+            for (int k = 0; k < 16; k++) x[k] = g3_view_reduced(lb[j + k], lmax, b[k]);
+            for (int k = 0; k < 16; k++) p[k] = g3_view_expm1(x[k]);
+            for (int k = 0; k < 16; k++) unit[j + k] = g3_view_unit(p[k], b[k]);
+            for (int k = 0; k < 16; k++) mom[j + k] = g3_view_moment(x[k], p[k], b[k]);
+            for (int k = 0; k < 16; k++) bb[j + k] = (uint16_t)b[k];
         }
+        for (; j < m; j++) {
+            int b = g3_view_bucket(lb[j], lmax);
+            float x = g3_view_reduced(lb[j], lmax, b), p = g3_view_expm1(x);
+            unit[j] = g3_view_unit(p, b);
+            mom[j] = g3_view_moment(x, p, b);
+            bb[j] = (uint16_t)b;
+        }
+        for (int k = 0; k < m; k++) hist[bb[k]] += unit[k];
+        if (moment)
+            for (int k = 0; k < m; k++) moment[bb[k]] += mom[k];
     }
-    for (; i < n; i++) {
-        int b = g3_view_bucket(l[i], lmax);
-        double d = g3_view_diff(l[i], lmax);
-        double w = g3_approx_exp_fma(d);
-        bucket[i] = (uint16_t)b;
-        cnt[b]++;
-        wsum[b] += w;
-        tail = fma(w, d, tail);
-    }
-    double s1 = 0;
-    for (int k = 0; k < 16; k++) s1 += acc[k];
-    return s1 + tail;
 }
 
-static double rank_view_scalar(const float *restrict l, float lmax, int n,
-                               uint16_t *restrict bucket, uint32_t *restrict cnt,
-                               double *restrict wsum) {
-    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
+static void rank_view_scalar(const float *restrict l, float lmax, int n,
+                             uint16_t *restrict bucket, uint64_t *restrict hist,
+                             int64_t *restrict moment) {
+    rank_view_body(l, lmax, n, bucket, hist, moment);
 }
 
 static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
@@ -748,6 +768,33 @@ __attribute__((always_inline)) static inline float max_n_body(const float *l, in
     return m;
 }
 
+/* max_n_body and copy_check_body's test in one read-only pass: returns 1 if every value is
+ * finite, and *max = max_n_body(l, n) (meaningless otherwise): the call's first look at the
+ * caller's logits finds their maximum on the way. */
+__attribute__((always_inline)) static inline int check_max_body(const float *l, int n,
+                                                                float *max) {
+    float lane[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    uint32_t bad = 0;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        uint32_t b = 0;
+        for (int k = 0; k < 16; k++) {
+            lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+            b |= g3_non_finite(l[j + k]);
+        }
+        bad |= b;
+    }
+    float m = -INFINITY;
+    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    for (; j < n; j++) {
+        m = l[j] > m ? l[j] : m;
+        bad |= g3_non_finite(l[j]);
+    }
+    *max = m;
+    return bad == 0;
+}
+
 /* dst = min(src / t, FLT_MAX); returns 1 if every src value is finite (copy_check with the
  * division: temperature's copy of the caller's logits is then its only pass), and *max = the
  * largest dst value, found as max_n_body finds it (the same lanes, the same order), so that the
@@ -785,6 +832,7 @@ static int copy_check_scalar(float *restrict dst, const float *restrict src, int
     return copy_check_body(dst, src, n);
 }
 static float max_n_scalar(const float *l, int n) { return max_n_body(l, n); }
+static int check_max_scalar(const float *l, int n, float *max) { return check_max_body(l, n, max); }
 static int copy_divide_scalar(float *restrict dst, const float *restrict src, int n, float t,
                               float *max) {
     return copy_divide_body(dst, src, n, t, max);
@@ -814,6 +862,12 @@ __attribute__((target("avx2"))) static float max_n_avx2(const float *l, int n) {
 AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
     return max_n_body(l, n);
 }
+__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max) {
+    return check_max_body(l, n, max);
+}
+AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float *max) {
+    return check_max_body(l, n, max);
+}
 __attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
                                                              const float *restrict src, int n,
                                                              float t, float *max) {
@@ -833,17 +887,16 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
-__attribute__((target("avx2,fma"))) static double rank_view_avx2(const float *restrict l,
-                                                             float lmax, int n,
-                                                             uint16_t *restrict bucket,
-                                                             uint32_t *restrict cnt,
-                                                             double *restrict wsum) {
-    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
+__attribute__((target("avx2"))) static void rank_view_avx2(const float *restrict l, float lmax,
+                                                            int n, uint16_t *restrict bucket,
+                                                            uint64_t *restrict hist,
+                                                            int64_t *restrict moment) {
+    rank_view_body(l, lmax, n, bucket, hist, moment);
 }
-AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl,fma") static double rank_view_avx512(
-    const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
-    uint32_t *restrict cnt, double *restrict wsum) {
-    return rank_view_body(l, lmax, n, bucket, cnt, wsum);
+AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
+    const float *restrict l, float lmax, int n, uint16_t *restrict bucket, uint64_t *restrict hist,
+    int64_t *restrict moment) {
+    rank_view_body(l, lmax, n, bucket, hist, moment);
 }
 __attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
@@ -923,6 +976,46 @@ __attribute__((target("avx512f"))) static int block_scan_avx512(const float *l, 
     *bad |= nonfinite != 0;
     _mm256_zeroupper();
     return j;
+}
+
+/* The bucket scan by hand: 16 (AVX2) or 32 (AVX-512) buckets per compare, a mask each for
+ * == b and < b (unsigned: AVX2 compares with the sign bits flipped); the ids of a block with
+ * a hit are taken from its mask, lowest first. */
+__attribute__((target("avx2,bmi"))) static int bucket_scan_avx2(const uint16_t *bk, int n, int b,
+                                                                 int32_t *out, int *below) {
+    const __m256i want = _mm256_set1_epi16((short)b), flip = _mm256_set1_epi16((short)0x8000);
+    const __m256i want_s = _mm256_xor_si256(want, flip);
+    int m = 0, lower = 0, i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bk + i));
+        uint32_t lt = (uint32_t)_mm256_movemask_epi8(
+            _mm256_cmpgt_epi16(want_s, _mm256_xor_si256(v, flip)));
+        uint32_t eq = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(v, want));
+        lower += __builtin_popcount(lt) / 2; /* two mask bits per bucket */
+        for (eq &= 0x55555555u; eq; eq = _blsr_u32(eq)) out[m++] = i + (int)(__builtin_ctz(eq) / 2);
+    }
+    _mm256_zeroupper();
+    int rest_below, rest = bucket_scan_scalar(bk + i, n - i, b, out + m, &rest_below);
+    for (int k = 0; k < rest; k++) out[m + k] += i;
+    *below = lower + rest_below;
+    return m + rest;
+}
+
+__attribute__((target("avx512f,avx512bw,bmi"))) static int bucket_scan_avx512(
+    const uint16_t *bk, int n, int b, int32_t *out, int *below) {
+    const __m512i want = _mm512_set1_epi16((short)b);
+    int m = 0, lower = 0, i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i v = _mm512_loadu_si512(bk + i);
+        lower += __builtin_popcount(_mm512_cmplt_epu16_mask(v, want));
+        for (uint32_t eq = _mm512_cmpeq_epi16_mask(v, want); eq; eq = _blsr_u32(eq))
+            out[m++] = i + __builtin_ctz(eq);
+    }
+    _mm256_zeroupper();
+    int rest_below, rest = bucket_scan_scalar(bk + i, n - i, b, out + m, &rest_below);
+    for (int k = 0; k < rest; k++) out[m + k] += i;
+    *below = lower + rest_below;
+    return m + rest;
 }
 
 /* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
@@ -1034,6 +1127,10 @@ g3_copy_divide_fn g3_copy_divide_get(int isa) { PICK_ISA(copy_divide); }
 
 g3_max_n_fn g3_max_n_get(int isa) { PICK_ISA(max_n); }
 
+g3_check_max_fn g3_check_max_get(int isa) { PICK_ISA(check_max); }
+
+g3_bucket_scan_fn g3_bucket_scan_get(int isa) { PICK_ISA(bucket_scan); }
+
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
     if (n > s->hist_len) n = s->hist_len;
@@ -1043,23 +1140,6 @@ static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
 }
 
 /* ================================ the samplers ============================================== */
-
-/* 1 if every value is finite: copy_check_body without the copy, a read-only pass. */
-static int all_finite(const float *src, int n) {
-    uint32_t bad = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t b = 0;
-        for (int k = 0; k < 16; k++) {
-            b |= g3_non_finite(src[i + k]);
-        }
-        bad |= b;
-    }
-    for (; i < n; i++) {
-        bad |= g3_non_finite(src[i]);
-    }
-    return bad == 0;
-}
 
 /* The NaN and +inf rules on the own copy of the whole vocabulary: NaN becomes -inf; if any
  * logit is +inf, the +inf tokens share the mass uniformly (the limit of the softmax). */
@@ -1106,13 +1186,14 @@ static float *writable_logits(gemma3_sampler *s) {
  * (which checks as it scans) calls this first. */
 static void check_finite(gemma3_sampler *s) {
     if (!s->unchecked) return;
-    /* the heap's scan with an unreachable worst (it stops only at +inf, itself not finite) */
-    uint32_t bad = 0;
-    int j = s->block_scan(s->logits, 0, s->n_vocab, INFINITY, &bad);
-    if (!bad && all_finite(s->logits + j, s->n_vocab - j))
+    float mx;
+    if (s->check_max(s->logits, s->n_vocab, &mx)) { /* the maximum comes with the look */
         s->unchecked = 0;
-    else
+        s->max_known = 1;
+        s->max_value = mx;
+    } else {
         writable_logits(s);
+    }
 }
 
 /* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */

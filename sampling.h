@@ -91,47 +91,6 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
-/* The exponent the whole-vocabulary weights take for a logit l below the maximum lmax: l - lmax
- * (exact in double), floored at -708, where e^d is still normal. The rank view's pass and every
- * later reader of a view weight (sampling-rank.c) go through this, so that they agree bit for
- * bit. */
-__attribute__((always_inline)) static inline double g3_view_diff(float l, float lmax) {
-    double d = (double)l - lmax;
-    return d > -708.0 ? d : -708.0;
-}
-
-/* g3_approx_exp with fused multiply-adds (C99 fma: one rounding each, so every build that has
- * the instruction gives the bits of the scalar build that calls libm's fma): about half the
- * operations, for the rank view's pass over the whole vocabulary. Its error is at most
- * g3_approx_exp's bound G3_APPROX_EXP_REL_ERR (the same reduction and polynomial, fewer
- * roundings); test-sampling-chains checks it on a million inputs like g3_approx_exp's. Always
- * inlined so that a caller compiled for AVX2/AVX-512 with FMA emits the instruction. */
-__attribute__((always_inline)) static inline double g3_approx_exp_fma(double x) {
-    double t = fma(x, 1.44269504088896338700, 0x1.8p52); /* round(x / ln2) in the low bits */
-    double k = t - 0x1.8p52;
-    int64_t ki;
-    memcpy(&ki, &t, sizeof ki);
-    ki -= 0x4338000000000000;
-    double r = fma(-k, 1.90821492927058770002e-10, fma(-k, 6.93147180369123816490e-01, x));
-    double p = 1.0 / 479001600;
-    p = fma(p, r, 1.0 / 39916800);
-    p = fma(p, r, 1.0 / 3628800);
-    p = fma(p, r, 1.0 / 362880);
-    p = fma(p, r, 1.0 / 40320);
-    p = fma(p, r, 1.0 / 5040);
-    p = fma(p, r, 1.0 / 720);
-    p = fma(p, r, 1.0 / 120);
-    p = fma(p, r, 1.0 / 24);
-    p = fma(p, r, 1.0 / 6);
-    p = fma(p, r, 0.5);
-    p = fma(p, r, 1.0);
-    p = fma(p, r, 1.0);
-    int64_t bits = (ki + 1023) << 52;
-    double scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* e^(l - lmax) for a logit l <= lmax, in float, branch-free (16 lanes per AVX-512 vector): the
  * difference's own rounding error is carried exactly (TwoSum) into the reduced argument, so that
  * it costs nothing; then the Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any
@@ -242,25 +201,69 @@ typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint
                                        uint64_t *restrict tie, int n);
 g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 
-/* The rank view's pass (sampling-rank.c): for every token, bucket[i] = g3_view_bucket(l[i],
- * lmax), and per bucket the count (cnt[b]++) and the sum in id order of the weight
- * w_i = g3_approx_exp_fma(d_i), d_i = g3_view_diff(l[i], lmax) (wsum[b] +=; both zeroed by
- * the caller). Returns the sum of w_i d_i (typical's centre): token i < n - n % 16 in lane
- * i % 16 by fma, the tail in its own fma sum, then the 16 lanes added in order and the tail. Per instruction set
- * like g3_approx_exp_n_get (the same bits; the AVX2 build with FMA). */
+/* The rank view (sampling-rank.c): every token bucketed by its distance below the maximum
+ * lmax, G3_VIEW_BUCKETS - 1 buckets of 1/64 nat (31.98 nats) and a last one for everything
+ * lower (-inf too), and per bucket the sum of its tokens' weights e^(l - lmax) in fixed point.
+ * A token of bucket b has e^(l - lmax) = e^(-b/64) e^x, x = (l - lmax) + b/64 in (-1/64, 0]
+ * (up to the float roundings below), so its weight within the bucket is e^x, near 1, which a
+ * short float polynomial gives to 2^-28 absolute; the bucket's factor e^(-b/64) is one double
+ * per bucket. The view weight of a token is e^(-b/64) 2^-31 u, u = g3_view_unit(...): within
+ * G3_VIEW_REL_ERR of e^(l - lmax) (test-sampling-chains checks the observed error on a
+ * million inputs against a quarter of it, about 2^-30 is seen); 0 in the last bucket, where
+ * e^(l - lmax) < 2^-46. Every step is a float operation without contraction, the same in
+ * every build and in the scalar readers of one token's weight. */
 #define G3_VIEW_BUCKETS 2048
-#define G3_VIEW_NATS 29.5f
-/* The bucket of logit l below the maximum lmax: G3_VIEW_BUCKETS - 1 buckets of equal width over
- * G3_VIEW_NATS nats, then one for everything lower (-inf too). Monotone: a larger logit never
- * gets a larger bucket, and equal logits share one. */
+#define G3_VIEW_PER_NAT 64 /* a power of two: b / 64 is exact */
+#define G3_VIEW_REL_ERR 0x1p-27
+/* The bucket of logit l: floor(64 (lmax - l)) of the float difference, the last for the rest.
+ * Monotone: a larger logit never gets a larger bucket, and equal logits share one. */
 static inline int g3_view_bucket(float l, float lmax) {
-    float x = (lmax - l) * ((float)(G3_VIEW_BUCKETS - 1) / G3_VIEW_NATS);
-    return x < (float)(G3_VIEW_BUCKETS - 1) ? (int)x : G3_VIEW_BUCKETS - 1;
+    float y = (l - lmax) * (float)-G3_VIEW_PER_NAT; /* exact: a power of two */
+    return y < (float)(G3_VIEW_BUCKETS - 1) ? (int)y : G3_VIEW_BUCKETS - 1;
 }
-typedef double (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
-                                  uint16_t *restrict bucket, uint32_t *restrict cnt,
-                                  double *restrict wsum);
+/* x = (l - lmax) + b/64 for l's bucket b: the float difference d plus b/64 is exact (Sterbenz:
+ * b/64 <= -d < (b + 1)/64 <= 2b/64), and d's own rounding error, computed exactly by TwoSum,
+ * is added with one rounding (at most 2^-30, since |x| < 2^-6 + 2^-19). Meaningless in the
+ * last bucket (the helpers below give 0 there). */
+static inline float g3_view_reduced(float l, float lmax, int b) {
+    float d = l - lmax;
+    float lb = d + lmax, mb = d - lb;
+    float err = (l - lb) - (lmax + mb); /* (l - lmax) - d, exactly */
+    return (d + (float)b * (1.0f / G3_VIEW_PER_NAT)) + err;
+}
+/* e^x - 1 for |x| < 2^-6 + 2^-19: the degree-4 Taylor polynomial by Horner (remainder below
+ * 2^-36), its float roundings below 2^-29 absolute. */
+static inline float g3_view_expm1(float x) {
+    float p = 1.0f / 24;
+    p = p * x + 1.0f / 6;
+    p = p * x + 0.5f;
+    p = p * x + 1.0f;
+    return p * x;
+}
+/* The token's weight within its bucket in units of 2^-31: 2^31 (1 + p) with p's fraction of a
+ * unit cut off (|p| 2^31 < 2^25.1: an int32); 0 in the last bucket. */
+static inline uint32_t g3_view_unit(float p, int b) {
+    return b < G3_VIEW_BUCKETS - 1 ? (uint32_t)(int32_t)(p * 0x1p31f) + 0x80000000u : 0;
+}
+/* The token's e^x x in units of 2^-36, cut off (below 2^30.1 in magnitude): with the bucket's
+ * factor and the unit, its share of typical's sum of weight times (l - lmax). 0 in the last
+ * bucket. */
+static inline int32_t g3_view_moment(float x, float p, int b) {
+    return b < G3_VIEW_BUCKETS - 1 ? (int32_t)((x + p * x) * 0x1p36f) : 0;
+}
+/* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, hist[b] += its unit,
+ * and (moment not NULL) moment[b] += its moment; hist and moment zeroed by the caller. Integer
+ * sums: any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get
+ * (the same bits). */
+typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
+                                uint16_t *restrict bucket, uint64_t *restrict hist,
+                                int64_t *restrict moment);
 g3_rank_view_fn g3_rank_view_get(int isa);
+/* The ids i of bucket b (bk[i] == b), ascending, into out; returns how many, and *below gets
+ * how many tokens lie in earlier buckets (bk[i] < b). Scalar reference, AVX2 and AVX-512
+ * intrinsics (the same results). */
+typedef int (*g3_bucket_scan_fn)(const uint16_t *bk, int n, int b, int32_t *out, int *below);
+g3_bucket_scan_fn g3_bucket_scan_get(int isa);
 
 /* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get
  * (copies, IEEE divisions and maxima: every variant gives the scalar reference's bits).
@@ -274,6 +277,10 @@ typedef int (*g3_copy_divide_fn)(float *restrict dst, const float *restrict src,
 g3_copy_divide_fn g3_copy_divide_get(int isa);
 typedef float (*g3_max_n_fn)(const float *l, int n);
 g3_max_n_fn g3_max_n_get(int isa);
+/* check_max: returns 1 if every value of l[0..n) is finite, and *max = what max_n gives
+ * (meaningless when one is not): one read-only pass. */
+typedef int (*g3_check_max_fn)(const float *l, int n, float *max);
+g3_check_max_fn g3_check_max_get(int isa);
 
 /* Mirostat v1's prefilter (sampling-select.c): the positions of l[0..n) (NaN-free, n >= m >= 1)
  * that reach the smallest of m contiguous group maxima, ascending, into sub [n]; returns how

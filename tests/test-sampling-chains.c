@@ -721,27 +721,50 @@ static void check_block_scan(void) {
     }
 }
 
-/* The rank view's pass (sampling-rank.c): g3_approx_exp_fma against libm like g3_approx_exp; the
- * scalar pass against a direct computation (each token's bucket, the counts, the sums in id
- * order); every compiled instruction set against it, bit for bit. */
+/* A token's view weight e^(-b/64) 2^-31 u (sampling.h), and its moment's share of the sum of
+ * weight times (l - lmax), e^(-b/64) (2^-36 g - b/64 2^-31 u), as sampling-rank.c reads them. */
+static double view_weight_of(float l, float lmax, double *moment) {
+    int b = g3_view_bucket(l, lmax);
+    float x = g3_view_reduced(l, lmax, b), p = g3_view_expm1(x);
+    double e = b < G3_VIEW_BUCKETS - 1 ? exp(-(double)b / G3_VIEW_PER_NAT) : 0;
+    double u = g3_view_unit(p, b) * 0x1p-31;
+    *moment = e * (g3_view_moment(x, p, b) * 0x1p-36 - (double)b / G3_VIEW_PER_NAT * u);
+    return e * u;
+}
+
+/* The rank view (sampling-rank.c): each token's weight against libm's e^(l - lmax) and its
+ * moment against e^d d, on a million inputs over every bucket and lmax of several magnitudes
+ * (within a quarter of the bounds the sampler assumes; 0 in the last bucket, where e^d is
+ * below 2^-46); the scalar pass against a direct computation (each token's bucket, the sums of
+ * units and moments); every compiled instruction set against it, bit for bit. */
 static void check_rank_view(void) {
     enum { N = 262144 + 13 };
     float *l = malloc(N * sizeof *l);
     uint16_t *bk = malloc(N * sizeof *bk);
-    static uint32_t cnt[G3_VIEW_BUCKETS], want_cnt[G3_VIEW_BUCKETS];
-    static double ws[G3_VIEW_BUCKETS], want_ws[G3_VIEW_BUCKETS];
+    static uint64_t hist[G3_VIEW_BUCKETS], want_hist[G3_VIEW_BUCKETS];
+    static int64_t mom[G3_VIEW_BUCKETS], want_mom[G3_VIEW_BUCKETS];
     if (!l || !bk) {
         CHECK(0);
         return;
     }
-    double worst = 0;
+    double worst = 0, worst_moment = 0;
+    int last_wrong = 0;
     for (int i = 0; i < (1 << 20); i++) {
-        double d = i % 2 ? -708.0 * unif() : -0.8 * unif(), e = exp(d);
-        worst = fmax(worst, fabs(g3_approx_exp_fma(d) - e) / e);
+        float lmax = (float)((unif() - 0.5) * (i % 3 == 0 ? 2e4 : i % 3 == 1 ? 60 : 1));
+        float x = lmax - (float)((i % 4 == 0 ? 0.05 : 34) * unif());
+        double d = (double)x - lmax, e = exp(d), m, w = view_weight_of(x, lmax, &m);
+        if (g3_view_bucket(x, lmax) == G3_VIEW_BUCKETS - 1) {
+            last_wrong += w != 0 || m != 0 || !(e < 0x1p-46);
+            continue;
+        }
+        worst = fmax(worst, fabs(w - e) / e);
+        worst_moment = fmax(worst_moment, fabs(m - e * d) / (e * (fabs(d) * G3_VIEW_REL_ERR + 0x1p-27)));
     }
-    printf("approx exp (fma): worst relative error %.3g (bound used %.3g)\n", worst,
-           G3_APPROX_EXP_REL_ERR);
-    CHECK_MSG(worst < G3_APPROX_EXP_REL_ERR / 4, "worst %.3g", worst);
+    printf("rank view: worst relative weight error %.3g (bound used %.3g), moment %.3g of its bound\n",
+           worst, G3_VIEW_REL_ERR, worst_moment);
+    CHECK_MSG(worst < G3_VIEW_REL_ERR / 4, "worst %.3g", worst);
+    CHECK_MSG(worst_moment < 0.25, "moment %.3g", worst_moment);
+    CHECK_MSG(last_wrong == 0, "%d in the last bucket", last_wrong);
     const float lmax = 6.25f;
     for (int i = 0; i < N; i++) {
         switch (i % 5) {
@@ -749,30 +772,21 @@ static void check_rank_view(void) {
         case 1: l[i] = lmax - (float)(0.05 * unif()); break;
         case 2: l[i] = (float)((int)(lmax - 20 * unif()) * 0.125); break; /* ties */
         case 3: l[i] = i % 15 == 3 ? -INFINITY : lmax - (float)(800 * unif()); break;
-        case 4: l[i] = i % 7 == 4 ? lmax : lmax - (float)(29.5 * unif()); break;
+        case 4: l[i] = i % 7 == 4 ? lmax : lmax - (float)(31.9 * unif()); break;
         }
     }
-    memset(want_cnt, 0, sizeof want_cnt);
-    memset(want_ws, 0, sizeof want_ws);
-    double lanes[16] = {0}, tail = 0, want_s1 = 0;
+    memset(want_hist, 0, sizeof want_hist);
+    memset(want_mom, 0, sizeof want_mom);
     int monotone = 1;
     for (int i = 0; i < N; i++) {
         int b = g3_view_bucket(l[i], lmax);
-        double d = (double)l[i] - lmax;
-        d = d > -708 ? d : -708;
-        double w = g3_approx_exp_fma(d);
-        want_cnt[b]++;
-        want_ws[b] += w;
-        if (i < N - N % 16)
-            lanes[i % 16] = fma(w, d, lanes[i % 16]);
-        else
-            tail = fma(w, d, tail);
+        float x = g3_view_reduced(l[i], lmax, b), p = g3_view_expm1(x);
+        want_hist[b] += g3_view_unit(p, b);
+        want_mom[b] += g3_view_moment(x, p, b);
         if (i > 0) /* a larger logit never in a later bucket */
             monotone &= (l[i] > l[i - 1]) ? b <= g3_view_bucket(l[i - 1], lmax)
                                           : b >= g3_view_bucket(l[i - 1], lmax);
     }
-    for (int k = 0; k < 16; k++) want_s1 += lanes[k];
-    want_s1 += tail;
     CHECK(monotone);
     CHECK(g3_view_bucket(lmax, lmax) == 0 && g3_view_bucket(-INFINITY, lmax) == G3_VIEW_BUCKETS - 1);
     for (int isa = 0; isa <= 2; isa++) {
@@ -782,19 +796,35 @@ static void check_rank_view(void) {
             continue;
         }
         for (int n = N - 13; n <= N; n += 13) { /* a whole number of blocks, and a ragged tail */
-            memset(cnt, 0, sizeof cnt);
-            memset(ws, 0, sizeof ws);
-            double s1 = fn(l, lmax, n, bk, cnt, ws);
+            memset(hist, 0, sizeof hist);
+            memset(mom, 0, sizeof mom);
+            fn(l, lmax, n, bk, hist, n < N ? NULL : mom);
             if (n < N) continue;
-            CHECK_MSG(memcmp(&s1, &want_s1, sizeof s1) == 0,
-                      "isa %d: weighted sum %.17g, want %.17g", isa, s1, want_s1);
             int wrong = 0;
             for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
             CHECK_MSG(wrong == 0, "isa %d: %d buckets", isa, wrong);
-            CHECK_MSG(memcmp(cnt, want_cnt, sizeof cnt) == 0, "isa %d counts", isa);
-            CHECK_MSG(memcmp(ws, want_ws, sizeof ws) == 0, "isa %d sums", isa);
+            CHECK_MSG(memcmp(hist, want_hist, sizeof hist) == 0, "isa %d unit sums", isa);
+            CHECK_MSG(memcmp(mom, want_mom, sizeof mom) == 0, "isa %d moment sums", isa);
         }
     }
+    /* the bucket scan over those buckets, every ISA against a direct count (ragged lengths) */
+    int32_t *ids = malloc(N * sizeof *ids);
+    if (!ids) CHECK(0);
+    for (int isa = 0; ids && isa <= 2; isa++) {
+        g3_bucket_scan_fn scan = g3_bucket_scan_get(isa);
+        if (!scan) continue;
+        int wrong = 0;
+        for (int b = 0; b < G3_VIEW_BUCKETS; b += b < 8 ? 1 : 97) {
+            int n = N - b % 31, below = -1, want_below = 0, m = scan(bk, n, b, ids, &below), k = 0;
+            for (int i = 0; i < n; i++) {
+                want_below += bk[i] < b;
+                if (bk[i] == b) wrong += k >= m || ids[k++] != i;
+            }
+            wrong += k != m || below != want_below;
+        }
+        CHECK_MSG(wrong == 0, "bucket scan isa %d: %d differences", isa, wrong);
+    }
+    free(ids);
     free(l);
     free(bk);
 }
