@@ -23,7 +23,7 @@ struct gemma3_sampler {
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
     int exact_draw_only;  /* tests: the CDF walk without its fast paths */
-    int skip_float_draw;  /* tests: the CDF walk without its float tier */
+    int skip_float_draw;  /* tests: the CDF walk without its float tiers */
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
@@ -33,6 +33,7 @@ struct gemma3_sampler {
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
     g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */
+    g3_approx_exp_n_fn approx_exp_n;       /* the best of g3_approx_exp_n_get */
     g3_copy_check_fn copy_check;           /* the best of g3_copy_check_get */
     g3_copy_divide_fn copy_divide;         /* the best of g3_copy_divide_get */
     g3_max_n_fn max_n;                     /* the best of g3_max_n_get */
@@ -108,6 +109,8 @@ struct gemma3_sampler {
     int64_t view_moment[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];
     double view_scale[G3_VIEW_BUCKETS]; /* e^(-b/64) 2^-31 (0 for the last): unit to weight */
+    int view_fine_valid;                /* view_fine holds these logits' sums */
+    double view_fine[G3_VIEW_BUCKETS];  /* per bucket the sum of g3_approx_exp weights */
 };
 
 #endif

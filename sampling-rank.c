@@ -22,6 +22,7 @@ static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
         s->view_w[b] = s->view_scale[b] * (double)s->view_hist[b];
     s->view_valid = 1;
+    s->view_fine_valid = 0;
     s->view_has_moments = moments;
     s->view_lmax = lmax;
     s->edge_bucket = -1;
@@ -112,39 +113,70 @@ static int window_tokens(gemma3_sampler *s, int b) {
     return m;
 }
 
+/* The weights the window walk sums: the view's (a bucket's sum, within G3_VIEW_REL_ERR of e^d
+ * each), or, where its margin leaves the draw open, the fine tier's: g3_approx_exp in double
+ * (within G3_APPROX_EXP_REL_ERR), summed per bucket in one more pass over the vocabulary. */
+struct walk_weights {
+    const double *bucket;
+    int fine;
+};
+
+static double token_weight(const gemma3_sampler *s, const struct walk_weights *ww, float l) {
+    if (!ww->fine) return view_weight(s, l);
+    double d = (double)l - s->view_lmax;
+    return g3_approx_exp(d > -708.0 ? d : -708.0);
+}
+
+/* The fine tier's bucket sums, computed once per view. */
+static void view_fine_ensure(gemma3_sampler *s) {
+    if (s->view_fine_valid) return;
+    enum { BLOCK = 1024 };
+    double w[BLOCK];
+    memset(s->view_fine, 0, sizeof s->view_fine);
+    for (int i0 = 0; i0 < s->n_vocab; i0 += BLOCK) {
+        int m = s->n_vocab - i0 < BLOCK ? s->n_vocab - i0 : BLOCK;
+        s->approx_exp_n(w, s->logits + i0, s->view_lmax, m);
+        for (int k = 0; k < m; k++) s->view_fine[s->view_bucket[i0 + k]] += w[k];
+    }
+    s->view_fine_valid = 1;
+}
+
 /* The weight of the window's part of bucket b. */
-static double window_share(gemma3_sampler *s, int b) {
+static double window_share(gemma3_sampler *s, const struct walk_weights *ww, int b) {
     int m = window_tokens(s, b);
     double w = 0;
-    for (int i = 0; i < m; i++) w += view_weight(s, s->logits[s->tie_ids[i]]);
+    for (int i = 0; i < m; i++) w += token_weight(s, ww, s->logits[s->tie_ids[i]]);
     return w;
 }
 
 /* The walk over the window's buckets in order (bucket order is the total order's), its
- * approximate sums from the view; only the bucket holding the target is sorted and walked token
+ * approximate sums by bucket; only the bucket holding the target is sorted and walked token
  * by token. The sums and the target differ from the exact walk's by what draw_cdf_fast bounds
  * (the same weights, summed in another order of at most n terms), so the same margin applies:
  * outside it, the exact walk stops at the same token. */
-int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
+static int32_t walk_window(gemma3_sampler *s, const struct walk_weights *ww, double u) {
     float lmax = s->win.vocab_max;
-    if (!view_ensure(s, lmax, 0)) return -1;
     int n = s->n_vocab;
+    const double *bw = ww->bucket;
     int b_hi = s->win.has_hi ? g3_view_bucket(s->win.hi_l, lmax) : 0;
     int b_lo = s->win.has_lo ? g3_view_bucket(s->win.lo_l, lmax) : G3_VIEW_BUCKETS - 1;
-    double share_hi = on_edge(s, b_hi, b_hi, b_lo) ? window_share(s, b_hi) : s->view_w[b_hi];
+    double share_hi = on_edge(s, b_hi, b_hi, b_lo) ? window_share(s, ww, b_hi) : bw[b_hi];
     double share_lo = b_lo == b_hi ? share_hi
-                      : on_edge(s, b_lo, b_hi, b_lo) ? window_share(s, b_lo)
-                                                     : s->view_w[b_lo];
+                      : on_edge(s, b_lo, b_hi, b_lo) ? window_share(s, ww, b_lo)
+                                                     : bw[b_lo];
     double total = 0;
     for (int b = b_hi; b <= b_lo; b++)
-        total += b == b_hi ? share_hi : b == b_lo ? share_lo : s->view_w[b];
+        total += b == b_hi ? share_hi : b == b_lo ? share_lo : bw[b];
     double target = u * total;
     /* the view leaves out the last bucket's weights, each below 2^-46 */
-    double margin = 4 * (4 * (double)n * 0x1p-53 + 2 * G3_VIEW_REL_ERR) * total + n * 0x1p-45;
+    double margin = ww->fine ? 4 * (4 * (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-53 +
+                                    2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307
+                             : 4 * (4 * (double)n * 0x1p-53 + 2 * G3_VIEW_REL_ERR) * total +
+                                   n * 0x1p-45;
     double cum = 0;
     int b = b_hi;
     for (; b <= b_lo; b++) {
-        double share = b == b_hi ? share_hi : b == b_lo ? share_lo : s->view_w[b];
+        double share = b == b_hi ? share_hi : b == b_lo ? share_lo : bw[b];
         if (cum + share > target) break;
         cum += share;
     }
@@ -153,10 +185,19 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
     for (int i = 0; i < m; i++) {
         int32_t id = s->tie_ids[i];
         double before = cum;
-        cum += view_weight(s, s->logits[id]);
+        cum += token_weight(s, ww, s->logits[id]);
         if (cum > target) return before < target - margin && cum > target + margin ? id : -1;
     }
     return -1;
+}
+
+int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
+    if (!view_ensure(s, s->win.vocab_max, 0)) return -1;
+    struct walk_weights coarse = {s->view_w, 0}, fine = {s->view_fine, 1};
+    int32_t tok = s->skip_float_draw ? -1 : walk_window(s, &coarse, u);
+    if (tok >= 0) return tok;
+    view_fine_ensure(s);
+    return walk_window(s, &fine, u);
 }
 
 /* ================================ typical: the walk by distance ============================= */
@@ -398,14 +439,25 @@ static double view_moment_sum(const gemma3_sampler *s) {
     return s1;
 }
 
+/* The view's Z, with *rel a bound on its relative error against the exact sum of e^(l - lmax):
+ * it leaves out the last bucket's weights, each below 2^-46 (z >= 1: the maximum's weight is 1). */
+static double view_total(const gemma3_sampler *s, double *rel) {
+    double z = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
+    *rel = view_rel(s->n_vocab) + s->n_vocab * 0x1p-46 / z;
+    return z;
+}
+
+double g3_rank_z(gemma3_sampler *s, float lmax, double *rel) {
+    return view_ensure(s, lmax, 0) ? view_total(s, rel) : 0;
+}
+
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     if (!view_ensure(s, lmax, 1)) return 0;
     int n = s->n_vocab;
-    double z = 0;
-    for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
+    double rel, z = view_total(s, &rel);
     double mean = view_moment_sum(s) / z, c = (double)lmax + mean, h = fabs(log(z) - mean);
-    /* z leaves out the last bucket's weights (z >= 1: the maximum's weight is 1) */
-    double rel = view_rel(n) + n * 0x1p-46 / z, lz = fabs(log(z));
+    double lz = fabs(log(z));
     /* distance against exact score: our centre against the true one (the weights and sums),
      * the true one against the one the exact sums imply (their n roundings, in H and Z), and a
      * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 32 +

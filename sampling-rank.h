@@ -23,6 +23,11 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
  * the bounds leave it open. */
 int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u);
 
+/* Z, the sum of e^(l - lmax) over the whole vocabulary (lmax its maximum), from the view (the
+ * CDF walk over a window then finds it built): returns it with *rel, a bound on its relative
+ * error, or 0 for a vocabulary too large for the view. */
+double g3_rank_z(gemma3_sampler *s, float lmax, double *rel);
+
 /* Locally typical over a list that is the whole vocabulary, whose maximum is lmax: the set the
  * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
  * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's

@@ -355,6 +355,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
+    s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
     for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++) /* libm's exp: within 2^-52 */
         s->view_scale[b] = ldexp(exp(-(double)b / G3_VIEW_PER_NAT), -31);
     s->view_scale[G3_VIEW_BUCKETS - 1] = 0;
@@ -1399,22 +1400,6 @@ static int count_at_least(const gemma3_sampler *s, double thr) {
     return count;
 }
 
-/* How many candidates of a list that is the whole vocabulary have lo <= l < hi (compared in
- * double): one vectorised pass. */
-static int count_in(const gemma3_sampler *s, double lo, double hi) {
-    const float *l = s->logits;
-    float tlo = float_at_least(lo), thi = float_at_least(hi);
-    if (!(tlo < thi)) return 0;
-    int n = s->n_cand, count = 0, j = 0;
-    for (; j + 16 <= n; j += 16) {
-        int c = 0;
-        for (int k = 0; k < 16; k++) c += (l[j + k] >= tlo) & (l[j + k] < thi);
-        count += c;
-    }
-    for (; j < n; j++) count += l[j] >= tlo && l[j] < thi;
-    return count;
-}
-
 static void keep_at_least(gemma3_sampler *s, double thr) {
     const float *l = s->logits;
     int n = s->n_cand, m = 0;
@@ -1647,56 +1632,67 @@ static void typical_settle(gemma3_sampler *s) {
     typical_exact(s, s->p.typical_p, g3_cand_max(s));
 }
 
+enum { XTC_TOP = 258 }; /* the most tokens XTC's count examines */
+
 /* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
- * (in doubles, Z in id order, as cand_probs computes them), from the float tier's Z' (within
- * G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 2 n 2^-53 of the exact sum, as in surprise_limit): p >= thr
- * iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit itself,
- * so when no logit lies within twice all of that of the limit, the count is that of
- * l >= limit. Returns -1 when some logit does (or thr is 0): the caller then computes every p. */
-static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr) {
+ * (in doubles, Z in id order, as cand_probs computes them), from an approximate Z' within rel_z
+ * of the exact sum: the rank view's when the CDF draw comes next (it walks the same view), else
+ * the float tier's (within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53, as in surprise_limit).
+ * p >= thr iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit
+ * itself. The first m tokens of the total order are selected (sorted, in ids_tmp), m = 1/thr + 2
+ * (at most XTC_TOP): more than 1/thr tokens cannot all have p >= thr, so the last two lie below
+ * the limit unless Z' is far off. When none of the m lies within twice all of that of the
+ * limit and the last lies below it, the count is that of those above it. Returns -1 when some logit does (or thr is 0): the caller
+ * then computes every p. */
+static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
     if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
     int n = s->n_cand;
-    double z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
-    double rel = 2 * (double)n * 0x1p-53 + 2 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24);
+    double rel_z = 0, z = view ? g3_rank_z(s, lmax, &rel_z) : 0;
+    if (z == 0) {
+        z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
+        rel_z = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
+    }
+    double rel = 2 * (double)n * 0x1p-53 + 2 * rel_z;
     double lz = log(z), lt = log((double)thr), lim = (double)lmax + lt + lz;
     double margin = 2 * (1.01 * rel + 8 * 0x1p-52 +
                          0x1p-50 * (fabs((double)lmax) + fabs(lz) + fabs(lt) + 1));
-    if (count_in(s, lim - margin, lim + margin) != 0) return -1;
-    return count_at_least(s, lim);
+    double m_mass = floor(1.0 / (double)thr) + 2;
+    int m = m_mass < XTC_TOP ? (int)m_mass : XTC_TOP, q = 0;
+    m = m < n ? m : n;
+    g3_cand_select_top(s, m);
+    const int32_t *top = s->ids_tmp;
+    while (q < m && (double)s->logits[top[q]] >= lim + margin) q++;
+    if (q == m ? m < n : (double)s->logits[top[q]] >= lim - margin) return -1;
+    return q;
 }
 
 /* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
  * except the least probable of them, when at least two qualify and min_keep allows. The
  * qualifying tokens are the first of the total order (p falls along it). The CDF walk reads the
  * list in order, so there the list is sorted whatever XTC removes; the Gumbel draw does not,
- * so there a whole vocabulary only loses its first tokens (found by a small heap). */
-static void xtc(gemma3_sampler *s, int64_t pos) {
+ * so there a whole vocabulary only loses its first tokens (found by the count's selection). */
+static void xtc(gemma3_sampler *s, int64_t pos, int draw_next) {
     float prob = s->p.xtc_probability, thr = s->p.xtc_threshold;
     if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
     double coin = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_XTC, 0));
     if (coin > prob) return;
     int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
     float lmax = full ? g3_cand_max(s) : -INFINITY;
-    int q = full ? xtc_count_fast(s, lmax, thr) : -1;
+    int q = full ? xtc_count_fast(s, lmax, thr, draw_next && !gumbel_mode(s)) : -1;
     int last = q - 1;
-    if (q >= 0 && last <= 256) { /* the whole vocabulary: a window after its first `last` */
+    if (q >= 0) { /* the whole vocabulary: a window after its first `last` */
         int drop = last >= 1 && s->n_cand - last >= s->p.min_keep ? last : 0;
         if (drop == 0 && gumbel_mode(s)) return;
         /* in CDF mode the list is sorted even when nothing is dropped: the walk's order */
-        g3_cand_select_top(s, drop + 1);
         g3_cand_window_after(s, lmax, drop ? s->ids_tmp[drop - 1] : -1, s->ids_tmp[drop],
                              s->n_cand - drop);
         return;
     }
     g3_cand_materialise(s);
-    if (q < 0) { /* every p, on the sorted list */
-        g3_cand_ensure_sorted(s);
-        cand_probs(s);
-        for (int j = 0; j < s->n_cand; j++)
-            if (s->w[j] >= thr) last = j;
-    } else {
-        g3_cand_ensure_sorted(s);
-    }
+    g3_cand_ensure_sorted(s); /* every p, on the sorted list */
+    cand_probs(s);
+    for (int j = 0; j < s->n_cand; j++)
+        if (s->w[j] >= thr) last = j;
     if (last < 1 || s->n_cand - last < s->p.min_keep) return;
     memmove(s->cand, s->cand + last, (size_t)(s->n_cand - last) * sizeof *s->cand);
     s->n_cand -= last;
@@ -2208,7 +2204,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
         case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
-        case GEMMA3_SAMPLER_XTC: xtc(s, pos); break;
+        case GEMMA3_SAMPLER_XTC: xtc(s, pos, !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TEMPERATURE: temperature(s, p->temperature); break;
         }
     }

@@ -136,8 +136,9 @@ g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
  * - lmax, -708)) over block b, in 16 double lanes (the fast CDF walk's double tier). */
 g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);
 
-/* Tests: 1 makes the CDF walk skip its float tier (g3_approx_expf), so that the double tier
- * (g3_approx_exp) answers the draws it would have answered; 0 back on. */
+/* Tests: 1 makes the CDF walk skip its float tiers (g3_approx_expf, and the rank view's weights
+ * in the walk over a window), so that the double tier (g3_approx_exp) answers the draws they
+ * would have answered; 0 back on. */
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on);
 /* Tests: 1 makes the float tier's block sums (and the chosen block's weights) err by 0.9 times
  * G3_APPROX_EXPF_REL_ERR, up in even blocks and down in odd ones: the worst its bound allows,

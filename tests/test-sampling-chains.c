@@ -939,7 +939,7 @@ static void make_history(int32_t *h, int n, int V) {
 
 /* ================================ the chains ================================================ */
 
-enum { N_CHAINS = 26 };
+enum { N_CHAINS = 27 };
 
 static gemma3_sampler_params all_off(void) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
@@ -1084,6 +1084,12 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
         p.temperature = temps[next() % 6];
         break;
     case 25: *name = "greedy"; p = gemma3_sampler_default_params(); p.temperature = 0; break;
+    case 26: /* a sampler after XTC: its count from the float tier's Z, also in CDF mode */
+        *name = "XTC, then temperature";
+        p.xtc_probability = 1.0f;
+        p.xtc_threshold = (float)(0.5 * unif());
+        p.temperature = temps[next() % 6];
+        break;
     }
     p.n_ctx = HIST_CAP;
     return p;
@@ -1329,6 +1335,74 @@ static void check_positions_reaching(struct ref *r, float *l) {
  * with a temperature after typical, each vector's reference set computed once and drawn from at
  * many positions in both modes, and the kept set compared too. The fast path must answer most
  * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
+/* XTC over a whole vocabulary: a low bulk and a few leaders whose probabilities straddle the
+ * threshold. Its count takes Z from the rank view when XTC is last in CDF mode, else from the
+ * float tier (Gumbel mode, or a temperature after it); the kept set of both modes against the
+ * reference's, which computes every p. */
+static void check_xtc_whole_vocab(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768};
+    int32_t *kept = malloc(262144 * sizeof *kept), *want = malloc(262144 * sizeof *want);
+    if (!kept || !want) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0, dropped = 0, cases = 0;
+    for (int si = 0; si < 2; si++) {
+        int V = sizes[si];
+        gemma3_sampler_params p = all_off();
+        gemma3_sampler *s;
+        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            continue;
+        }
+        for (int v = 0; v < 24; v++) {
+            for (int i = 0; i < V; i++) l[i] = (float)(-12 + 2 * unif());
+            int leaders = 2 + (int)(next() % 7);
+            for (int j = 0; j < leaders; j++) l[next() % V] = (float)(2.5 * unif());
+            p = all_off();
+            p.xtc_probability = 1.0f;
+            p.xtc_threshold = (float)(0.02 + 0.45 * unif());
+            /* a temperature before XTC (the default order) or after it (llama.cpp's) */
+            p.temperature = v % 4 == 0 ? 1.0f : 0.8f;
+            gemma3_sampler_chain_from_seq(v % 2 ? GEMMA3_SAMPLER_SEQ_LLAMA
+                                                : GEMMA3_SAMPLER_SEQ_DEFAULT,
+                                          &p);
+            p.seed = (uint32_t)next();
+            r->p = &p;
+            r->seed = p.seed;
+            r->V = V;
+            memcpy(r->l, l, (size_t)V * sizeof *l);
+            for (int i = 0; i < V; i++) r->c[i] = i;
+            r->n = V;
+            for (int i = 0; i < p.n_samplers; i++) {
+                if (p.samplers[i] == GEMMA3_SAMPLER_XTC) ref_xtc(r, 0);
+                if (p.samplers[i] == GEMMA3_SAMPLER_TEMPERATURE) ref_temperature(r, p.temperature);
+            }
+            int n_want = r->n;
+            memcpy(want, r->c, (size_t)n_want * sizeof *want);
+            qsort(want, (size_t)n_want, sizeof *want, cmp_id);
+            dropped += n_want < V;
+            for (int mode = 0; mode < 2; mode++) {
+                if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                int n_kept = g3_sampler_kept(s, l, 0, kept);
+                int bad = n_kept != n_want || memcmp(kept, want, (size_t)n_want * sizeof *kept);
+                if (bad && wrong < 5)
+                    printf("xtc V %d vector %d thr %.3f T %.1f mode %d: kept %d, want %d\n", V,
+                           v, p.xtc_threshold, p.temperature, mode, n_kept, n_want);
+                wrong += bad;
+                cases++;
+            }
+        }
+        gemma3_sampler_free(s);
+    }
+    printf("XTC over the whole vocabulary: %d cases (%d vectors drop tokens), %d wrong\n", cases,
+           dropped, wrong);
+    CHECK(wrong == 0);
+    CHECK(dropped >= 8); /* the leaders make XTC act */
+    free(kept);
+    free(want);
+}
+
 static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
@@ -1457,6 +1531,7 @@ int main(void) {
     check_mirostat_v1_selection(&r, l);
     check_positions_reaching(&r, l);
     check_typical_whole_vocab(&r, l);
+    check_xtc_whole_vocab(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
