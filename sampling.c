@@ -1642,8 +1642,8 @@ enum { XTC_TOP = 258 }; /* the most tokens XTC's count examines */
  * itself. The first m tokens of the total order are selected (sorted, in ids_tmp), m = 1/thr + 2
  * (at most XTC_TOP): more than 1/thr tokens cannot all have p >= thr, so the last two lie below
  * the limit unless Z' is far off. When none of the m lies within twice all of that of the
- * limit and the last lies below it, the count is that of those above it. Returns -1 when some logit does (or thr is 0): the caller
- * then computes every p. */
+ * limit and the last lies below it, the count is that of those above it. Returns -1 otherwise
+ * (or when thr is 0): the caller then computes every p. */
 static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
     if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
     int n = s->n_cand;
