@@ -113,18 +113,19 @@ static int window_tokens(gemma3_sampler *s, int b) {
     return m;
 }
 
-/* The weights the window walk sums: the view's (a bucket's sum, within G3_VIEW_REL_ERR of e^d
- * each), or, where its margin leaves the draw open, the fine tier's: g3_approx_exp in double
- * (within G3_APPROX_EXP_REL_ERR), summed per bucket in one more pass over the vocabulary. */
+/* The weights the window walk sums: the view's (a bucket's sum, within rel = G3_VIEW_REL_ERR
+ * of e^d each, and 0 in the last bucket, where e^d < 2^-46), or, where its margin leaves the
+ * draw open, the fine tier's: g3_approx_weight (within G3_APPROX_EXP_REL_ERR, and e^-708 for
+ * a ban), summed per bucket in one more pass over the vocabulary. `slack` bounds a token's
+ * absolute error beyond rel. */
 struct walk_weights {
     const double *bucket;
     int fine;
+    double rel, slack;
 };
 
 static double token_weight(const gemma3_sampler *s, const struct walk_weights *ww, float l) {
-    if (!ww->fine) return view_weight(s, l);
-    double d = (double)l - s->view_lmax;
-    return g3_approx_exp(d > -708.0 ? d : -708.0);
+    return ww->fine ? g3_approx_weight(l, s->view_lmax) : view_weight(s, l);
 }
 
 /* The fine tier's bucket sums, computed once per view. */
@@ -168,11 +169,8 @@ static int32_t walk_window(gemma3_sampler *s, const struct walk_weights *ww, dou
     for (int b = b_hi; b <= b_lo; b++)
         total += b == b_hi ? share_hi : b == b_lo ? share_lo : bw[b];
     double target = u * total;
-    /* the view leaves out the last bucket's weights, each below 2^-46 */
-    double margin = ww->fine ? 4 * (4 * (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-53 +
-                                    2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307
-                             : 4 * (4 * (double)n * 0x1p-53 + 2 * G3_VIEW_REL_ERR) * total +
-                                   n * 0x1p-45;
+    double margin = 4 * (4 * (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-53 + 2 * ww->rel) * total +
+                    2 * n * ww->slack;
     double cum = 0;
     int b = b_hi;
     for (; b <= b_lo; b++) {
@@ -193,7 +191,8 @@ static int32_t walk_window(gemma3_sampler *s, const struct walk_weights *ww, dou
 
 int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
     if (!view_ensure(s, s->win.vocab_max, 0)) return -1;
-    struct walk_weights coarse = {s->view_w, 0}, fine = {s->view_fine, 1};
+    struct walk_weights coarse = {s->view_w, 0, G3_VIEW_REL_ERR, 0x1p-46},
+                        fine = {s->view_fine, 1, G3_APPROX_EXP_REL_ERR, 1e-307};
     int32_t tok = s->skip_float_draw ? -1 : walk_window(s, &coarse, u);
     if (tok >= 0) return tok;
     view_fine_ensure(s);

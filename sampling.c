@@ -442,10 +442,7 @@ __attribute__((always_inline)) static inline void approx_exp_n_body(double *rest
         for (int k = 0; k < 16; k++) w[i + k] = w[i + k] > -708.0 ? w[i + k] : -708.0;
         for (int k = 0; k < 16; k++) w[i + k] = g3_approx_exp(w[i + k]);
     }
-    for (; i < n; i++) {
-        double d = (double)l[i] - lmax;
-        w[i] = g3_approx_exp(d > -708.0 ? d : -708.0);
-    }
+    for (; i < n; i++) w[i] = g3_approx_weight(l[i], lmax);
 }
 
 __attribute__((always_inline)) static inline void gumbel_bits_n_body(uint64_t key,
@@ -508,8 +505,7 @@ __attribute__((always_inline)) static inline uint64_t mass_round_n_body(
         for (int k = 0; k < 16; k++) lane[k] += q[i + k];
     }
     for (; i < n; i++) {
-        double d = (double)l[i] - lmax;
-        double x = g3_approx_exp(d > -708.0 ? d : -708.0) * 0x1p40;
+        double x = g3_approx_weight(l[i], lmax) * 0x1p40;
         q[i] = (uint64_t)(int64_t)(x + 0.5);
         double frac = x - (double)(int64_t)x - 0.5;
         tie[i] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
@@ -615,10 +611,7 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
     }
     if (nb * 64 < n) {
         double sum = 0;
-        for (int i = nb * 64; i < n; i++) {
-            double d = (double)l[i] - lmax;
-            sum += g3_approx_exp(d > -708.0 ? d : -708.0);
-        }
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_weight(l[i], lmax);
         blocks[nb] = sum;
         total += sum;
     }
@@ -1947,8 +1940,8 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, doub
     if (b == nb) return -1;
     int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
     for (int j = b * DRAW_BLOCK; j < end; j++) { /* the block's weights again */
-        double before = cum, d = (double)l[j] - lmax;
-        cum += g3_approx_exp(d > -708.0 ? d : -708.0);
+        double before = cum;
+        cum += g3_approx_weight(l[j], lmax);
         if (cum > target)
             return before < target - margin && cum > target + margin ? c[j] : -1;
     }

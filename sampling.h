@@ -91,6 +91,14 @@ static inline double g3_approx_exp(double x) {
     return p * scale;
 }
 
+/* The double tier's weight of a logit l <= lmax: g3_approx_exp(l - lmax), the difference
+ * floored at -708 (a ban's -inf included: its weight is e^-708, below 1e-307). The scalar form
+ * of the vectorised loops' three steps, with the same bits. */
+static inline double g3_approx_weight(float l, float lmax) {
+    double d = (double)l - lmax;
+    return g3_approx_exp(d > -708.0 ? d : -708.0);
+}
+
 /* e^(l - lmax) for a logit l <= lmax, in float, branch-free (16 lanes per AVX-512 vector): the
  * difference's own rounding error is carried exactly (TwoSum) into the reduced argument, so that
  * it costs nothing; then the Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any

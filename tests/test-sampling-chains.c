@@ -1335,6 +1335,13 @@ static void check_positions_reaching(struct ref *r, float *l) {
  * with a temperature after typical, each vector's reference set computed once and drawn from at
  * many positions in both modes, and the kept set compared too. The fast path must answer most
  * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
+/* The reference's list: the whole vocabulary of l, in id order. */
+static void ref_load(struct ref *r, const float *l, int V) {
+    memcpy(r->l, l, (size_t)V * sizeof *l);
+    for (int i = 0; i < V; i++) r->c[i] = i;
+    r->n = V;
+}
+
 /* XTC over a whole vocabulary: a low bulk and a few leaders whose probabilities straddle the
  * threshold. Its count takes Z from the rank view when XTC is last in CDF mode, else from the
  * float tier (Gumbel mode, or a temperature after it); the kept set of both modes against the
@@ -1371,9 +1378,7 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
             r->p = &p;
             r->seed = p.seed;
             r->V = V;
-            memcpy(r->l, l, (size_t)V * sizeof *l);
-            for (int i = 0; i < V; i++) r->c[i] = i;
-            r->n = V;
+            ref_load(r, l, V);
             for (int i = 0; i < p.n_samplers; i++) {
                 if (p.samplers[i] == GEMMA3_SAMPLER_XTC) ref_xtc(r, 0);
                 if (p.samplers[i] == GEMMA3_SAMPLER_TEMPERATURE) ref_temperature(r, p.temperature);
@@ -1430,9 +1435,7 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
             p.min_keep = v % 4 == 3 ? 1 + (int)(next() % 300) : 0;
             p.seed = (uint32_t)next();
             r->p = &p;
-            memcpy(r->l, l, (size_t)V * sizeof *l);
-            for (int i = 0; i < V; i++) r->c[i] = i;
-            r->n = V;
+            ref_load(r, l, V);
             ref_typical(r, p.typical_p);
             /* then a temperature on some (llama.cpp's order: temperature last): the CDF draw
              * walks typical's order with the new weights */
