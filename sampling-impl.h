@@ -26,12 +26,15 @@ struct gemma3_sampler {
     int skip_float_draw;  /* tests: the CDF walk without its float tiers */
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
+    int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
+    int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
     g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
+    g3_exp_rough_sums_fn exp_rough_sums;   /* the best of g3_exp_rough_sums_get */
     g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */
     g3_approx_exp_n_fn approx_exp_n;       /* the best of g3_approx_exp_n_get */
     g3_copy_check_fn copy_check;           /* the best of g3_copy_check_get */

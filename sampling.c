@@ -353,6 +353,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->mass_round_n = g3_mass_round_n_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
+    s->exp_rough_sums = g3_exp_rough_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
@@ -428,6 +429,8 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *sets = s->typ_fast_sets;
     *draws = s->typ_fast_draws;
 }
+int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
+void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
 void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
 
@@ -697,6 +700,44 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
     return total;
 }
 
+/* g3_exp_rough_sums: blocks of 64 in 16 float lanes of 4 terms, each lane then added to its
+ * double lane (no sum per block, whose chain of 16 dependent additions would bound the pass), a
+ * second set of lanes for l >= at. */
+__attribute__((always_inline)) static inline double exp_rough_sums_body(const float *restrict l,
+                                                                        float lmax, int n,
+                                                                        float at,
+                                                                        double *at_least) {
+    double lane[16] = {0}, lane_at[16] = {0};
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        float acc[16] = {0}, acc_at[16] = {0};
+        for (int q = 0; q < 4; q++) {
+            const float *x = l + i + q * 16;
+            float w[16];
+            for (int k = 0; k < 16; k++) w[k] = g3_exp_rough(x[k], lmax);
+            for (int k = 0; k < 16; k++) acc[k] += w[k];
+            for (int k = 0; k < 16; k++) acc_at[k] += x[k] >= at ? w[k] : 0.0f;
+        }
+        for (int k = 0; k < 16; k++) lane[k] += acc[k];
+        for (int k = 0; k < 16; k++) lane_at[k] += acc_at[k];
+    }
+    double total = 0, above = 0;
+    for (; i < n; i++) {
+        double w = g3_exp_rough(l[i], lmax);
+        total += w;
+        above += l[i] >= at ? w : 0.0;
+    }
+    for (int k = 0; k < 16; k++) total += lane[k];
+    for (int k = 0; k < 16; k++) above += lane_at[k];
+    *at_least = above;
+    return total;
+}
+
+static double exp_rough_sums_scalar(const float *restrict l, float lmax, int n, float at,
+                                    double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least);
+}
+
 static double expf_block_sums_scalar(const float *restrict l, float lmax, int n,
                                      double *restrict blocks) {
     return expf_block_sums_body(l, lmax, n, blocks);
@@ -910,6 +951,15 @@ AVX512_WIDE("avx512f") static double expf_block_sums_avx512(
     const float *restrict l, float lmax, int n, double *restrict blocks) {
     return expf_block_sums_body(l, lmax, n, blocks);
 }
+__attribute__((target("avx2"))) static double exp_rough_sums_avx2(const float *restrict l,
+                                                                  float lmax, int n, float at,
+                                                                  double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least);
+}
+AVX512_WIDE("avx512f") static double exp_rough_sums_avx512(
+    const float *restrict l, float lmax, int n, float at, double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least);
+}
 __attribute__((target("avx2"))) static void sigma_sums_n_avx2(const float *restrict l, int n,
                                                               double *out) {
     sigma_sums_n_body(l, n, out);
@@ -1102,6 +1152,8 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) { PICK_ISA(gumbel_bits_n); }
 g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) { PICK_ISA(exp_block_sums); }
 
 g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) { PICK_ISA(expf_block_sums); }
+
+g3_exp_rough_sums_fn g3_exp_rough_sums_get(int isa) { PICK_ISA(exp_rough_sums); }
 
 g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) { PICK_ISA(sigma_sums_n); }
 
@@ -1299,15 +1351,44 @@ static uint64_t scale_floor(float p, uint64_t q) {
     return sh >= 128 ? 0 : (uint64_t)(prod >> sh);
 }
 
+static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos);
+
+/* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
+ * the tokens before it in the total order below floor(p Q), Q the total. The rough sums bound
+ * Q_b by the tokens at or above w's logit (w and its ties too: more than Q_b) and Q from below:
+ * each q_i is within 1/2 + 2^-52 of 2^40 e^d (g3_fixed_mass), the sums within their rel; the
+ * 2^-50 and the constants cover the roundings of these few doubles. */
+static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
+    int n = s->n_cand;
+    double at_or_above, total = s->exp_rough_sums(s->logits, lmax, n, s->logits[w], &at_or_above);
+    double rel = g3_exp_rough_sums_rel(n);
+    double before_hi = 0x1p40 * at_or_above / (1 - rel) * (1 + 0x1p-50) + 0.5 * n + 1;
+    double target_lo = (double)p * (0x1p40 * total / (1 + rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
+    return before_hi < target_lo;
+}
+
 /* Top-p: keep token i iff the mass strictly before it in the total order is < p * Z, i.e. the
  * shortest prefix whose mass reaches p * Z (the token crossing p is kept), at least one token
- * and at least min_keep. Masses are the fixed-point q_i. */
-static void top_p(gemma3_sampler *s, float p) {
+ * and at least min_keep. Masses are the fixed-point q_i. When the Gumbel draw comes next
+ * (draw_next; never for g3_sampler_kept) over a whole vocabulary, its winner over all of it is
+ * found first: if that token surely lies in the nucleus, it wins there too (the nucleus is a
+ * subset, with the same maximum, noise and ties), and the list becomes that one token. */
+static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     int n = s->n_cand;
     if (p >= 1.0f || n <= 1) return;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
+    if (s->id_order && n == s->n_vocab && n > 4096 && draw_next && gumbel_mode(s) &&
+        !s->skip_rough) {
+        int32_t w = draw_gumbel(s, pos);
+        if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
+            s->top_p_winner_draws++;
+            s->ids_tmp[0] = w;
+            g3_cand_keep_selected(s, 1);
+            return;
+        }
+    }
     if (s->id_order && n == s->n_vocab && n > 4096) { /* the rank view, if it decides */
         int32_t last;
         int count;
@@ -1629,34 +1710,58 @@ enum { XTC_TOP = 258 }; /* the most tokens XTC's count examines */
 
 /* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
  * (in doubles, Z in id order, as cand_probs computes them), from an approximate Z' within rel_z
- * of the exact sum: the rank view's when the CDF draw comes next (it walks the same view), else
- * the float tier's (within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53, as in surprise_limit).
- * p >= thr iff l >= lmax + ln thr + ln Z up to the roundings of exp, the division and the limit
- * itself. The first m tokens of the total order are selected (sorted, in ids_tmp), m = 1/thr + 2
- * (at most XTC_TOP): more than 1/thr tokens cannot all have p >= thr, so the last two lie below
- * the limit unless Z' is far off. When none of the m lies within twice all of that of the
- * limit and the last lies below it, the count is that of those above it. Returns -1 otherwise
- * (or when thr is 0): the caller then computes every p. */
-static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
-    if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
-    int n = s->n_cand;
-    double rel_z = 0, z = view ? g3_rank_z(s, lmax, &rel_z) : 0;
-    if (z == 0) {
-        z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
-        rel_z = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
-    }
+ * of the exact sum. p >= thr iff l >= lmax + ln thr + ln Z up to the roundings of exp, the
+ * division and the limit itself. The first m tokens of the total order are selected (sorted, in
+ * ids_tmp), m = 1/thr + 2 (at most XTC_TOP): more than 1/thr tokens cannot all have p >= thr,
+ * so the last two lie below the limit unless Z' is far off. When none of the m lies within
+ * twice all of that of the limit and the last lies below it, the count is that of those above
+ * it; -1 otherwise. When even the maximum lies below, the count is 0 without the selection
+ * (*selected says whether it ran). */
+static int xtc_count_with_z(gemma3_sampler *s, float lmax, float thr, double z, double rel_z,
+                            int m, int *selected) {
+    int n = s->n_cand, q = 0;
     double rel = 2 * (double)n * 0x1p-53 + 2 * rel_z;
     double lz = log(z), lt = log((double)thr), lim = (double)lmax + lt + lz;
     double margin = 2 * (1.01 * rel + 8 * 0x1p-52 +
                          0x1p-50 * (fabs((double)lmax) + fabs(lz) + fabs(lt) + 1));
-    double m_mass = floor(1.0 / (double)thr) + 2;
-    int m = m_mass < XTC_TOP ? (int)m_mass : XTC_TOP, q = 0;
-    m = m < n ? m : n;
-    g3_cand_select_top(s, m);
+    if ((double)lmax < lim - margin) return 0; /* not even the first reaches it */
+    if (!*selected) g3_cand_select_top(s, m);
+    *selected = 1;
     const int32_t *top = s->ids_tmp;
     while (q < m && (double)s->logits[top[q]] >= lim + margin) q++;
     if (q == m ? m < n : (double)s->logits[top[q]] >= lim - margin) return -1;
     return q;
+}
+
+/* XTC's count by tiers of Z (xtc_count_with_z): the rank view's when the CDF draw comes next
+ * (view: it walks the same view), else the rough sums' (g3_exp_rough_sums, a third of the float
+ * tier's time, which decide unless a token lies within about 2^-8 of the limit), then the float
+ * tier's (G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53, as in surprise_limit). Returns -1 when
+ * none decides (or thr is 0): the caller then computes every p. On a count, the first
+ * max(count, 1) tokens of the total order are in ids_tmp. */
+static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
+    if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
+    int n = s->n_cand, selected = 0;
+    double m_mass = floor(1.0 / (double)thr) + 2;
+    int m = m_mass < XTC_TOP ? (int)m_mass : XTC_TOP;
+    m = m < n ? m : n;
+    for (int tier = view ? 0 : s->skip_rough ? 2 : 1; tier <= 2; tier++) {
+        double rel_z = 0, z = 0, unused;
+        if (tier == 0) {
+            z = g3_rank_z(s, lmax, &rel_z);
+            if (z == 0) continue;
+        } else if (tier == 1) {
+            z = s->exp_rough_sums(s->logits, lmax, n, INFINITY, &unused);
+            rel_z = g3_exp_rough_sums_rel(n);
+        } else {
+            z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
+            rel_z = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
+        }
+        int q = xtc_count_with_z(s, lmax, thr, z, rel_z, m, &selected);
+        if (q == 0 && !selected) s->ids_tmp[0] = first_max(s, s->logits, n, lmax);
+        if (q >= 0 || tier == 0) return q; /* the view's Z is the most precise */
+    }
+    return -1;
 }
 
 /* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
@@ -2169,8 +2274,9 @@ static int acts_after(const gemma3_sampler_params *p, int i) {
     return 0;
 }
 
-/* Runs the chain; greedy = 1 only applies the samplers that rewrite logits. */
-static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
+/* Runs the chain; greedy = 1 only applies the samplers that rewrite logits; draws = 1 when the
+ * draw follows (not for the kept set, which must be the list itself). */
+static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
     const gemma3_sampler_params *p = &s->p;
     for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
         int t = p->samplers[i];
@@ -2195,7 +2301,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy) {
         case GEMMA3_SAMPLER_TOP_N_SIGMA: top_n_sigma(s, p->top_n_sigma); break;
         case GEMMA3_SAMPLER_TOP_K: top_k(s, p->top_k); break;
         case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i)); break;
-        case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p); break;
+        case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p, pos, draws && !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
         case GEMMA3_SAMPLER_XTC: xtc(s, pos, !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TEMPERATURE: temperature(s, p->temperature); break;
@@ -2305,7 +2411,7 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
     int32_t tok = -1;
     if (s->n_cand > 0) {
         if (s->p.temperature == 0.0f) {
-            run_chain(s, position, 1);
+            run_chain(s, position, 1, 0);
             check_finite(s);
             keep_argmax(s); /* reads an implicit list straight */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY) tok = s->cand[0];
@@ -2313,7 +2419,7 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
             check_finite(s);
             tok = mirostat(s, position); /* reads an implicit list straight */
         } else {
-            run_chain(s, position, 0);
+            run_chain(s, position, 0, 1);
             check_finite(s);
             if (s->n_cand == 1) g3_cand_materialise(s); /* the draws read an implicit list */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
@@ -2345,7 +2451,7 @@ int g3_sampler_kept(gemma3_sampler *s, const float *logits, int64_t position, in
     if (s->p.temperature == 0.0f || s->p.mirostat)
         return g3_error(GEMMA3_ERR_ARG, "sampler: kept set not defined for greedy or mirostat");
     prepare(s, logits, NULL);
-    run_chain(s, position, 0);
+    run_chain(s, position, 0, 0);
     check_finite(s);
     g3_cand_materialise(s);
     int n = 0;

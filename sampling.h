@@ -56,6 +56,12 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
 /* Tests: how many typical sets, and CDF draws over one, the rank view has answered since init
  * (the rest took the exact computation). */
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
+/* Tests: how many top-p calls in Gumbel mode the whole vocabulary's winner answered since init
+ * (top_p's winner-first path in sampling.c; the rest built the nucleus). */
+int g3_sampler_top_p_winner_draws(const gemma3_sampler *s);
+/* Tests: 1 turns the rough sums (g3_exp_rough_sums) off: XTC's count takes the float tier's Z,
+ * top-p in Gumbel mode builds the nucleus; 0 back on. */
+void g3_sampler_skip_rough(gemma3_sampler *s, int on);
 
 /* exp(x) for -708 <= x <= 0 in double, branch-free so that loops over it vectorise:
  * Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (fdlibm's two-part ln2, k ln2_hi exact), the
@@ -132,6 +138,45 @@ static inline float g3_approx_expf(float l, float lmax) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
+}
+
+/* A rough e^(l - lmax) for bounds that only have to decide the clear cases (XTC's count and
+ * top-p's membership of a Gumbel winner, in Gumbel mode): 2^y, y = (l - lmax) log2 e, as 2^f
+ * (f = y - round(y) in [-1/2, 1/2], the degree-3 Taylor polynomial of e^(f ln 2): remainder
+ * below 8.3e-4 of it) with round(y) added to the exponent bits. The difference rounds by at
+ * most 2^-19 above -64 and y by 6.6e-6; differences below -64 count as -64 (an overestimate
+ * there, by less than e^-64 < 2^-92 per token). Within G3_EXP_ROUGH_REL_ERR = 2^-9 of
+ * e^(l - lmax) above -64; test-sampling-chains checks half of it. 14 float operations against
+ * g3_approx_expf's 30. */
+#define G3_EXP_ROUGH_REL_ERR 0x1p-9
+static inline float g3_exp_rough(float l, float lmax) {
+    float x = l - lmax;
+    x = x > -64.0f ? x : -64.0f; /* -inf too */
+    float y = x * 1.44269504f;
+    float t = y + 0x1.8p23f;             /* 1.5 2^23 + round(y), exactly */
+    float f = y - (t - 0x1.8p23f);       /* exact (Sterbenz) */
+    float p = 0.0555041087f;             /* (ln 2)^3 / 6 */
+    p = p * f + 0.240226507f;            /* (ln 2)^2 / 2 */
+    p = p * f + 0.693147181f;
+    p = p * f + 1.0f;
+    uint32_t pb, tb;
+    memcpy(&pb, &p, sizeof pb);
+    memcpy(&tb, &t, sizeof tb);
+    pb += tb << 23; /* + round(y) in the exponent: the bits of 1.5 2^23 shift out */
+    memcpy(&p, &pb, sizeof p);
+    return p;
+}
+/* The sums of g3_exp_rough(l[i], lmax) over i < n, all of them (returned) and those with
+ * l[i] >= at (*at_least), each in 16 float lanes of 4 terms per block of 64, the lanes and
+ * blocks added in double: within G3_EXP_ROUGH_REL_ERR + 4 2^-24 + n 2^-53 of the sums of the
+ * g3_exp_rough values. Compiled per instruction set like g3_approx_exp_n_get (the same bits). */
+typedef double (*g3_exp_rough_sums_fn)(const float *restrict l, float lmax, int n, float at,
+                                       double *at_least);
+g3_exp_rough_sums_fn g3_exp_rough_sums_get(int isa);
+/* The relative bound of g3_exp_rough_sums over n tokens, their clamp below -64 included for a
+ * sum of at least 1 (every total: the maximum's term is exactly 1). */
+static inline double g3_exp_rough_sums_rel(int n) {
+    return G3_EXP_ROUGH_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
 }
 
 /* blocks[b] = sum of g3_approx_expf(l[i], lmax) over i in [64 b, 64 b + 64) (the

@@ -620,6 +620,74 @@ static void check_approx_expf(void) {
     free(got);
 }
 
+/* g3_exp_rough against libm's exp of the exact difference (within half of G3_EXP_ROUGH_REL_ERR
+ * above -64, never below e^d under it), and its sums: every compiled instruction set gives the
+ * scalar one's bits, and the scalar sums lie within g3_exp_rough_sums_rel of libm's. */
+static void check_exp_rough(void) {
+    enum { N = 1 << 20 };
+    float *l = malloc(N * sizeof *l);
+    if (!l) {
+        CHECK(0);
+        return;
+    }
+    const float lmax = 7.25f;
+    for (int i = 0; i < N; i++) {
+        double u = unif();
+        switch (i % 5) {
+        case 0: l[i] = lmax - (float)(70 * u); break;   /* the whole range and past -64 */
+        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
+        case 2: l[i] = lmax - (float)(40 * u); break;
+        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
+        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break; /* tiny logits: big ulps of l - lmax */
+        }
+    }
+    double worst = 0;
+    int under = 0;
+    for (int i = 0; i < N; i++) {
+        double d = (double)l[i] - lmax, e = exp(d), got = g3_exp_rough(l[i], lmax);
+        if (d < -64) {
+            under += !(got >= e);
+            continue;
+        }
+        worst = fmax(worst, fabs(got - e) / e);
+    }
+    for (int i = 0; i < N; i += 4) { /* a maximum of 60 over tiny logits */
+        float li = (float)(1e-3 * unif() - 5e-4), big = 60.0f + (float)(4 * unif());
+        double e = exp((double)li - big);
+        worst = fmax(worst, fabs((double)g3_exp_rough(li, big) - e) / e);
+    }
+    printf("exp rough: worst relative error %.3g (bound used %.3g)\n", worst,
+           G3_EXP_ROUGH_REL_ERR);
+    CHECK_MSG(worst < G3_EXP_ROUGH_REL_ERR / 2, "worst %.3g", worst);
+    CHECK_MSG(under == 0, "%d values below e^d under -64", under);
+    CHECK(g3_exp_rough(lmax, lmax) == 1.0f);
+    int n0 = N - 37; /* a short last block */
+    const float at[] = {lmax - 3.0f, lmax, INFINITY, -INFINITY};
+    for (int a = 0; a < 4; a++) {
+        double above, total = g3_exp_rough_sums_get(0)(l, lmax, n0, at[a], &above);
+        double exact = 0, exact_above = 0;
+        for (int i = 0; i < n0; i++) {
+            double e = exp((double)l[i] - lmax);
+            exact += e;
+            exact_above += l[i] >= at[a] ? e : 0;
+        }
+        double rel = g3_exp_rough_sums_rel(n0);
+        CHECK_MSG(fabs(total - exact) <= rel * exact, "rough sums %.17g vs %.17g", total, exact);
+        CHECK_MSG(fabs(above - exact_above) <= rel * exact_above + n0 * 0x1p-91,
+                  "rough sums at %g: %.17g vs %.17g", at[a], above, exact_above);
+        for (int isa = 1; isa <= 2; isa++) {
+            g3_exp_rough_sums_fn fn = g3_exp_rough_sums_get(isa);
+            if (!fn) {
+                CHECK_SKIP("isa %s (exp rough)", isa == 1 ? "avx2" : "avx512");
+                continue;
+            }
+            double above_isa, total_isa = fn(l, lmax, n0, at[a], &above_isa);
+            CHECK_MSG(total_isa == total && above_isa == above, "isa %d at %g", isa, at[a]);
+        }
+    }
+    free(l);
+}
+
 /* The Gumbel screen: g3_gumbel_upper bounds the noise of every top-bits value (all 2^20 at each
  * end, where the bound is tightest and where its float tricks meet y = 0, and a million random
  * ones); every compiled screen gives the scalar one's answers; and no token the screen rejects
@@ -1330,11 +1398,6 @@ static void check_positions_reaching(struct ref *r, float *l) {
     gemma3_sampler_free(s);
 }
 
-/* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
- * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
- * with a temperature after typical, each vector's reference set computed once and drawn from at
- * many positions in both modes, and the kept set compared too. The fast path must answer most
- * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
 /* The reference's list: the whole vocabulary of l, in id order. */
 static void ref_load(struct ref *r, const float *l, int V) {
     memcpy(r->l, l, (size_t)V * sizeof *l);
@@ -1344,8 +1407,9 @@ static void ref_load(struct ref *r, const float *l, int V) {
 
 /* XTC over a whole vocabulary: a low bulk and a few leaders whose probabilities straddle the
  * threshold. Its count takes Z from the rank view when XTC is last in CDF mode, else from the
- * float tier (Gumbel mode, or a temperature after it); the kept set of both modes against the
- * reference's, which computes every p. */
+ * rough sums or, with them off on a third of the vectors, the float tier (Gumbel mode, or a
+ * temperature after it); the kept set of both modes against the reference's, which computes
+ * every p. */
 static void check_xtc_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768};
     int32_t *kept = malloc(262144 * sizeof *kept), *want = malloc(262144 * sizeof *want);
@@ -1389,6 +1453,7 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
             dropped += n_want < V;
             for (int mode = 0; mode < 2; mode++) {
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                g3_sampler_skip_rough(s, v % 3 == 1); /* the float tier's Z, not the rough one */
                 int n_kept = g3_sampler_kept(s, l, 0, kept);
                 int bad = n_kept != n_want || memcmp(kept, want, (size_t)n_want * sizeof *kept);
                 if (bad && wrong < 5)
@@ -1408,6 +1473,99 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
     free(want);
 }
 
+/* Top-p over a whole vocabulary against the reference in both modes, at many positions: in
+ * Gumbel mode, when the draw comes next, the winner over the whole vocabulary answers when it
+ * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
+ * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
+ * and leave some, or the comparison would not test both paths. */
+static void check_top_p_whole_vocab(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768};
+    static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
+    static const int kinds[] = {0, 1, 0, 2, 3, 4, 5, 9};
+    enum { POSITIONS = 24 };
+    int32_t *ref_set = malloc(262144 * sizeof *ref_set), *kept = malloc(262144 * sizeof *kept);
+    int32_t *ref_sorted = malloc(262144 * sizeof *ref_sorted);
+    if (!ref_set || !kept || !ref_sorted) {
+        CHECK(0);
+        return;
+    }
+    int wrong = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
+    for (int si = 0; si < 2; si++) {
+        int V = sizes[si], nv = si == 0 ? 8 : 16;
+        gemma3_sampler_params p = all_off();
+        gemma3_sampler *s;
+        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            continue;
+        }
+        for (int v = 0; v < nv; v++) {
+            int kind = kinds[v % 8];
+            make_logits(l, V, kind);
+            p = all_off();
+            p.top_p = ps[v % 6];
+            p.min_keep = v % 4 == 3 ? 1 + (int)(next() % 300) : 0;
+            p.seed = (uint32_t)next();
+            r->p = &p;
+            ref_load(r, l, V);
+            ref_top_p(r, p.top_p);
+            int n_ref = r->n;
+            memcpy(ref_set, r->c, (size_t)n_ref * sizeof *ref_set);
+            memcpy(ref_sorted, ref_set, (size_t)n_ref * sizeof *ref_sorted);
+            qsort(ref_sorted, (size_t)n_ref, sizeof *ref_sorted, cmp_id);
+            int n_finite = 0; /* the kept set leaves out banned tokens */
+            for (int i = 0; i < n_ref; i++)
+                if (l[ref_sorted[i]] != -INFINITY) ref_sorted[n_finite++] = ref_sorted[i];
+            for (int mode = 0; mode < 2; mode++) {
+                if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                memcpy(r->c, ref_set, (size_t)n_ref * sizeof *r->c);
+                r->n = n_ref;
+                int n_kept = g3_sampler_kept(s, l, 0, kept);
+                int bad = n_kept != n_finite ||
+                          memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0;
+                if (bad && wrong < 5)
+                    printf("top-p V %d kind %d p %.3f min_keep %d mode %d: kept %d, want %d\n", V,
+                           kind, p.top_p, p.min_keep, mode, n_kept, n_finite);
+                wrong += bad;
+                int winner0 = g3_sampler_top_p_winner_draws(s);
+                for (int pos = 0; pos < POSITIONS; pos++) {
+                    int32_t want = n_ref == 1 ? ref_set[0] : ref_draw(r, pos);
+                    if (want < 0) /* nothing finite to draw: the sampler's fallback, the argmax */
+                        for (int i = want = 0; i < V; i++) want = l[i] > l[want] ? i : want;
+                    int32_t got = gemma3_sampler_sample(s, l, pos);
+                    if (got != want && wrong < 5)
+                        printf("top-p V %d kind %d p %.3f min_keep %d mode %d pos %d: %d, want "
+                               "%d\n",
+                               V, kind, p.top_p, p.min_keep, mode, pos, got, want);
+                    wrong += got != want;
+                    calls++;
+                }
+                int won = g3_sampler_top_p_winner_draws(s) - winner0;
+                winner += won;
+                if (mode == 1 && kind == 0) {
+                    gauss_gumbel += POSITIONS;
+                    gauss_winner += won;
+                }
+            }
+        }
+        gemma3_sampler_free(s);
+    }
+    printf("top-p over the whole vocabulary: %d draws, %d wrong; the Gumbel winner answered %d "
+           "(Gaussian vectors: %d of %d)\n",
+           calls, wrong, winner, gauss_winner, gauss_gumbel);
+    CHECK_MSG(wrong == 0, "top-p: %d differences from the reference", wrong);
+    CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
+              "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
+              gauss_gumbel);
+    free(ref_set);
+    free(kept);
+    free(ref_sorted);
+}
+
+/* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
+ * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
+ * with a temperature after typical, each vector's reference set computed once and drawn from at
+ * many positions in both modes, and the kept set compared too. The fast path must answer most
+ * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
 static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
@@ -1524,6 +1682,7 @@ int main(void) {
     }
     check_approx_exp();
     check_approx_expf();
+    check_exp_rough();
     check_draw_tiers(&r);
     check_gumbel_screen();
     check_sigma_sums();
@@ -1535,6 +1694,7 @@ int main(void) {
     check_positions_reaching(&r, l);
     check_typical_whole_vocab(&r, l);
     check_xtc_whole_vocab(&r, l);
+    check_top_p_whole_vocab(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
