@@ -557,6 +557,22 @@ static void check_approx_exp(void) {
     free(got);
 }
 
+/* Inputs for the float exps' checks: differences from lmax over [-span, 0] (the whole range and
+ * past its clamp), around the reduction's edges, where the weights that matter are, lmax and
+ * -inf, and tiny logits (big ulps of l - lmax). */
+static void float_exp_inputs(float *l, int n, float lmax, double span) {
+    for (int i = 0; i < n; i++) {
+        double u = unif();
+        switch (i % 5) {
+        case 0: l[i] = lmax - (float)(span * u); break;
+        case 1: l[i] = lmax - (float)(0.8 * u); break;
+        case 2: l[i] = lmax - (float)(40 * u); break;
+        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
+        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break;
+        }
+    }
+}
+
 /* g3_approx_expf(l, lmax) against libm's exp of the exact difference (within half of
  * G3_APPROX_EXPF_REL_ERR: the difference's own rounding is carried, not lost), and the block sums
  * of every compiled instruction set against the scalar ones bit for bit and against libm within
@@ -571,16 +587,7 @@ static void check_approx_expf(void) {
         return;
     }
     const float lmax = 7.25f;
-    for (int i = 0; i < N; i++) {
-        double u = unif();
-        switch (i % 5) {
-        case 0: l[i] = lmax - (float)(90 * u); break;   /* the whole range and past -86 */
-        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
-        case 2: l[i] = lmax - (float)(40 * u); break;   /* where the weights that matter are */
-        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
-        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break; /* tiny logits: big ulps of l - lmax */
-        }
-    }
+    float_exp_inputs(l, N, lmax, 90); /* past -86 */
     double worst = 0;
     for (int i = 0; i < N; i++) {
         double d = (double)l[i] - lmax;
@@ -631,16 +638,7 @@ static void check_exp_rough(void) {
         return;
     }
     const float lmax = 7.25f;
-    for (int i = 0; i < N; i++) {
-        double u = unif();
-        switch (i % 5) {
-        case 0: l[i] = lmax - (float)(70 * u); break;   /* the whole range and past -64 */
-        case 1: l[i] = lmax - (float)(0.8 * u); break;  /* around the reduction's edges */
-        case 2: l[i] = lmax - (float)(40 * u); break;
-        case 3: l[i] = i % 10 == 3 ? lmax : -INFINITY; break;
-        case 4: l[i] = (float)(1e-3 * u) - 5e-4f; break; /* tiny logits: big ulps of l - lmax */
-        }
-    }
+    float_exp_inputs(l, N, lmax, 70); /* past -64 */
     double worst = 0;
     int under = 0;
     for (int i = 0; i < N; i++) {
@@ -1473,6 +1471,50 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
     free(want);
 }
 
+/* The reference's set after its samplers (r->c, r->n: in its order, for its draws) and the same
+ * ids ascending without the banned ones (the form of g3_sampler_kept's answer). */
+struct ref_set {
+    int32_t *ids, *sorted;
+    int n, n_finite;
+};
+
+static void ref_set_take(struct ref_set *rs, const struct ref *r, const float *l) {
+    rs->n = r->n;
+    memcpy(rs->ids, r->c, (size_t)rs->n * sizeof *rs->ids);
+    memcpy(rs->sorted, rs->ids, (size_t)rs->n * sizeof *rs->sorted);
+    qsort(rs->sorted, (size_t)rs->n, sizeof *rs->sorted, cmp_id);
+    rs->n_finite = 0;
+    for (int i = 0; i < rs->n; i++)
+        if (l[rs->sorted[i]] != -INFINITY) rs->sorted[rs->n_finite++] = rs->sorted[i];
+}
+
+/* The engine, just restarted, against the reference set: its kept set, then its draws at
+ * positions 0..positions-1 (where nothing finite is left, the sampler's fallback: the argmax).
+ * Returns how many differ, printing them while *printed < 5 under label. */
+static int compare_set_and_draws(struct ref *r, gemma3_sampler *s, const float *l, int V,
+                                 const struct ref_set *rs, int32_t *kept, int positions,
+                                 const char *label, int *printed) {
+    memcpy(r->c, rs->ids, (size_t)rs->n * sizeof *r->c);
+    r->n = rs->n;
+    int n_kept = g3_sampler_kept(s, l, 0, kept), wrong = 0;
+    if (n_kept != rs->n_finite ||
+        memcmp(kept, rs->sorted, (size_t)rs->n_finite * sizeof *kept) != 0) {
+        if ((*printed)++ < 5) printf("%s: kept %d, want %d\n", label, n_kept, rs->n_finite);
+        wrong++;
+    }
+    for (int pos = 0; pos < positions; pos++) {
+        int32_t want = rs->n == 1 ? rs->ids[0] : ref_draw(r, pos);
+        if (want < 0)
+            for (int i = want = 0; i < V; i++) want = l[i] > l[want] ? i : want;
+        int32_t got = gemma3_sampler_sample(s, l, pos);
+        if (got != want) {
+            if ((*printed)++ < 5) printf("%s pos %d: %d, want %d\n", label, pos, got, want);
+            wrong++;
+        }
+    }
+    return wrong;
+}
+
 /* Top-p over a whole vocabulary against the reference in both modes, at many positions: in
  * Gumbel mode, when the draw comes next, the winner over the whole vocabulary answers when it
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
@@ -1483,13 +1525,13 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
     static const int kinds[] = {0, 1, 0, 2, 3, 4, 5, 9};
     enum { POSITIONS = 24 };
-    int32_t *ref_set = malloc(262144 * sizeof *ref_set), *kept = malloc(262144 * sizeof *kept);
-    int32_t *ref_sorted = malloc(262144 * sizeof *ref_sorted);
-    if (!ref_set || !kept || !ref_sorted) {
+    struct ref_set rs = {malloc(262144 * sizeof(int32_t)), malloc(262144 * sizeof(int32_t)), 0, 0};
+    int32_t *kept = malloc(262144 * sizeof *kept);
+    if (!rs.ids || !rs.sorted || !kept) {
         CHECK(0);
         return;
     }
-    int wrong = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
+    int wrong = 0, printed = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
     for (int si = 0; si < 2; si++) {
         int V = sizes[si], nv = si == 0 ? 8 : 16;
         gemma3_sampler_params p = all_off();
@@ -1508,37 +1550,15 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
             r->p = &p;
             ref_load(r, l, V);
             ref_top_p(r, p.top_p);
-            int n_ref = r->n;
-            memcpy(ref_set, r->c, (size_t)n_ref * sizeof *ref_set);
-            memcpy(ref_sorted, ref_set, (size_t)n_ref * sizeof *ref_sorted);
-            qsort(ref_sorted, (size_t)n_ref, sizeof *ref_sorted, cmp_id);
-            int n_finite = 0; /* the kept set leaves out banned tokens */
-            for (int i = 0; i < n_ref; i++)
-                if (l[ref_sorted[i]] != -INFINITY) ref_sorted[n_finite++] = ref_sorted[i];
+            ref_set_take(&rs, r, l);
             for (int mode = 0; mode < 2; mode++) {
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
-                memcpy(r->c, ref_set, (size_t)n_ref * sizeof *r->c);
-                r->n = n_ref;
-                int n_kept = g3_sampler_kept(s, l, 0, kept);
-                int bad = n_kept != n_finite ||
-                          memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0;
-                if (bad && wrong < 5)
-                    printf("top-p V %d kind %d p %.3f min_keep %d mode %d: kept %d, want %d\n", V,
-                           kind, p.top_p, p.min_keep, mode, n_kept, n_finite);
-                wrong += bad;
+                char label[96];
+                snprintf(label, sizeof label, "top-p V %d kind %d p %.3f min_keep %d mode %d", V,
+                         kind, p.top_p, p.min_keep, mode);
                 int winner0 = g3_sampler_top_p_winner_draws(s);
-                for (int pos = 0; pos < POSITIONS; pos++) {
-                    int32_t want = n_ref == 1 ? ref_set[0] : ref_draw(r, pos);
-                    if (want < 0) /* nothing finite to draw: the sampler's fallback, the argmax */
-                        for (int i = want = 0; i < V; i++) want = l[i] > l[want] ? i : want;
-                    int32_t got = gemma3_sampler_sample(s, l, pos);
-                    if (got != want && wrong < 5)
-                        printf("top-p V %d kind %d p %.3f min_keep %d mode %d pos %d: %d, want "
-                               "%d\n",
-                               V, kind, p.top_p, p.min_keep, mode, pos, got, want);
-                    wrong += got != want;
-                    calls++;
-                }
+                wrong += compare_set_and_draws(r, s, l, V, &rs, kept, POSITIONS, label, &printed);
+                calls += POSITIONS;
                 int won = g3_sampler_top_p_winner_draws(s) - winner0;
                 winner += won;
                 if (mode == 1 && kind == 0) {
@@ -1556,9 +1576,9 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
               "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
               gauss_gumbel);
-    free(ref_set);
+    free(rs.ids);
+    free(rs.sorted);
     free(kept);
-    free(ref_sorted);
 }
 
 /* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
@@ -1570,13 +1590,13 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
     enum { POSITIONS = 24 };
-    int32_t *ref_set = malloc(262144 * sizeof *ref_set), *kept = malloc(262144 * sizeof *kept);
-    int32_t *ref_sorted = malloc(262144 * sizeof *ref_sorted);
-    if (!ref_set || !kept || !ref_sorted) {
+    struct ref_set rs = {malloc(262144 * sizeof(int32_t)), malloc(262144 * sizeof(int32_t)), 0, 0};
+    int32_t *kept = malloc(262144 * sizeof *kept);
+    if (!rs.ids || !rs.sorted || !kept) {
         CHECK(0);
         return;
     }
-    int wrong = 0, calls = 0, sets = 0, draws = 0;
+    int wrong = 0, printed = 0, calls = 0, sets = 0, draws = 0;
     int gauss_calls = 0, gauss_sets = 0, gauss_cdf = 0, gauss_draws = 0;
     for (int si = 0; si < 3; si++) {
         int V = sizes[si], nv = si == 0 ? 9 : 18;
@@ -1602,39 +1622,17 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                                                      : GEMMA3_SAMPLER_SEQ_DEFAULT,
                                           &p);
             ref_temperature(r, p.temperature);
-            int n_ref = r->n;
-            memcpy(ref_set, r->c, (size_t)n_ref * sizeof *ref_set);
-            memcpy(ref_sorted, ref_set, (size_t)n_ref * sizeof *ref_sorted);
-            qsort(ref_sorted, (size_t)n_ref, sizeof *ref_sorted, cmp_id);
-            int n_finite = 0; /* the kept set leaves out banned tokens */
-            for (int i = 0; i < n_ref; i++)
-                if (l[ref_sorted[i]] != -INFINITY) ref_sorted[n_finite++] = ref_sorted[i];
+            ref_set_take(&rs, r, l);
+            int n_ref = rs.n;
             for (int mode = 0; mode < 2; mode++) {
                 int sets0, draws0;
                 g3_sampler_typical_fast(s, &sets0, &draws0);
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
-                memcpy(r->c, ref_set, (size_t)n_ref * sizeof *r->c);
-                r->n = n_ref;
-                int n_kept = g3_sampler_kept(s, l, 0, kept);
-                if ((n_kept != n_finite ||
-                     memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0) &&
-                    wrong < 5)
-                    printf("typical V %d kind %d tp %.3f min_keep %d mode %d: kept %d, want %d\n",
-                           V, kind, p.typical_p, p.min_keep, mode, n_kept, n_finite);
-                wrong += n_kept != n_finite ||
-                         memcmp(kept, ref_sorted, (size_t)n_finite * sizeof *kept) != 0;
-                for (int pos = 0; pos < POSITIONS; pos++) {
-                    int32_t want = n_ref == 1 ? ref_set[0] : ref_draw(r, pos);
-                    if (want < 0) /* nothing finite to draw: the sampler's fallback, the argmax */
-                        for (int i = want = 0; i < V; i++) want = l[i] > l[want] ? i : want;
-                    int32_t got = gemma3_sampler_sample(s, l, pos);
-                    if (got != want && wrong < 5)
-                        printf("typical V %d kind %d tp %.3f min_keep %d mode %d pos %d: %d, want "
-                               "%d\n",
-                               V, kind, p.typical_p, p.min_keep, mode, pos, got, want);
-                    wrong += got != want;
-                    calls++;
-                }
+                char label[96];
+                snprintf(label, sizeof label, "typical V %d kind %d tp %.3f min_keep %d mode %d",
+                         V, kind, p.typical_p, p.min_keep, mode);
+                wrong += compare_set_and_draws(r, s, l, V, &rs, kept, POSITIONS, label, &printed);
+                calls += POSITIONS;
                 int sets1, draws1;
                 g3_sampler_typical_fast(s, &sets1, &draws1);
                 sets += sets1 - sets0;
@@ -1656,9 +1654,9 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
     CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_cdf * 9,
               "the rank view answered too few typical calls to be tested");
-    free(ref_set);
+    free(rs.ids);
+    free(rs.sorted);
     free(kept);
-    free(ref_sorted);
 }
 
 int main(void) {
