@@ -50,6 +50,21 @@ static double view_weight(const gemma3_sampler *s, float l) {
     return s->view_scale[b] * (double)g3_view_unit(g3_view_expm1(g3_view_reduced(l, lmax, b)), b);
 }
 
+/* A bound on the relative error of a sum of view weights over at most n tokens of the regular
+ * buckets. */
+static double view_rel(int n) {
+    return G3_VIEW_REL_ERR + (double)(n + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
+}
+
+/* The view's Z, with *rel a bound on its relative error against the exact sum of e^(l - lmax):
+ * it leaves out the last bucket's weights, each below 2^-46 (z >= 1: the maximum's weight is 1). */
+static double view_total(const gemma3_sampler *s, double *rel) {
+    double z = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
+    *rel = view_rel(s->n_vocab) + s->n_vocab * 0x1p-46 / z;
+    return z;
+}
+
 /* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
  * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp
  * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's
@@ -65,8 +80,7 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
     if (!view_ensure(s, lmax, 0)) return 0;
     const double *ws = s->view_w;
     int n = s->n_vocab;
-    double total = 0;
-    for (int b = 0; b < G3_VIEW_BUCKETS; b++) total += ws[b];
+    double unused, total = view_total(s, &unused);
     /* target = floor(p Q), Q the total fixed mass, lies in [t_lo, t_hi]; slack covers the
      * roundings of these doubles (magnitudes up to 2^40 total: 2^-46 of it is 64 ulps) */
     double slack = 0x1p-6 * total + 4, q_err = mass_bound(total, n, n);
@@ -422,12 +436,6 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     return 0;
 }
 
-/* A bound on the relative error of a sum of view weights over at most n tokens of the regular
- * buckets. */
-static double view_rel(int n) {
-    return G3_VIEW_REL_ERR + (double)(n + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
-}
-
 /* The view's sum of weight times (l - lmax) (typical's centre): per bucket, its factor times
  * the moments less b/64 times the units (in units of 2^-31). */
 static double view_moment_sum(const gemma3_sampler *s) {
@@ -436,15 +444,6 @@ static double view_moment_sum(const gemma3_sampler *s) {
         s1 += s->view_scale[b] * ((double)s->view_moment[b] * 0x1p-5 -
                                   (double)b / G3_VIEW_PER_NAT * (double)s->view_hist[b]);
     return s1;
-}
-
-/* The view's Z, with *rel a bound on its relative error against the exact sum of e^(l - lmax):
- * it leaves out the last bucket's weights, each below 2^-46 (z >= 1: the maximum's weight is 1). */
-static double view_total(const gemma3_sampler *s, double *rel) {
-    double z = 0;
-    for (int b = 0; b < G3_VIEW_BUCKETS; b++) z += s->view_w[b];
-    *rel = view_rel(s->n_vocab) + s->n_vocab * 0x1p-46 / z;
-    return z;
 }
 
 double g3_rank_z(gemma3_sampler *s, float lmax, double *rel) {

@@ -1379,17 +1379,15 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (s->id_order && n == s->n_vocab && n > 4096 && draw_next && gumbel_mode(s) &&
-        !s->skip_rough) {
-        int32_t w = draw_gumbel(s, pos);
+    if (s->id_order && n == s->n_vocab && n > 4096) {
+        int32_t w = draw_next && gumbel_mode(s) && !s->skip_rough ? draw_gumbel(s, pos) : -1;
         if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
             s->top_p_winner_draws++;
             s->ids_tmp[0] = w;
             g3_cand_keep_selected(s, 1);
             return;
         }
-    }
-    if (s->id_order && n == s->n_vocab && n > 4096) { /* the rank view, if it decides */
+        /* the rank view, if it decides */
         int32_t last;
         int count;
         if (g3_rank_top_p(s, lmax, p, &last, &count)) {
@@ -1736,7 +1734,7 @@ static int xtc_count_with_z(gemma3_sampler *s, float lmax, float thr, double z, 
 /* XTC's count by tiers of Z (xtc_count_with_z): the rank view's when the CDF draw comes next
  * (view: it walks the same view), else the rough sums' (g3_exp_rough_sums, a third of the float
  * tier's time, which decide unless a token lies within about 2^-8 of the limit), then the float
- * tier's (G3_APPROX_EXPF_REL_ERR + 4 2^-24 + n 2^-53, as in surprise_limit). Returns -1 when
+ * tier's (g3_expf_block_sums_rel, as in surprise_limit). Returns -1 when
  * none decides (or thr is 0): the caller then computes every p. On a count, the first
  * max(count, 1) tokens of the total order are in ids_tmp. */
 static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
@@ -1755,7 +1753,7 @@ static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
             rel_z = g3_exp_rough_sums_rel(n);
         } else {
             z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
-            rel_z = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
+            rel_z = g3_expf_block_sums_rel(n);
         }
         int q = xtc_count_with_z(s, lmax, thr, z, rel_z, m, &selected);
         if (q == 0 && !selected) s->ids_tmp[0] = first_max(s, s->logits, n, lmax);
@@ -2323,8 +2321,8 @@ static double surprise_limit(gemma3_sampler *s, float lmax, int tier, double *ma
     }
     double z = tier == 0 ? s->expf_block_sums(s->logits, lmax, n, s->blocks)
                          : s->exp_block_sums(s->logits, lmax, n, s->blocks);
-    double rel = 2 * (double)n * 0x1p-53 +
-                 2 * (tier == 0 ? G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 : G3_APPROX_EXP_REL_ERR);
+    double rel = 2 * (tier == 0 ? g3_expf_block_sums_rel(n)
+                                : G3_APPROX_EXP_REL_ERR + (double)n * 0x1p-53);
     *margin = 2 * (1.01 * rel + 0x1p-50 * (fabs((double)lmax) + fabs(log(z)) + fabs(mu_ln2) + 1));
     return (double)lmax + log(z) - mu_ln2;
 }

@@ -185,6 +185,11 @@ static inline double g3_exp_rough_sums_rel(int n) {
 typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
                                         double *restrict blocks);
 g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
+/* The relative bound of the float tier's total over n tokens: each term within
+ * G3_APPROX_EXPF_REL_ERR, four float additions per lane, the n double additions. */
+static inline double g3_expf_block_sums_rel(int n) {
+    return G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
+}
 /* The same with g3_approx_exp in double: blocks[b] = the sum of g3_approx_exp(max((double)l[i]
  * - lmax, -708)) over block b, in 16 double lanes (the fast CDF walk's double tier). */
 g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);

@@ -1396,6 +1396,17 @@ static void check_positions_reaching(struct ref *r, float *l) {
     gemma3_sampler_free(s);
 }
 
+/* A sampler for V tokens with every sampler off, or NULL (a failed check). */
+static gemma3_sampler *sampler_all_off(int V) {
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+        CHECK(0);
+        return NULL;
+    }
+    return s;
+}
+
 /* The reference's list: the whole vocabulary of l, in id order. */
 static void ref_load(struct ref *r, const float *l, int V) {
     memcpy(r->l, l, (size_t)V * sizeof *l);
@@ -1419,11 +1430,8 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
     for (int si = 0; si < 2; si++) {
         int V = sizes[si];
         gemma3_sampler_params p = all_off();
-        gemma3_sampler *s;
-        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
-            CHECK(0);
-            continue;
-        }
+        gemma3_sampler *s = sampler_all_off(V);
+        if (!s) continue;
         for (int v = 0; v < 24; v++) {
             for (int i = 0; i < V; i++) l[i] = (float)(-12 + 2 * unif());
             int leaders = 2 + (int)(next() % 7);
@@ -1472,11 +1480,29 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
 }
 
 /* The reference's set after its samplers (r->c, r->n: in its order, for its draws) and the same
- * ids ascending without the banned ones (the form of g3_sampler_kept's answer). */
+ * ids ascending without the banned ones (the form of g3_sampler_kept's answer), with room for
+ * the engine's kept set. */
 struct ref_set {
-    int32_t *ids, *sorted;
+    int32_t *ids, *sorted, *kept;
     int n, n_finite;
 };
+
+static void ref_set_free(struct ref_set *rs) {
+    free(rs->ids);
+    free(rs->sorted);
+    free(rs->kept);
+}
+
+/* Buffers for vocabularies up to V; 0 (a failed check) when memory runs out. */
+static int ref_set_alloc(struct ref_set *rs, int V) {
+    rs->ids = malloc((size_t)V * sizeof *rs->ids);
+    rs->sorted = malloc((size_t)V * sizeof *rs->sorted);
+    rs->kept = malloc((size_t)V * sizeof *rs->kept);
+    if (rs->ids && rs->sorted && rs->kept) return 1;
+    ref_set_free(rs);
+    CHECK(0);
+    return 0;
+}
 
 static void ref_set_take(struct ref_set *rs, const struct ref *r, const float *l) {
     rs->n = r->n;
@@ -1492,13 +1518,13 @@ static void ref_set_take(struct ref_set *rs, const struct ref *r, const float *l
  * positions 0..positions-1 (where nothing finite is left, the sampler's fallback: the argmax).
  * Returns how many differ, printing them while *printed < 5 under label. */
 static int compare_set_and_draws(struct ref *r, gemma3_sampler *s, const float *l, int V,
-                                 const struct ref_set *rs, int32_t *kept, int positions,
-                                 const char *label, int *printed) {
+                                 const struct ref_set *rs, int positions, const char *label,
+                                 int *printed) {
     memcpy(r->c, rs->ids, (size_t)rs->n * sizeof *r->c);
     r->n = rs->n;
-    int n_kept = g3_sampler_kept(s, l, 0, kept), wrong = 0;
+    int n_kept = g3_sampler_kept(s, l, 0, rs->kept), wrong = 0;
     if (n_kept != rs->n_finite ||
-        memcmp(kept, rs->sorted, (size_t)rs->n_finite * sizeof *kept) != 0) {
+        memcmp(rs->kept, rs->sorted, (size_t)rs->n_finite * sizeof *rs->kept) != 0) {
         if ((*printed)++ < 5) printf("%s: kept %d, want %d\n", label, n_kept, rs->n_finite);
         wrong++;
     }
@@ -1525,21 +1551,14 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
     static const int kinds[] = {0, 1, 0, 2, 3, 4, 5, 9};
     enum { POSITIONS = 24 };
-    struct ref_set rs = {malloc(262144 * sizeof(int32_t)), malloc(262144 * sizeof(int32_t)), 0, 0};
-    int32_t *kept = malloc(262144 * sizeof *kept);
-    if (!rs.ids || !rs.sorted || !kept) {
-        CHECK(0);
-        return;
-    }
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
     for (int si = 0; si < 2; si++) {
         int V = sizes[si], nv = si == 0 ? 8 : 16;
         gemma3_sampler_params p = all_off();
-        gemma3_sampler *s;
-        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
-            CHECK(0);
-            continue;
-        }
+        gemma3_sampler *s = sampler_all_off(V);
+        if (!s) continue;
         for (int v = 0; v < nv; v++) {
             int kind = kinds[v % 8];
             make_logits(l, V, kind);
@@ -1557,7 +1576,7 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
                 snprintf(label, sizeof label, "top-p V %d kind %d p %.3f min_keep %d mode %d", V,
                          kind, p.top_p, p.min_keep, mode);
                 int winner0 = g3_sampler_top_p_winner_draws(s);
-                wrong += compare_set_and_draws(r, s, l, V, &rs, kept, POSITIONS, label, &printed);
+                wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
                 calls += POSITIONS;
                 int won = g3_sampler_top_p_winner_draws(s) - winner0;
                 winner += won;
@@ -1576,9 +1595,7 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
               "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
               gauss_gumbel);
-    free(rs.ids);
-    free(rs.sorted);
-    free(kept);
+    ref_set_free(&rs);
 }
 
 /* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
@@ -1590,22 +1607,15 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
     enum { POSITIONS = 24 };
-    struct ref_set rs = {malloc(262144 * sizeof(int32_t)), malloc(262144 * sizeof(int32_t)), 0, 0};
-    int32_t *kept = malloc(262144 * sizeof *kept);
-    if (!rs.ids || !rs.sorted || !kept) {
-        CHECK(0);
-        return;
-    }
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, sets = 0, draws = 0;
     int gauss_calls = 0, gauss_sets = 0, gauss_cdf = 0, gauss_draws = 0;
     for (int si = 0; si < 3; si++) {
         int V = sizes[si], nv = si == 0 ? 9 : 18;
         gemma3_sampler_params p = all_off();
-        gemma3_sampler *s;
-        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
-            CHECK(0);
-            continue;
-        }
+        gemma3_sampler *s = sampler_all_off(V);
+        if (!s) continue;
         for (int v = 0; v < nv; v++) {
             int kind = v % 9;
             make_logits(l, V, kind);
@@ -1631,7 +1641,7 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                 char label[96];
                 snprintf(label, sizeof label, "typical V %d kind %d tp %.3f min_keep %d mode %d",
                          V, kind, p.typical_p, p.min_keep, mode);
-                wrong += compare_set_and_draws(r, s, l, V, &rs, kept, POSITIONS, label, &printed);
+                wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
                 calls += POSITIONS;
                 int sets1, draws1;
                 g3_sampler_typical_fast(s, &sets1, &draws1);
@@ -1654,9 +1664,7 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
     CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_cdf * 9,
               "the rank view answered too few typical calls to be tested");
-    free(rs.ids);
-    free(rs.sorted);
-    free(kept);
+    ref_set_free(&rs);
 }
 
 int main(void) {
