@@ -27,6 +27,7 @@ struct gemma3_sampler {
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
+    int32_t typ_first_drawn;           /* tests: typical's first token, last Gumbel draw */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
@@ -41,7 +42,7 @@ struct gemma3_sampler {
     g3_copy_divide_fn copy_divide;         /* the best of g3_copy_divide_get */
     g3_max_n_fn max_n;                     /* the best of g3_max_n_get */
     g3_check_max_fn check_max;             /* the best of g3_check_max_get */
-    g3_bucket_scan_fn bucket_scan;         /* the best of g3_bucket_scan_get */
+    g3_band_scan_fn band_scan;             /* the best of g3_band_scan_get */
 
     /* history ring for penalties and DRY */
     int32_t *hist;                     /* [hist_cap] */
@@ -90,15 +91,17 @@ struct gemma3_sampler {
         float hi_l, lo_l, vocab_max;
         int32_t hi_id, lo_id, first;
     } win;
-    /* Typical's kept set of the whole vocabulary, kept implicit in CDF mode when the draw comes
-     * next (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
+    /* Typical's kept set of the whole vocabulary, kept implicit when the draw comes next
+     * (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
      * logit l_b up to id id_b; `mass` is their rank-view weight, eps the bound on how far a
-     * token's distance may lie from its exact typical score. n_cand counts it; cand is stale. */
+     * token's distance may lie from its exact typical score; `first` the set's first token in
+     * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum). n_cand counts
+     * it; cand is stale. */
     struct {
         int on;
         double center, dist, mass, eps;
         float l_b;
-        int32_t id_b;
+        int32_t id_b, first;
     } typ;
     /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
      * from while valid: bucket by token; per bucket the sum of units, of moments (when
@@ -108,8 +111,7 @@ struct gemma3_sampler {
     int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
     int edge_below;          /* how many tokens lie in earlier buckets */
     float view_lmax;
-    uint64_t view_hist[G3_VIEW_BUCKETS];
-    int64_t view_moment[G3_VIEW_BUCKETS];
+    struct g3_view_sum view_sum[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];
     double view_scale[G3_VIEW_BUCKETS]; /* e^(-b/64) 2^-31 (0 for the last): unit to weight */
     int view_fine_valid;                /* view_fine holds these logits' sums */

@@ -15,12 +15,10 @@
 static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
     if (s->n_vocab > (1 << 20)) return 0;
     if (s->view_valid && s->view_lmax == lmax && (s->view_has_moments || !moments)) return 1;
-    memset(s->view_hist, 0, sizeof s->view_hist);
-    if (moments) memset(s->view_moment, 0, sizeof s->view_moment);
-    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_hist,
-                 moments ? s->view_moment : NULL);
+    memset(s->view_sum, 0, sizeof s->view_sum);
+    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_sum, moments);
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
-        s->view_w[b] = s->view_scale[b] * (double)s->view_hist[b];
+        s->view_w[b] = s->view_scale[b] * (double)s->view_sum[b].unit;
     s->view_valid = 1;
     s->view_fine_valid = 0;
     s->view_has_moments = moments;
@@ -34,7 +32,8 @@ static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
  * *below (not NULL) how many tokens lie in earlier buckets. */
 static int bucket_sorted(gemma3_sampler *s, int b, int *below) {
     if (s->edge_bucket != b) {
-        s->edge_n = s->bucket_scan(s->view_bucket, s->n_vocab, b, s->pos_edge, &s->edge_below);
+        s->edge_n = s->band_scan(s->view_bucket, s->n_vocab, b, b, 0, b - 1, s->pos_edge,
+                                   &s->edge_below);
         g3_sort_ids_total(s->logits, s->pos_edge, s->edge_n, s->pos_sub, s->sel_keys,
                           s->sel_keys2);
         s->edge_bucket = b;
@@ -350,33 +349,16 @@ static int bracket(const gemma3_sampler *s, double c, int bc, double target, dou
  * [a1, a2]. */
 static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, int a1, int a2,
                      int *n_inner) {
-    if (a2 < a1) a1 = a2 = g2 + 1; /* an empty range: no listed bucket in it */
-    const uint16_t *bk = s->view_bucket, lo_g = (uint16_t)g1, lo_a = (uint16_t)a1;
-    const uint16_t span_g = (uint16_t)(g2 - g1), span_a = (uint16_t)(a2 - a1);
     int32_t *above = s->pos_above, *below = s->tie_ids, *g = s->ids_tmp;
-    int n_above = 0, n_below = 0, n = s->n_vocab, inner = 0;
-    for (int j0 = 0; j0 < n; j0 += 32) {
-        int end = n - j0 < 32 ? n - j0 : 32, hits = end < 32, in_a = 0;
-        if (end == 32) /* blocks without a listed token are skipped: one vectorised test */
-            for (int k = 0; k < 32; k++) {
-                uint16_t x = bk[j0 + k];
-                hits += ((uint16_t)(x - lo_g) <= span_g) & ((uint16_t)(x - lo_a) > span_a);
-                in_a += (uint16_t)(x - lo_a) <= span_a;
-            }
+    int n_above = 0, n_below = 0;
+    int listed = s->band_scan(s->view_bucket, s->n_vocab, g1, g2, a1, a2, below, n_inner);
+    for (int k = 0; k < listed; k++) { /* below fills behind k: in place */
+        int32_t id = below[k];
+        if (dist_of(s, id, c) > reach) continue;
+        if ((double)s->logits[id] > c)
+            above[n_above++] = id;
         else
-            for (int k = 0; k < end; k++) in_a += (uint16_t)(bk[j0 + k] - lo_a) <= span_a;
-        inner += in_a;
-        for (int k = 0; hits && k < end; k++) {
-            int32_t id = j0 + k;
-            uint16_t x = bk[id];
-            if ((uint16_t)(x - lo_g) > span_g || (uint16_t)(x - lo_a) <= span_a ||
-                dist_of(s, id, c) > reach)
-                continue;
-            if ((double)s->logits[id] > c)
-                above[n_above++] = id;
-            else
-                below[n_below++] = id;
-        }
+            below[n_below++] = id;
     }
     sort_by_dist(s, above, n_above, 1);
     sort_by_dist(s, below, n_below, 0);
@@ -388,7 +370,6 @@ static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, 
             j == n_below || (i < n_above && (da < db || (da == db && above[i] < below[j])));
         g[m++] = take_above ? above[i++] : below[j++];
     }
-    *n_inner = inner;
     return m;
 }
 
@@ -441,8 +422,8 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
 static double view_moment_sum(const gemma3_sampler *s) {
     double s1 = 0;
     for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
-        s1 += s->view_scale[b] * ((double)s->view_moment[b] * 0x1p-5 -
-                                  (double)b / G3_VIEW_PER_NAT * (double)s->view_hist[b]);
+        s1 += s->view_scale[b] * ((double)s->view_sum[b].moment * 0x1p-5 -
+                                  (double)b / G3_VIEW_PER_NAT * (double)s->view_sum[b].unit);
     return s1;
 }
 
@@ -477,6 +458,22 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     s->typ.l_b = s->logits[r.tok];
     s->typ.id_b = r.tok;
     return r.count;
+}
+
+int32_t g3_rank_typical_first(gemma3_sampler *s) {
+    /* every token of the set has l <= max(l_b, c + dist) (the next double up covers the
+     * rounding of the sum), so its bucket is that of the float at or above, or a later one */
+    double edge = fmax((double)s->typ.l_b, nextafter(s->typ.center + s->typ.dist, INFINITY));
+    float lmax = s->view_lmax, top = (float)edge;
+    if ((double)top < edge) top = nextafterf(top, INFINITY);
+    for (int b = edge >= lmax ? 0 : g3_view_bucket(top, lmax); b < G3_VIEW_BUCKETS - 1; b++) {
+        if (s->view_sum[b].unit == 0) continue; /* an empty bucket: every unit is positive */
+        int ne = bucket_sorted(s, b, NULL);
+        for (int i = 0; i < ne; i++) /* in the total order: the first of the set is its top */
+            if (g3_typ_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
+                return s->pos_edge[i];
+    }
+    return -1;
 }
 
 int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {

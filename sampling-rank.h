@@ -34,6 +34,10 @@ double g3_rank_z(gemma3_sampler *s, float lmax, double *rel);
  * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens. */
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep);
 
+/* The first token of typical's set (s->typ) in the total order, its largest logit at the
+ * lowest id; -1 if the view cannot tell. */
+int32_t g3_rank_typical_first(gemma3_sampler *s);
+
 /* The exact CDF walk's answer over typical's set (s->typ) walked in its order for the uniform
  * u, or -1 when the bounds leave it open. */
 int32_t g3_rank_draw_typical(gemma3_sampler *s, double u);

@@ -71,6 +71,7 @@ void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_
 
 float g3_cand_max(const gemma3_sampler *s) {
     if (s->win.on) return s->logits[s->win.first];
+    if (s->typ.on) return s->logits[s->typ.first]; /* Gumbel mode: first is known */
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
     float m = -INFINITY;

@@ -364,7 +364,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->copy_divide = g3_copy_divide_get(isa_detect());
     s->max_n = g3_max_n_get(isa_detect());
     s->check_max = g3_check_max_get(isa_detect());
-    s->bucket_scan = g3_bucket_scan_get(isa_detect());
+    s->band_scan = g3_band_scan_get(isa_detect());
     *out = s;
     return GEMMA3_OK;
 }
@@ -429,6 +429,7 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *sets = s->typ_fast_sets;
     *draws = s->typ_fast_draws;
 }
+int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ_first_drawn; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
 void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
@@ -473,16 +474,26 @@ static int block_scan_scalar(const float *l, int j, int n, float worst, uint32_t
     return j;
 }
 
-/* The rank view's bucket scan (g3_bucket_scan_get), the scalar reference: the ids i with
- * bk[i] == b, ascending, into out; returns how many, and *below = how many bk[i] < b. */
-static int bucket_scan_scalar(const uint16_t *bk, int n, int b, int32_t *out, int *below) {
-    int m = 0, lower = 0;
+/* The band scan (g3_band_scan_get): a range test is one unsigned comparison of x - lo against
+ * hi - lo; an empty range becomes [0xFFFF, 0xFFFF], which no bucket reaches. */
+static void band_ranges(int *a1, int *a2) {
+    if (*a2 < *a1) *a1 = *a2 = 0xFFFF;
+}
+
+/* The scalar reference. */
+static int band_scan_scalar(const uint16_t *bk, int n, int g1, int g2, int a1, int a2,
+                            int32_t *out, int *inner) {
+    band_ranges(&a1, &a2);
+    const uint16_t lo_g = (uint16_t)g1, span_g = (uint16_t)(g2 - g1);
+    const uint16_t lo_a = (uint16_t)a1, span_a = (uint16_t)(a2 - a1);
+    int m = 0, in_a = 0;
     for (int i = 0; i < n; i++) {
+        int a = (uint16_t)(bk[i] - lo_a) <= span_a;
         out[m] = i;
-        m += bk[i] == b;
-        lower += bk[i] < b;
+        m += ((uint16_t)(bk[i] - lo_g) <= span_g) & !a;
+        in_a += a;
     }
-    *below = lower;
+    *inner = in_a;
     return m;
 }
 
@@ -627,8 +638,8 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
 __attribute__((always_inline)) static inline void rank_view_body(const float *restrict l,
                                                                  float lmax, int n,
                                                                  uint16_t *restrict bucket,
-                                                                 uint64_t *restrict hist,
-                                                                 int64_t *restrict moment) {
+                                                                 struct g3_view_sum *restrict sums,
+                                                                 int moments) {
     enum { BLOCK = 1024 };
     uint32_t unit[BLOCK];
     int32_t mom[BLOCK];
@@ -654,16 +665,20 @@ __attribute__((always_inline)) static inline void rank_view_body(const float *re
             mom[j] = g3_view_moment(x, p, b);
             bb[j] = (uint16_t)b;
         }
-        for (int k = 0; k < m; k++) hist[bb[k]] += unit[k];
-        if (moment)
-            for (int k = 0; k < m; k++) moment[bb[k]] += mom[k];
+        if (moments)
+            for (int k = 0; k < m; k++) {
+                sums[bb[k]].unit += unit[k];
+                sums[bb[k]].moment += mom[k];
+            }
+        else
+            for (int k = 0; k < m; k++) sums[bb[k]].unit += unit[k];
     }
 }
 
 static void rank_view_scalar(const float *restrict l, float lmax, int n,
-                             uint16_t *restrict bucket, uint64_t *restrict hist,
-                             int64_t *restrict moment) {
-    rank_view_body(l, lmax, n, bucket, hist, moment);
+                             uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
+                             int moments) {
+    rank_view_body(l, lmax, n, bucket, sums, moments);
 }
 
 static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
@@ -924,14 +939,14 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
 }
 __attribute__((target("avx2"))) static void rank_view_avx2(const float *restrict l, float lmax,
                                                             int n, uint16_t *restrict bucket,
-                                                            uint64_t *restrict hist,
-                                                            int64_t *restrict moment) {
-    rank_view_body(l, lmax, n, bucket, hist, moment);
+                                                            struct g3_view_sum *restrict sums,
+                                                            int moments) {
+    rank_view_body(l, lmax, n, bucket, sums, moments);
 }
 AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
-    const float *restrict l, float lmax, int n, uint16_t *restrict bucket, uint64_t *restrict hist,
-    int64_t *restrict moment) {
-    rank_view_body(l, lmax, n, bucket, hist, moment);
+    const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
+    struct g3_view_sum *restrict sums, int moments) {
+    rank_view_body(l, lmax, n, bucket, sums, moments);
 }
 __attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
@@ -1022,43 +1037,53 @@ __attribute__((target("avx512f"))) static int block_scan_avx512(const float *l, 
     return j;
 }
 
-/* The bucket scan by hand: 16 (AVX2) or 32 (AVX-512) buckets per compare, a mask each for
- * == b and < b (unsigned: AVX2 compares with the sign bits flipped); the ids of a block with
- * a hit are taken from its mask, lowest first. */
-__attribute__((target("avx2,bmi"))) static int bucket_scan_avx2(const uint16_t *bk, int n, int b,
-                                                                 int32_t *out, int *below) {
-    const __m256i want = _mm256_set1_epi16((short)b), flip = _mm256_set1_epi16((short)0x8000);
-    const __m256i want_s = _mm256_xor_si256(want, flip);
-    int m = 0, lower = 0, i = 0;
+/* The band scan by hand: 16 (AVX2) or 32 (AVX-512) buckets per step, a mask each for the two
+ * ranges (AVX2 tests x <= s as max(x, s) == s, two mask bits per bucket); the ids of a block
+ * with a listed token are taken from its mask, lowest first. */
+__attribute__((target("avx2,bmi"))) static int band_scan_avx2(const uint16_t *bk, int n, int g1,
+                                                               int g2, int a1, int a2,
+                                                               int32_t *out, int *inner) {
+    int a1_in = a1, a2_in = a2;
+    band_ranges(&a1, &a2);
+    const __m256i lo_g = _mm256_set1_epi16((short)g1), span_g = _mm256_set1_epi16((short)(g2 - g1));
+    const __m256i lo_a = _mm256_set1_epi16((short)a1), span_a = _mm256_set1_epi16((short)(a2 - a1));
+    int m = 0, in_a = 0, i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bk + i));
-        uint32_t lt = (uint32_t)_mm256_movemask_epi8(
-            _mm256_cmpgt_epi16(want_s, _mm256_xor_si256(v, flip)));
-        uint32_t eq = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(v, want));
-        lower += __builtin_popcount(lt) / 2; /* two mask bits per bucket */
-        for (eq &= 0x55555555u; eq; eq = _blsr_u32(eq)) out[m++] = i + (int)(__builtin_ctz(eq) / 2);
+        __m256i xg = _mm256_sub_epi16(v, lo_g), xa = _mm256_sub_epi16(v, lo_a);
+        uint32_t g = (uint32_t)_mm256_movemask_epi8(
+            _mm256_cmpeq_epi16(_mm256_max_epu16(xg, span_g), span_g));
+        uint32_t a = (uint32_t)_mm256_movemask_epi8(
+            _mm256_cmpeq_epi16(_mm256_max_epu16(xa, span_a), span_a));
+        in_a += __builtin_popcount(a) / 2;
+        for (uint32_t hit = g & ~a & 0x55555555u; hit; hit = _blsr_u32(hit))
+            out[m++] = i + (int)(__builtin_ctz(hit) / 2);
     }
     _mm256_zeroupper();
-    int rest_below, rest = bucket_scan_scalar(bk + i, n - i, b, out + m, &rest_below);
+    int rest_in, rest = band_scan_scalar(bk + i, n - i, g1, g2, a1_in, a2_in, out + m, &rest_in);
     for (int k = 0; k < rest; k++) out[m + k] += i;
-    *below = lower + rest_below;
+    *inner = in_a + rest_in;
     return m + rest;
 }
 
-__attribute__((target("avx512f,avx512bw,bmi"))) static int bucket_scan_avx512(
-    const uint16_t *bk, int n, int b, int32_t *out, int *below) {
-    const __m512i want = _mm512_set1_epi16((short)b);
-    int m = 0, lower = 0, i = 0;
+__attribute__((target("avx512f,avx512bw,bmi"))) static int band_scan_avx512(
+    const uint16_t *bk, int n, int g1, int g2, int a1, int a2, int32_t *out, int *inner) {
+    int a1_in = a1, a2_in = a2;
+    band_ranges(&a1, &a2);
+    const __m512i lo_g = _mm512_set1_epi16((short)g1), span_g = _mm512_set1_epi16((short)(g2 - g1));
+    const __m512i lo_a = _mm512_set1_epi16((short)a1), span_a = _mm512_set1_epi16((short)(a2 - a1));
+    int m = 0, in_a = 0, i = 0;
     for (; i + 32 <= n; i += 32) {
         __m512i v = _mm512_loadu_si512(bk + i);
-        lower += __builtin_popcount(_mm512_cmplt_epu16_mask(v, want));
-        for (uint32_t eq = _mm512_cmpeq_epi16_mask(v, want); eq; eq = _blsr_u32(eq))
-            out[m++] = i + __builtin_ctz(eq);
+        __mmask32 a = _mm512_cmple_epu16_mask(_mm512_sub_epi16(v, lo_a), span_a);
+        __mmask32 g = _mm512_cmple_epu16_mask(_mm512_sub_epi16(v, lo_g), span_g);
+        in_a += __builtin_popcount(a);
+        for (uint32_t hit = g & ~a; hit; hit = _blsr_u32(hit)) out[m++] = i + __builtin_ctz(hit);
     }
     _mm256_zeroupper();
-    int rest_below, rest = bucket_scan_scalar(bk + i, n - i, b, out + m, &rest_below);
+    int rest_in, rest = band_scan_scalar(bk + i, n - i, g1, g2, a1_in, a2_in, out + m, &rest_in);
     for (int k = 0; k < rest; k++) out[m + k] += i;
-    *below = lower + rest_below;
+    *inner = in_a + rest_in;
     return m + rest;
 }
 
@@ -1175,7 +1200,7 @@ g3_max_n_fn g3_max_n_get(int isa) { PICK_ISA(max_n); }
 
 g3_check_max_fn g3_check_max_get(int isa) { PICK_ISA(check_max); }
 
-g3_bucket_scan_fn g3_bucket_scan_get(int isa) { PICK_ISA(bucket_scan); }
+g3_band_scan_fn g3_band_scan_get(int isa) { PICK_ISA(band_scan); }
 
 /* The last n accepted tokens, oldest first, into dst. */
 static int history_tail(const gemma3_sampler *s, int n, int32_t *dst) {
@@ -1675,9 +1700,10 @@ static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
 }
 
 /* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
- * implicit: in Gumbel mode it is written out in id order (the draw reads no order); in CDF mode
- * the draw walks it in typical's order itself when it comes next (draw_next), else the exact
- * computation runs, as it does wherever the view's bounds leave the set open. */
+ * implicit when the draw comes next (draw_next): the Gumbel draw screens the vocabulary against
+ * it (it reads no order, only the set's first token), the CDF draw walks it in typical's order
+ * itself; in Gumbel mode with samplers after it, it is written out in id order. Elsewhere the
+ * exact computation runs, as it does wherever the view's bounds leave the set open. */
 static void typical(gemma3_sampler *s, float tp, int draw_next) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
@@ -1689,8 +1715,10 @@ static void typical(gemma3_sampler *s, float tp, int draw_next) {
         if (count > 1) {
             s->typ_fast_sets++;
             s->typ.on = 1;
+            s->typ.first = -1;
             s->n_cand = count;
-            if (gumbel_mode(s)) g3_cand_materialise(s);
+            if (gumbel_mode(s) && draw_next) s->typ.first = g3_rank_typical_first(s);
+            if (gumbel_mode(s) && s->typ.first < 0) g3_cand_materialise(s);
             return;
         }
     }
@@ -2123,15 +2151,16 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     const float *l = s->logits;
     int n = s->n_cand;
     if (n == 0) return -1;
-    /* the list is 0..n-1, or a window of it: logits read in place */
-    int win = s->win.on, full = win || (s->id_order && n == s->n_vocab);
-    if (win) n = s->n_vocab;
+    /* the list is 0..n-1, or a window of it or typical's set: logits read in place */
+    int implicit = s->win.on || s->typ.on, full = implicit || (s->id_order && n == s->n_vocab);
+    if (implicit) n = s->n_vocab;
     const int32_t *ids = full ? s->iota : s->cand;
     float lmax_f = g3_cand_max(s);
     if (lmax_f == -INFINITY) return -1;
     int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
-    if (win) {
-        top = s->win.first;
+    if (implicit) {
+        top = s->win.on ? s->win.first : s->typ.first;
+        s->typ_fast_draws += s->typ.on;
     } else if (full) {
         top = first_max(s, l, n, lmax_f);
     } else {
@@ -2139,6 +2168,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
     }
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
+    s->typ_first_drawn = s->typ.on ? top : -1;
     uint64_t key = g3_rng_key(s->seed, pos);
     double lmax = lmax_f;
     int32_t best = top;
@@ -2167,7 +2197,9 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
-            if (win && !g3_win_contains(s, lc[j], id)) continue;
+            if (implicit && !(s->win.on ? g3_win_contains(s, lc[j], id)
+                                        : g3_typ_contains(s, lc[j], id)))
+                continue;
             double v = ((double)lc[j] - lmax) +
                        g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
@@ -2205,6 +2237,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     int V = s->n_vocab;
     s->logits = logits;
     s->unchecked = 1;
+    s->typ_first_drawn = -1;
     logits_rewritten(s);
     list_whole_vocabulary(s);
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;

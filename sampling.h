@@ -53,9 +53,13 @@ float g3_sampler_mirostat_mu(const gemma3_sampler *s);
 
 /* Tests: 1 turns the fast CDF walk off (every draw takes the exact walk), 0 back on. */
 void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
-/* Tests: how many typical sets, and CDF draws over one, the rank view has answered since init
- * (the rest took the exact computation). */
+/* Tests: how many typical sets, and draws over one kept implicit (the CDF walk's or the
+ * Gumbel screen's), the rank view has answered since init (the rest took the exact
+ * computation, or drew from the set written out). */
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
+/* Tests: the first token (largest logit, lowest id) of typical's implicit set as the last
+ * Gumbel draw took it, -1 when that draw's list was not typical's implicit set. */
+int32_t g3_sampler_typical_first(const gemma3_sampler *s);
 /* Tests: how many top-p calls in Gumbel mode the whole vocabulary's winner answered since init
  * (top_p's winner-first path in sampling.c; the rest built the nucleus). */
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s);
@@ -310,19 +314,28 @@ static inline uint32_t g3_view_unit(float p, int b) {
 static inline int32_t g3_view_moment(float x, float p, int b) {
     return b < G3_VIEW_BUCKETS - 1 ? (int32_t)((x + p * x) * 0x1p36f) : 0;
 }
-/* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, hist[b] += its unit,
- * and (moment not NULL) moment[b] += its moment; hist and moment zeroed by the caller. Integer
- * sums: any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get
- * (the same bits). */
+/* A bucket's sums: of its tokens' units, and of their moments when asked. Side by side, so that
+ * the histogram's add of both is one place in memory (a quarter of the pass's time saved). */
+struct g3_view_sum {
+    uint64_t unit;
+    int64_t moment;
+};
+/* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, sums[b].unit += its
+ * unit, and (moments) sums[b].moment += its moment; sums zeroed by the caller. Integer sums:
+ * any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get (the
+ * same bits). */
 typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
-                                uint16_t *restrict bucket, uint64_t *restrict hist,
-                                int64_t *restrict moment);
+                                uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
+                                int moments);
 g3_rank_view_fn g3_rank_view_get(int isa);
-/* The ids i of bucket b (bk[i] == b), ascending, into out; returns how many, and *below gets
- * how many tokens lie in earlier buckets (bk[i] < b). Scalar reference, AVX2 and AVX-512
- * intrinsics (the same results). */
-typedef int (*g3_bucket_scan_fn)(const uint16_t *bk, int n, int b, int32_t *out, int *below);
-g3_bucket_scan_fn g3_bucket_scan_get(int isa);
+/* The ids i whose bucket lies in [g1, g2] but not in [a1, a2] (a2 < a1: nothing left out),
+ * ascending, into out; returns how many, and *inner gets how many tokens lie in [a1, a2]. One
+ * bucket's tokens are [b, b] less [0, b - 1], *inner then counting the tokens of earlier
+ * buckets; typical's band is the buckets within reach of its centre less those wholly nearer.
+ * Scalar reference, AVX2 and AVX-512 intrinsics (the same results). */
+typedef int (*g3_band_scan_fn)(const uint16_t *bk, int n, int g1, int g2, int a1, int a2,
+                               int32_t *out, int *inner);
+g3_band_scan_fn g3_band_scan_get(int isa);
 
 /* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get
  * (copies, IEEE divisions and maxima: every variant gives the scalar reference's bits).

@@ -807,8 +807,7 @@ static void check_rank_view(void) {
     enum { N = 262144 + 13 };
     float *l = malloc(N * sizeof *l);
     uint16_t *bk = malloc(N * sizeof *bk);
-    static uint64_t hist[G3_VIEW_BUCKETS], want_hist[G3_VIEW_BUCKETS];
-    static int64_t mom[G3_VIEW_BUCKETS], want_mom[G3_VIEW_BUCKETS];
+    static struct g3_view_sum sums[G3_VIEW_BUCKETS], want[G3_VIEW_BUCKETS];
     if (!l || !bk) {
         CHECK(0);
         return;
@@ -841,14 +840,13 @@ static void check_rank_view(void) {
         case 4: l[i] = i % 7 == 4 ? lmax : lmax - (float)(31.9 * unif()); break;
         }
     }
-    memset(want_hist, 0, sizeof want_hist);
-    memset(want_mom, 0, sizeof want_mom);
+    memset(want, 0, sizeof want);
     int monotone = 1;
     for (int i = 0; i < N; i++) {
         int b = g3_view_bucket(l[i], lmax);
         float x = g3_view_reduced(l[i], lmax, b), p = g3_view_expm1(x);
-        want_hist[b] += g3_view_unit(p, b);
-        want_mom[b] += g3_view_moment(x, p, b);
+        want[b].unit += g3_view_unit(p, b);
+        want[b].moment += g3_view_moment(x, p, b);
         if (i > 0) /* a larger logit never in a later bucket */
             monotone &= (l[i] > l[i - 1]) ? b <= g3_view_bucket(l[i - 1], lmax)
                                           : b >= g3_view_bucket(l[i - 1], lmax);
@@ -861,34 +859,40 @@ static void check_rank_view(void) {
             CHECK_SKIP("isa %s (rank view)", isa == 1 ? "avx2" : "avx512");
             continue;
         }
-        for (int n = N - 13; n <= N; n += 13) { /* a whole number of blocks, and a ragged tail */
-            memset(hist, 0, sizeof hist);
-            memset(mom, 0, sizeof mom);
-            fn(l, lmax, n, bk, hist, n < N ? NULL : mom);
-            if (n < N) continue;
+        for (int moments = 0; moments < 2; moments++) {
+            memset(sums, 0, sizeof sums);
+            fn(l, lmax, N, bk, sums, moments);
             int wrong = 0;
             for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
-            CHECK_MSG(wrong == 0, "isa %d: %d buckets", isa, wrong);
-            CHECK_MSG(memcmp(hist, want_hist, sizeof hist) == 0, "isa %d unit sums", isa);
-            CHECK_MSG(memcmp(mom, want_mom, sizeof mom) == 0, "isa %d moment sums", isa);
+            for (int b = 0; b < G3_VIEW_BUCKETS; b++)
+                wrong += sums[b].unit != want[b].unit ||
+                         sums[b].moment != (moments ? want[b].moment : 0);
+            CHECK_MSG(wrong == 0, "isa %d moments %d: %d buckets or sums", isa, moments, wrong);
         }
     }
-    /* the bucket scan over those buckets, every ISA against a direct count (ragged lengths) */
+    /* the band scan over those buckets, every ISA against a direct count (ragged lengths):
+     * single buckets with the tokens below them counted, and bands less an inner range */
     int32_t *ids = malloc(N * sizeof *ids);
     if (!ids) CHECK(0);
     for (int isa = 0; ids && isa <= 2; isa++) {
-        g3_bucket_scan_fn scan = g3_bucket_scan_get(isa);
+        g3_band_scan_fn scan = g3_band_scan_get(isa);
         if (!scan) continue;
         int wrong = 0;
         for (int b = 0; b < G3_VIEW_BUCKETS; b += b < 8 ? 1 : 97) {
-            int n = N - b % 31, below = -1, want_below = 0, m = scan(bk, n, b, ids, &below), k = 0;
+            int half = b % 5, inner_kind = b % 3; /* inner: empty, the band's middle, its edge */
+            int g1 = b - half < 0 ? 0 : b - half, g2 = b + half;
+            int a1 = g1 + 1, a2 = inner_kind == 0 ? g1 : inner_kind == 1 ? g2 - 1 : g2;
+            if (b % 2) a1 = 0, a2 = b - 1, g1 = g2 = b; /* one bucket */
+            int n = N - b % 31, inner = -1, want_inner = 0, k = 0;
+            int m = scan(bk, n, g1, g2, a1, a2, ids, &inner);
             for (int i = 0; i < n; i++) {
-                want_below += bk[i] < b;
-                if (bk[i] == b) wrong += k >= m || ids[k++] != i;
+                int in_a = bk[i] >= a1 && bk[i] <= a2;
+                want_inner += in_a;
+                if (bk[i] >= g1 && bk[i] <= g2 && !in_a) wrong += k >= m || ids[k++] != i;
             }
-            wrong += k != m || below != want_below;
+            wrong += k != m || inner != want_inner;
         }
-        CHECK_MSG(wrong == 0, "bucket scan isa %d: %d differences", isa, wrong);
+        CHECK_MSG(wrong == 0, "band scan isa %d: %d differences", isa, wrong);
     }
     free(ids);
     free(l);
@@ -1598,11 +1602,25 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     ref_set_free(&rs);
 }
 
+/* The first token of typical's implicit set as the last Gumbel draw took it (its maximum, whose
+ * rounding the draw's values carry) against the reference set's: 1 if it differs. */
+static int check_typical_first(const gemma3_sampler *s, const float *l, const struct ref_set *rs,
+                               const char *label, int *printed) {
+    int32_t got = g3_sampler_typical_first(s), want = -1;
+    if (got < 0) return 0;
+    for (int i = 0; i < rs->n_finite; i++) /* ids ascending: the first at the maximum */
+        if (want < 0 || l[rs->sorted[i]] > l[want]) want = rs->sorted[i];
+    if (got == want) return 0;
+    if ((*printed)++ < 5) printf("%s: typical's first token %d, want %d\n", label, got, want);
+    return 1;
+}
+
 /* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
  * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
  * with a temperature after typical, each vector's reference set computed once and drawn from at
  * many positions in both modes, and the kept set compared too. The fast path must answer most
- * of the Gaussian vectors' sets and draws, or the comparison would not test it. */
+ * of the Gaussian vectors' sets and of their draws with the set kept implicit (both modes, when
+ * the draw comes next), or the comparison would not test it. */
 static void check_typical_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768, 6000};
     static const float tps[] = {0.9f, 0.5f, 0.99f, 0.2f, 0.999f, 0.02f};
@@ -1610,7 +1628,7 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     struct ref_set rs;
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, sets = 0, draws = 0;
-    int gauss_calls = 0, gauss_sets = 0, gauss_cdf = 0, gauss_draws = 0;
+    int gauss_calls = 0, gauss_sets = 0, gauss_next = 0, gauss_draws = 0;
     for (int si = 0; si < 3; si++) {
         int V = sizes[si], nv = si == 0 ? 9 : 18;
         gemma3_sampler_params p = all_off();
@@ -1643,15 +1661,17 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                          V, kind, p.typical_p, p.min_keep, mode);
                 wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
                 calls += POSITIONS;
+                wrong += check_typical_first(s, l, &rs, label, &printed);
                 int sets1, draws1;
                 g3_sampler_typical_fast(s, &sets1, &draws1);
                 sets += sets1 - sets0;
                 draws += draws1 - draws0;
-                /* Gaussian bulks: the rank view's case (in CDF mode only when the draw is next) */
+                /* Gaussian bulks: the rank view's case (in CDF mode only when the draw is next);
+                 * the set stays implicit when the draw is next */
                 if (kind <= 3 && n_ref > 1 && (mode == 1 || p.temperature == 1.0f)) {
                     gauss_calls += POSITIONS + 1;
                     gauss_sets += sets1 - sets0;
-                    gauss_cdf += mode == 0 && p.temperature == 1.0f ? POSITIONS : 0;
+                    gauss_next += p.temperature == 1.0f ? POSITIONS : 0;
                     gauss_draws += draws1 - draws0;
                 }
             }
@@ -1659,10 +1679,10 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
         gemma3_sampler_free(s);
     }
     printf("typical over the whole vocabulary: %d draws, %d wrong; the rank view answered %d sets "
-           "and %d CDF draws (Gaussian bulks: %d of %d sets, %d of %d CDF draws)\n",
-           calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_cdf);
+           "and %d draws (Gaussian bulks: %d of %d sets, %d of %d draws next)\n",
+           calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_next);
     CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
-    CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_cdf * 9,
+    CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_next * 9,
               "the rank view answered too few typical calls to be tested");
     ref_set_free(&rs);
 }
