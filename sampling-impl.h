@@ -56,6 +56,7 @@ struct gemma3_sampler {
                           * divides and by check_finite (each finds the maximum on the way),
                           * cleared by every change of the logits (logits_rewritten) */
     float max_value;
+    int max_first;       /* the lowest id at max_value, found by the same pass */
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     int sorted, id_order;

@@ -818,30 +818,49 @@ __attribute__((always_inline)) static inline float max_n_body(const float *l, in
     return m;
 }
 
+/* The lowest i with l[i] == m, the maximum of l[0..n), from the lanes of a pass that kept, per
+ * lane k, its largest value and where it first occurred (lane_at, updated only on a strictly
+ * larger value), the tail from `tail` on read again: the first token at the maximum, which the
+ * Gumbel draw starts from, without a second pass. -1 for n = 0. */
+static inline int first_at_max(const float *l, int n, float m, const float *lane,
+                               const int32_t *lane_at, int tail) {
+    int first = n;
+    for (int k = 0; k < 16; k++)
+        if (lane[k] == m && lane_at[k] < first) first = lane_at[k];
+    for (int i = tail; i < first && i < n; i++)
+        if (l[i] == m) return i;
+    return first < n ? first : -1;
+}
+
 /* max_n_body and copy_check_body's test in one read-only pass: returns 1 if every value is
  * finite, and *max = max_n_body(l, n) (meaningless otherwise): the call's first look at the
  * caller's logits finds their maximum on the way. */
 __attribute__((always_inline)) static inline int check_max_body(const float *l, int n,
-                                                                float *max) {
+                                                                float *max, int *first) {
     float lane[16];
-    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int32_t lane_at[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY, lane_at[k] = k;
     uint32_t bad = 0;
     int j = 0;
     for (; j + 16 <= n; j += 16) {
         uint32_t b = 0;
         for (int k = 0; k < 16; k++) {
-            lane[k] = l[j + k] > lane[k] ? l[j + k] : lane[k];
+            int above = l[j + k] > lane[k];
+            lane[k] = above ? l[j + k] : lane[k];
+            lane_at[k] = above ? j + k : lane_at[k];
             b |= g3_non_finite(l[j + k]);
         }
         bad |= b;
     }
     float m = -INFINITY;
     for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    int tail = j;
     for (; j < n; j++) {
         m = l[j] > m ? l[j] : m;
         bad |= g3_non_finite(l[j]);
     }
     *max = m;
+    *first = first_at_max(l, n, m, lane, lane_at, tail);
     return bad == 0;
 }
 
@@ -851,10 +870,12 @@ __attribute__((always_inline)) static inline int check_max_body(const float *l, 
  * draw after a temperature need not read the vocabulary again for it. */
 __attribute__((always_inline)) static inline int copy_divide_body(float *restrict dst,
                                                                   const float *restrict src,
-                                                                  int n, float t, float *max) {
+                                                                  int n, float t, float *max,
+                                                                  int *first) {
     uint32_t bad = 0;
     float lane[16];
-    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int32_t lane_at[16];
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY, lane_at[k] = k;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         uint32_t b = 0;
@@ -863,11 +884,16 @@ __attribute__((always_inline)) static inline int copy_divide_body(float *restric
         }
         for (int k = 0; k < 16; k++) dst[i + k] = src[i + k] / t;
         for (int k = 0; k < 16; k++) dst[i + k] = dst[i + k] > FLT_MAX ? FLT_MAX : dst[i + k];
-        for (int k = 0; k < 16; k++) lane[k] = dst[i + k] > lane[k] ? dst[i + k] : lane[k];
+        for (int k = 0; k < 16; k++) {
+            int above = dst[i + k] > lane[k];
+            lane[k] = above ? dst[i + k] : lane[k];
+            lane_at[k] = above ? i + k : lane_at[k];
+        }
         bad |= b;
     }
     float m = -INFINITY;
     for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    int tail = i;
     for (; i < n; i++) {
         bad |= g3_non_finite(src[i]);
         float v = src[i] / t;
@@ -875,6 +901,7 @@ __attribute__((always_inline)) static inline int copy_divide_body(float *restric
         m = dst[i] > m ? dst[i] : m;
     }
     *max = m;
+    *first = first_at_max(dst, n, m, lane, lane_at, tail);
     return bad == 0;
 }
 
@@ -882,10 +909,12 @@ static int copy_check_scalar(float *restrict dst, const float *restrict src, int
     return copy_check_body(dst, src, n);
 }
 static float max_n_scalar(const float *l, int n) { return max_n_body(l, n); }
-static int check_max_scalar(const float *l, int n, float *max) { return check_max_body(l, n, max); }
+static int check_max_scalar(const float *l, int n, float *max, int *first) {
+    return check_max_body(l, n, max, first);
+}
 static int copy_divide_scalar(float *restrict dst, const float *restrict src, int n, float t,
-                              float *max) {
-    return copy_divide_body(dst, src, n, t, max);
+                              float *max, int *first) {
+    return copy_divide_body(dst, src, n, t, max, first);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -912,21 +941,23 @@ __attribute__((target("avx2"))) static float max_n_avx2(const float *l, int n) {
 AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
     return max_n_body(l, n);
 }
-__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max) {
-    return check_max_body(l, n, max);
+__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max,
+                                                            int *first) {
+    return check_max_body(l, n, max, first);
 }
-AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float *max) {
-    return check_max_body(l, n, max);
+AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float *max,
+                                                   int *first) {
+    return check_max_body(l, n, max, first);
 }
 __attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
                                                              const float *restrict src, int n,
-                                                             float t, float *max) {
-    return copy_divide_body(dst, src, n, t, max);
+                                                             float t, float *max, int *first) {
+    return copy_divide_body(dst, src, n, t, max, first);
 }
 AVX512_WIDE("avx512f") static int copy_divide_avx512(float *restrict dst,
                                                      const float *restrict src, int n, float t,
-                                                     float *max) {
-    return copy_divide_body(dst, src, n, t, max);
+                                                     float *max, int *first) {
+    return copy_divide_body(dst, src, n, t, max, first);
 }
 __attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
@@ -1258,10 +1289,12 @@ static float *writable_logits(gemma3_sampler *s) {
 static void check_finite(gemma3_sampler *s) {
     if (!s->unchecked) return;
     float mx;
-    if (s->check_max(s->logits, s->n_vocab, &mx)) { /* the maximum comes with the look */
+    int first;
+    if (s->check_max(s->logits, s->n_vocab, &mx, &first)) { /* the maximum comes with the look */
         s->unchecked = 0;
         s->max_known = 1;
         s->max_value = mx;
+        s->max_first = first;
     } else {
         writable_logits(s);
     }
@@ -1284,9 +1317,12 @@ enum { GUMBEL_HEAP_MAX_K = 1024 };
  * exact walk (and the other approximate-then-check paths the exact computation). */
 enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
-/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur): the heap's
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur): the one
+ * the pass that found the maximum saw, if it was this one over these logits, else the heap's
  * block scan (vectorised) skips the blocks of 16 with nothing >= lmax, that is without it. */
 static int first_max(const gemma3_sampler *s, const float *l, int n, float lmax) {
+    if (s->max_known && l == s->logits && n == s->n_vocab && lmax == s->max_value)
+        return s->max_first;
     uint32_t bad = 0; /* not asked: the draw's logits are checked */
     int j = s->block_scan(l, 0, n, lmax, &bad);
     while (l[j] != lmax) j++;
@@ -1831,14 +1867,16 @@ static inline float clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; 
 static void divide_logits(gemma3_sampler *s, float t) {
     logits_rewritten(s);
     float mx;
+    int first;
     if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
-        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx) || !s->unchecked)) {
+        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) || !s->unchecked)) {
         /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
          * all finite take the rules first, below */
         s->logits = s->own;
         s->unchecked = 0;
         s->max_known = 1;
         s->max_value = mx;
+        s->max_first = first;
         return;
     }
     float *l = writable_logits(s);

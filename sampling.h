@@ -340,18 +340,19 @@ g3_band_scan_fn g3_band_scan_get(int isa);
 /* The copies of the whole vocabulary, compiled per instruction set like g3_approx_exp_n_get
  * (copies, IEEE divisions and maxima: every variant gives the scalar reference's bits).
  * copy_check: dst = src; returns 1 if every value is finite. copy_divide: dst = min(src / t,
- * FLT_MAX), returns 1 if every src value is finite, and *max = the largest dst value (-inf for
- * n = 0; meaningless where a src value is NaN). max_n: the largest of l[0..n), NaN-free l. */
+ * FLT_MAX), returns 1 if every src value is finite, *max = the largest dst value (-inf for
+ * n = 0; meaningless where a src value is NaN) and *first the lowest i with dst[i] == *max (-1
+ * for n = 0). max_n: the largest of l[0..n), NaN-free l. */
 typedef int (*g3_copy_check_fn)(float *restrict dst, const float *restrict src, int n);
 g3_copy_check_fn g3_copy_check_get(int isa);
 typedef int (*g3_copy_divide_fn)(float *restrict dst, const float *restrict src, int n, float t,
-                                 float *max);
+                                 float *max, int *first);
 g3_copy_divide_fn g3_copy_divide_get(int isa);
 typedef float (*g3_max_n_fn)(const float *l, int n);
 g3_max_n_fn g3_max_n_get(int isa);
-/* check_max: returns 1 if every value of l[0..n) is finite, and *max = what max_n gives
- * (meaningless when one is not): one read-only pass. */
-typedef int (*g3_check_max_fn)(const float *l, int n, float *max);
+/* check_max: returns 1 if every value of l[0..n) is finite, *max = what max_n gives and *first
+ * the lowest i with l[i] == *max (meaningless when one is not): one read-only pass. */
+typedef int (*g3_check_max_fn)(const float *l, int n, float *max, int *first);
 g3_check_max_fn g3_check_max_get(int isa);
 
 /* Mirostat v1's prefilter (sampling-select.c): the positions of l[0..n) (NaN-free, n >= m >= 1)

@@ -1203,9 +1203,10 @@ static void check_draw_tiers(struct ref *r) {
     }
 }
 
-/* The copies of the whole vocabulary (g3_copy_check_get, g3_copy_divide_get, g3_max_n_get):
- * the scalar reference against their definition (dst bit for bit, the finite flag, the largest
- * value, from every tail length mod 16), then every compiled instruction set against the scalar
+/* The copies of the whole vocabulary (g3_copy_check_get, g3_copy_divide_get, g3_max_n_get) and
+ * the check (g3_check_max_get): the scalar reference against their definition (dst bit for bit,
+ * the finite flag, the largest value and the first position at it, from every tail length mod
+ * 16), then every compiled instruction set against the scalar
  * one bit for bit, -0 against +0 in the maximum included. Rounds put the maximum in the ragged
  * tail, a NaN or an inf in the source, values that overflow the division (clamped to FLT_MAX)
  * and a row of zeros of both signs. */
@@ -1233,10 +1234,11 @@ static void check_copy_kernels(void) {
             float v = src[i] / t;
             want_max = v > FLT_MAX ? FLT_MAX : v > want_max ? v : want_max;
         }
-        float mx;
+        float mx, cmx;
+        int first, cfirst;
         int ok = g3_copy_check_get(0)(ref, src, n);
         wrong += ok != finite || memcmp(ref, src, (size_t)n * sizeof *src) != 0;
-        ok = g3_copy_divide_get(0)(ref, src, n, t, &mx);
+        ok = g3_copy_divide_get(0)(ref, src, n, t, &mx, &first);
         wrong += ok != finite;
         for (int i = 0; i < n; i++) {
             float v = src[i] / t;
@@ -1246,20 +1248,33 @@ static void check_copy_kernels(void) {
         if (!nan) wrong += mx != want_max; /* == : the sign of a zero maximum may differ */
         float mn = g3_max_n_get(0)(ref, n);
         if (!nan) wrong += mn != want_max || memcmp(&mn, &mx, sizeof mx) != 0;
+        /* the first position at the maximum, from the dividing copy and from the check */
+        int want_first = 0;
+        while (want_first < n && ref[want_first] != mx) want_first++;
+        if (!nan) wrong += first != want_first;
+        int ref_finite = 1;
+        for (int i = 0; i < n; i++) ref_finite &= isfinite(ref[i]);
+        wrong += g3_check_max_get(0)(ref, n, &cmx, &cfirst) != ref_finite;
+        if (!nan) wrong += memcmp(&cmx, &mx, sizeof mx) != 0 || cfirst != want_first;
         for (int isa = 1; isa <= 2; isa++) {
             g3_copy_check_fn cc = g3_copy_check_get(isa);
             g3_copy_divide_fn cd = g3_copy_divide_get(isa);
             g3_max_n_fn mf = g3_max_n_get(isa);
-            if (!cc || !cd || !mf) continue;
+            g3_check_max_fn cm = g3_check_max_get(isa);
+            if (!cc || !cd || !mf || !cm) continue;
             float mx2;
+            int first2;
             wrong_isa += cc(got, src, n) != g3_copy_check_get(0)(ref, src, n);
             wrong_isa += memcmp(got, ref, (size_t)n * sizeof *got) != 0;
-            wrong_isa += cd(got, src, n, t, &mx2) != g3_copy_divide_get(0)(ref, src, n, t, &mx);
+            wrong_isa += cd(got, src, n, t, &mx2, &first2) !=
+                         g3_copy_divide_get(0)(ref, src, n, t, &mx, &first);
             wrong_isa += memcmp(got, ref, (size_t)n * sizeof *got) != 0;
             if (!nan) {
-                wrong_isa += memcmp(&mx2, &mx, sizeof mx) != 0;
+                wrong_isa += memcmp(&mx2, &mx, sizeof mx) != 0 || first2 != first;
                 float a = mf(ref, n), b = g3_max_n_get(0)(ref, n);
                 wrong_isa += memcmp(&a, &b, sizeof a) != 0;
+                wrong_isa += cm(ref, n, &mx2, &first2) != ref_finite ||
+                             memcmp(&mx2, &cmx, sizeof mx) != 0 || first2 != cfirst;
             }
         }
     }
