@@ -27,7 +27,6 @@ struct gemma3_sampler {
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
-    int32_t typ_first_drawn;           /* tests: typical's first token, last Gumbel draw */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */

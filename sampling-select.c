@@ -13,10 +13,10 @@
  * pass over the vocabulary. */
 static void write_out_in_id_order(gemma3_sampler *s) {
     const float *l = s->logits;
-    int m = 0, win = s->win.on;
+    int m = 0;
     for (int32_t j = 0; j < s->n_vocab; j++) {
         s->cand[m] = j;
-        m += win ? g3_win_contains(s, l[j], j) : g3_typ_contains(s, l[j], j);
+        m += g3_implicit_contains(s, l[j], j);
     }
     s->win.on = s->typ.on = 0;
     s->cand_lazy = 0;

@@ -38,6 +38,10 @@ static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) 
 static inline int g3_typ_contains(const gemma3_sampler *s, float l, int32_t id) {
     return l == s->typ.l_b ? id <= s->typ.id_b : fabs((double)l - s->typ.center) < s->typ.dist;
 }
+/* Whether token id (logit l) belongs to the implicit list: the window, else typical's set. */
+static inline int g3_implicit_contains(const gemma3_sampler *s, float l, int32_t id) {
+    return s->win.on ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
+}
 /* The list (the whole vocabulary) becomes its first `count` tokens, the last being `last` and
  * the first `first`. */
 void g3_cand_window_prefix(gemma3_sampler *s, int32_t first, int32_t last, int count);

@@ -429,7 +429,7 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *sets = s->typ_fast_sets;
     *draws = s->typ_fast_draws;
 }
-int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ_first_drawn; }
+int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ.on ? s->typ.first : -1; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
 void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
@@ -1068,13 +1068,22 @@ __attribute__((target("avx512f"))) static int block_scan_avx512(const float *l, 
     return j;
 }
 
+/* The band scans' last tokens from position i on (fewer than a vector), by the scalar scan:
+ * adds them to the m ids and in_a inner tokens found so far; returns how many ids in all. */
+static int band_scan_tail(const uint16_t *bk, int n, int i, int g1, int g2, int a1, int a2,
+                          int32_t *out, int m, int in_a, int *inner) {
+    int rest_in, rest = band_scan_scalar(bk + i, n - i, g1, g2, a1, a2, out + m, &rest_in);
+    for (int k = 0; k < rest; k++) out[m + k] += i;
+    *inner = in_a + rest_in;
+    return m + rest;
+}
+
 /* The band scan by hand: 16 (AVX2) or 32 (AVX-512) buckets per step, a mask each for the two
  * ranges (AVX2 tests x <= s as max(x, s) == s, two mask bits per bucket); the ids of a block
  * with a listed token are taken from its mask, lowest first. */
 __attribute__((target("avx2,bmi"))) static int band_scan_avx2(const uint16_t *bk, int n, int g1,
                                                                int g2, int a1, int a2,
                                                                int32_t *out, int *inner) {
-    int a1_in = a1, a2_in = a2;
     band_ranges(&a1, &a2);
     const __m256i lo_g = _mm256_set1_epi16((short)g1), span_g = _mm256_set1_epi16((short)(g2 - g1));
     const __m256i lo_a = _mm256_set1_epi16((short)a1), span_a = _mm256_set1_epi16((short)(a2 - a1));
@@ -1091,15 +1100,11 @@ __attribute__((target("avx2,bmi"))) static int band_scan_avx2(const uint16_t *bk
             out[m++] = i + (int)(__builtin_ctz(hit) / 2);
     }
     _mm256_zeroupper();
-    int rest_in, rest = band_scan_scalar(bk + i, n - i, g1, g2, a1_in, a2_in, out + m, &rest_in);
-    for (int k = 0; k < rest; k++) out[m + k] += i;
-    *inner = in_a + rest_in;
-    return m + rest;
+    return band_scan_tail(bk, n, i, g1, g2, a1, a2, out, m, in_a, inner);
 }
 
 __attribute__((target("avx512f,avx512bw,bmi"))) static int band_scan_avx512(
     const uint16_t *bk, int n, int g1, int g2, int a1, int a2, int32_t *out, int *inner) {
-    int a1_in = a1, a2_in = a2;
     band_ranges(&a1, &a2);
     const __m512i lo_g = _mm512_set1_epi16((short)g1), span_g = _mm512_set1_epi16((short)(g2 - g1));
     const __m512i lo_a = _mm512_set1_epi16((short)a1), span_a = _mm512_set1_epi16((short)(a2 - a1));
@@ -1112,10 +1117,7 @@ __attribute__((target("avx512f,avx512bw,bmi"))) static int band_scan_avx512(
         for (uint32_t hit = g & ~a; hit; hit = _blsr_u32(hit)) out[m++] = i + __builtin_ctz(hit);
     }
     _mm256_zeroupper();
-    int rest_in, rest = band_scan_scalar(bk + i, n - i, g1, g2, a1_in, a2_in, out + m, &rest_in);
-    for (int k = 0; k < rest; k++) out[m + k] += i;
-    *inner = in_a + rest_in;
-    return m + rest;
+    return band_scan_tail(bk, n, i, g1, g2, a1, a2, out, m, in_a, inner);
 }
 
 /* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
@@ -2206,7 +2208,6 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             if (l[ids[j]] == lmax_f && (top < 0 || ids[j] < top)) top = ids[j];
     }
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
-    s->typ_first_drawn = s->typ.on ? top : -1;
     uint64_t key = g3_rng_key(s->seed, pos);
     double lmax = lmax_f;
     int32_t best = top;
@@ -2235,9 +2236,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
-            if (implicit && !(s->win.on ? g3_win_contains(s, lc[j], id)
-                                        : g3_typ_contains(s, lc[j], id)))
-                continue;
+            if (implicit && !g3_implicit_contains(s, lc[j], id)) continue;
             double v = ((double)lc[j] - lmax) +
                        g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
             if (v > best_v || (v == best_v && id < best)) {
@@ -2275,7 +2274,6 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     int V = s->n_vocab;
     s->logits = logits;
     s->unchecked = 1;
-    s->typ_first_drawn = -1;
     logits_rewritten(s);
     list_whole_vocabulary(s);
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;

@@ -57,8 +57,9 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
  * Gumbel screen's), the rank view has answered since init (the rest took the exact
  * computation, or drew from the set written out). */
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
-/* Tests: the first token (largest logit, lowest id) of typical's implicit set as the last
- * Gumbel draw took it, -1 when that draw's list was not typical's implicit set. */
+/* Tests: the first token (largest logit, lowest id) of typical's implicit set, which the last
+ * Gumbel draw started from; -1 when the last call's list was not typical's set kept implicit
+ * in Gumbel mode. */
 int32_t g3_sampler_typical_first(const gemma3_sampler *s);
 /* Tests: how many top-p calls in Gumbel mode the whole vocabulary's winner answered since init
  * (top_p's winner-first path in sampling.c; the rest built the nucleus). */
