@@ -503,58 +503,77 @@ static uint32_t rnd(void) {
 
 /* Rows built to hit every rounding edge: exact halves of the step (x * id = k + 0.5), ties of
  * the largest magnitude with both signs, all-zero and -0.0 blocks, one nonzero value, subnormal
- * and huge scales, and plain random bf16 values; from fp32 and from bf16 storage. */
+ * and huge scales, and plain random bf16 values; from fp32 and from bf16 storage; through every
+ * instruction set's quantizer. 37 blocks a row: two of the AVX-512 groups of 16 and a tail. */
 static void test_fast_quantizer(void) {
-    enum { N = 256 };
-    g3_quantize_row_fn fast = g3_quantize_row_best(), ref = g3_quantize_row_reference();
-    float x[N];
-    uint16_t h[N];
-    uint8_t a[N * 2], b[N * 2], c[N * 2];
-    int bad = 0, rows = 0;
-    for (int iter = 0; iter < 8000; iter++) {
-        int kind = iter % 8;
-        float scale = ldexpf(1.0f, (int)(rnd() % 60) - 40);
-        for (int i = 0; i < N; i++) {
-            float r = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f;
-            switch (kind) {
-            case 0: x[i] = r * scale; break;
-            case 1: x[i] = ((float)(rnd() % 255) - 127.0f + 0.5f) * scale / 127.0f; break; /* halves */
-            case 2: x[i] = (i % 32 == 5 || i % 32 == 20) ? (rnd() & 1 ? scale : -scale) : r * scale; break;
-            case 3: x[i] = (rnd() & 1) ? -0.0f : 0.0f; break;
-            case 4: x[i] = i % 32 == (int)(rnd() % 32) ? -scale : 0.0f; break;
-            case 5: x[i] = ((float)(rnd() % 17) - 8.0f) * scale / 8.0f; break; /* Q4 grid points */
-            case 6: x[i] = r * 1e-39f; break;                                  /* subnormal */
-            default: x[i] = r * 6.0e4f; break;                                 /* near fp16 max */
+    enum { N = 37 * 32 };
+    static float x[N], xb[N];
+    static uint16_t h[N];
+    static uint8_t a[N * 2], b[N * 2];
+    int bad = 0, rows = 0, refused = 0, isas = 0;
+    for (int isa = G3_ISA_SCALAR; isa <= G3_ISA_AVX512; isa++) {
+        g3_quantize_row_fn fast = g3_quantize_row_get((g3_isa)isa);
+        if (!fast) continue;
+        isas++;
+        rng_state = 12345;
+        for (int iter = 0; iter < 2000; iter++) {
+            int kind = iter % 8;
+            float scale = ldexpf(1.0f, (int)(rnd() % 60) - 40);
+            for (int i = 0; i < N; i++) {
+                float r = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f;
+                switch (kind) {
+                case 0: x[i] = r * scale; break;
+                case 1: x[i] = ((float)(rnd() % 255) - 127.0f + 0.5f) * scale / 127.0f; break; /* halves */
+                case 2: x[i] = (i % 32 == 5 || i % 32 == 20) ? (rnd() & 1 ? scale : -scale) : r * scale; break;
+                case 3: x[i] = (rnd() & 1) ? -0.0f : 0.0f; break;
+                case 4: x[i] = i % 32 == (int)(rnd() % 32) ? -scale : 0.0f; break;
+                case 5: x[i] = ((float)(rnd() % 17) - 8.0f) * scale / 8.0f; break; /* Q4 grid points */
+                case 6: x[i] = r * 1e-39f; break;                                  /* subnormal */
+                default: x[i] = r * 6.0e4f; break;                                 /* near fp16 max */
+                }
+                h[i] = g3_f32_to_bf16(x[i]);
+                xb[i] = g3_bf16_to_f32(h[i]);
             }
-            h[i] = g3_f32_to_bf16(x[i]);
-        }
-        for (int t = G3_WTYPE_Q8_0; t <= G3_WTYPE_Q4_0; t++) {
-            size_t rb = g3_wtype_row_bytes((g3_wtype)t, N);
-            g3_quantize_row((g3_wtype)t, x, a, N);
-            fast((g3_wtype)t, x, 0, b, N);
-            if (memcmp(a, b, rb) != 0 && !bad) {
-                for (size_t i = 0; i < rb; i++)
-                    if (a[i] != b[i]) {
-                        fprintf(stderr, "kind %d %s byte %zu: %02x vs %02x\n", kind, g3_wtype_name((g3_wtype)t), i, a[i], b[i]);
-                        break;
-                    }
+            for (int t = G3_WTYPE_Q8_0; t <= G3_WTYPE_Q4_0; t++) {
+                size_t rb = g3_wtype_row_bytes((g3_wtype)t, N);
+                g3_quantize_row((g3_wtype)t, x, a, N);
+                int ok = fast((g3_wtype)t, x, 0, b, N);
+                if (memcmp(a, b, rb) != 0 && !bad)
+                    for (size_t i = 0; i < rb; i++)
+                        if (a[i] != b[i]) {
+                            fprintf(stderr, "isa %d kind %d %s byte %zu: %02x vs %02x\n", isa, kind,
+                                    g3_wtype_name((g3_wtype)t), i, a[i], b[i]);
+                            break;
+                        }
+                bad += memcmp(a, b, rb) != 0 || ok != 1;
+                g3_quantize_row((g3_wtype)t, xb, a, N);
+                ok = fast((g3_wtype)t, (const uint8_t *)h, 1, b, N);
+                bad += memcmp(a, b, rb) != 0 || ok != 1;
+                rows += 2;
+                /* one NaN or infinity anywhere: refused, from either storage */
+                int at = (int)(rnd() % N);
+                static const uint16_t nonfinite[] = {0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81};
+                uint16_t v = nonfinite[rnd() % 5];
+                uint16_t keep_h = h[at];
+                float keep_x = x[at];
+                h[at] = v;
+                x[at] = g3_bf16_to_f32(v);
+                refused += fast((g3_wtype)t, (const uint8_t *)h, 1, b, N) == 0;
+                refused += fast((g3_wtype)t, x, 0, b, N) == 0;
+                h[at] = keep_h;
+                x[at] = keep_x;
             }
-            bad += memcmp(a, b, rb) != 0;
-            float xb[N];
-            for (int i = 0; i < N; i++) xb[i] = g3_bf16_to_f32(h[i]);
-            g3_quantize_row((g3_wtype)t, xb, a, N);
-            fast((g3_wtype)t, (const uint8_t *)h, 1, b, N);
-            ref((g3_wtype)t, h, 1, c, N);
-            bad += memcmp(a, b, rb) != 0 || memcmp(a, c, rb) != 0;
-            rows += 2;
         }
     }
-    CHECK_MSG(bad == 0, "fast row quantizer differs from g3_quantize_row on %d of %d rows", bad, rows);
+    CHECK_MSG(bad == 0, "a row quantizer differs from g3_quantize_row on %d of %d rows", bad, rows);
+    CHECK_MSG(refused == rows, "a NaN or infinity went unnoticed in %d of %d rows", rows - refused, rows);
+    CHECK(isas >= 1);
     /* unaligned bf16 source */
     static uint8_t raw[2 * N + 1];
     for (int i = 0; i < N; i++) memcpy(raw + 1 + 2 * i, &h[i], 2);
-    fast(G3_WTYPE_Q4_0, h, 1, a, N);
-    fast(G3_WTYPE_Q4_0, raw + 1, 1, b, N);
+    g3_quantize_row_fn best = g3_quantize_row_best();
+    best(G3_WTYPE_Q4_0, h, 1, a, N);
+    best(G3_WTYPE_Q4_0, raw + 1, 1, b, N);
     CHECK(memcmp(a, b, g3_wtype_row_bytes(G3_WTYPE_Q4_0, N)) == 0);
 }
 
