@@ -310,7 +310,7 @@ static void *arena_alloc(size_t n) {
  * Quantizing faults them anyway, but unevenly: a 32 MB piece of source makes a few huge pages
  * of output, and a thread that meets one more than the other keeps the other waiting at the
  * piece's end. Where each fresh page costs milliseconds (VMs whose host backs memory only on
- * first touch) that waiting was a third of the load. A write per 4 KiB page (the first one of
+ * first touch) that waiting was a quarter of the load. A write per 4 KiB page (the first one of
  * a huge page faults it whole); MADV_POPULATE_WRITE, tried instead, ran the two threads' parts
  * one after the other (1B Q4_0: 1.3 s against 0.7). */
 typedef struct fault_job {
