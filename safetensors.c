@@ -495,8 +495,6 @@ int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label) {
 #define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL and pages are touched */
 #endif
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
 /* Runs fn over [0, n_bytes) cut into one contiguous part per thread, each part starting on a
  * 2 MiB boundary so that no huge page is faulted by two threads. */
 typedef struct span_job {
@@ -508,20 +506,12 @@ typedef struct span_job {
     size_t err_at;
 } span_job;
 
-static void part_of(size_t n_bytes, int ith, int nth, size_t *lo, size_t *hi) {
-    size_t n_huge = (n_bytes + HUGE_PAGE - 1) / HUGE_PAGE;
-    *lo = n_huge * (size_t)ith / (size_t)nth * HUGE_PAGE;
-    *hi = n_huge * (size_t)(ith + 1) / (size_t)nth * HUGE_PAGE;
-    if (*lo > n_bytes) *lo = n_bytes;
-    if (*hi > n_bytes) *hi = n_bytes;
-}
-
 /* One thread's part of read_whole: pread straight into the (not yet faulted) destination, so the
  * huge pages are faulted and filled on every thread at once, not one by one on the caller. */
 static void read_part(void *ctx, int ith, int nth) {
     span_job *j = ctx;
     size_t lo, hi;
-    part_of(j->n_bytes, ith, nth, &lo, &hi);
+    g3_split_bytes(j->n_bytes, G3_HUGE_PAGE, ith, nth, &lo, &hi);
     while (lo < hi) {
         size_t want = hi - lo > (1u << 30) ? (1u << 30) : hi - lo;
         ssize_t n = pread(j->fd, j->base + lo, want, (off_t)(j->file_off + lo));
@@ -541,7 +531,7 @@ static void read_part(void *ctx, int ith, int nth) {
 static void populate_part(void *ctx, int ith, int nth) {
     span_job *j = ctx;
     size_t lo, hi;
-    part_of(j->n_bytes, ith, nth, &lo, &hi);
+    g3_split_bytes(j->n_bytes, G3_HUGE_PAGE, ith, nth, &lo, &hi);
     if (lo >= hi) return;
     if (madvise(j->base + lo, hi - lo, MADV_POPULATE_READ) == 0) return;
     volatile const uint8_t *p = j->base; /* old kernel: touch each page */
@@ -605,7 +595,7 @@ static int read_whole(int fd, const char *path, size_t size, int n_threads, uint
     uint8_t *img = (uint8_t *)mem + pad;
     /* the head, up to mem's first huge-page boundary, on the caller; then every thread's part
      * starts on a huge page of its own */
-    size_t head = HUGE_PAGE - pad < size ? HUGE_PAGE - pad : size;
+    size_t head = G3_HUGE_PAGE - pad < size ? G3_HUGE_PAGE - pad : size;
     span_job job = {.base = img, .n_bytes = head, .fd = fd};
     read_part(&job, 0, 1);
     if (!job.err && size > head) {
@@ -725,7 +715,7 @@ static int map_populated_if_huge(int fd, const char *path, size_t size, int n_th
     run_parts(populate_part, &job, n_threads);
     *huge = pmd_mapped_bytes(map);
     /* the partial huge pages at either end can never be PMD-mapped */
-    if (*huge + 2 * HUGE_PAGE + size / 50 >= size) {
+    if (*huge + 2 * G3_HUGE_PAGE + size / 50 >= size) {
         *out = map;
         return 1;
     }
@@ -743,7 +733,7 @@ static int map_populated_if_huge(int fd, const char *path, size_t size, int n_th
  * fresh memory), and every later run finds it ready. 0 if the file still is not huge-mapped. */
 static int map_if_huge(int fd, const char *path, size_t size, int n_threads, uint8_t **out,
                        size_t *huge) {
-    if (size < 4 * HUGE_PAGE) return 0;
+    if (size < 4 * G3_HUGE_PAGE) return 0;
     if (map_populated_if_huge(fd, path, size, n_threads, out, huge)) return 1;
     if (fdatasync(fd) != 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) return 0;
     return map_populated_if_huge(fd, path, size, n_threads, out, huge);

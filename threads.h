@@ -7,6 +7,8 @@
 #ifndef G3_THREADS_H
 #define G3_THREADS_H
 
+#include <stddef.h>
+
 typedef struct g3_pool g3_pool;
 typedef void (*g3_task_fn)(void *ctx, int ith, int nth);
 
@@ -22,6 +24,16 @@ static inline void g3_split(int n, int ith, int nth, int grain, int *lo, int *hi
     int n_grains = (n + grain - 1) / grain;
     int a = (int)((long long)n_grains * ith / nth) * grain;
     int b = (int)((long long)n_grains * (ith + 1) / nth) * grain;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
+/* The same for n bytes in whole grains of `grain` bytes (say 2 MiB: no huge page is faulted
+ * by two threads). */
+static inline void g3_split_bytes(size_t n, size_t grain, int ith, int nth, size_t *lo, size_t *hi) {
+    size_t n_grains = (n + grain - 1) / grain;
+    size_t a = n_grains * (size_t)ith / (size_t)nth * grain;
+    size_t b = n_grains * (size_t)(ith + 1) / (size_t)nth * grain;
     *lo = a < n ? a : n;
     *hi = b < n ? b : n;
 }

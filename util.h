@@ -39,6 +39,9 @@ float g3_f16_to_f32(uint16_t h);
 void *g3_alloc_aligned(size_t n);
 void g3_free_aligned(void *p);
 
+/* A transparent huge page (x86-64, and arm64 with 4 KiB pages). */
+#define G3_HUGE_PAGE ((size_t)2 << 20)
+
 /* Address space for n bytes that becomes memory only where it is written: an anonymous mapping
  * with MAP_NORESERVE (nothing committed, nothing zero-filled up front; a page faults in, zeroed
  * by the kernel, the first time it is touched). For buffers sized for the worst case but filled

@@ -293,18 +293,16 @@ static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtyp
     return -1;
 }
 
-/* The arena: anonymous memory (zero-filled by the kernel, so never touched twice), asked for in
+/* The arena: anonymous memory (zero-filled by the kernel, never cleared here), asked for in
  * transparent huge pages: the forward pass streams the matrices from it, and huge pages make
- * that faster, as for the READ load mode (README, "Loading"); they also halve the cost of
- * faulting it in while quantizing. */
+ * that faster, as for the READ load mode (README, "Loading"); 4 KiB pages fault faster on some
+ * VMs but decoded up to a fifth slower (README, "Quantized weights"). */
 static void *arena_alloc(size_t n) {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     madvise(p, n, MADV_HUGEPAGE);
     return p;
 }
-
-#define HUGE_PAGE ((size_t)2 << 20)
 
 /* Faulting the arena in before quantizing into it, each thread an equal run of whole huge pages.
  * Quantizing faults them anyway, but unevenly: a 32 MB piece of source makes a few huge pages
@@ -320,10 +318,8 @@ typedef struct fault_job {
 
 static void task_fault_in(void *ctx, int ith, int nth) {
     const fault_job *j = ctx;
-    size_t n_huge = (j->n_bytes + HUGE_PAGE - 1) / HUGE_PAGE;
-    size_t lo = n_huge * (size_t)ith / (size_t)nth * HUGE_PAGE;
-    size_t hi = n_huge * (size_t)(ith + 1) / (size_t)nth * HUGE_PAGE;
-    if (hi > j->n_bytes) hi = j->n_bytes;
+    size_t lo, hi;
+    g3_split_bytes(j->n_bytes, G3_HUGE_PAGE, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i += 4096) ((volatile uint8_t *)j->base)[i] = 0;
 }
 
