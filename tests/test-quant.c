@@ -394,9 +394,10 @@ static void test_matmul(void) {
      * resumed from Y by the next (n_in 32000 and 57600: a row tile's blocks past half its cell
      * target; 8192 x 300 tokens: the cells of all the groups past two token blocks), or the
      * tokens into two blocks (4096 x 300); whole groups of 16 blocks (512, 1536), which the
-     * AMX table's Q4_0 decode reads unmasked except at the end of the call's rows */
+     * AMX table's Q4_0 decode reads unmasked except at the end of the call's rows; and rows too
+     * wide for that decode's scratch (540672: 16896 blocks), left to the side-by-side matvec */
     static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {19, 8192, 300}, {5, 4096, 300},
-                                 {33, 512, 2}, {18, 1536, 3}};
+                                 {33, 512, 2}, {18, 1536, 3}, {2, 540672, 1}};
     const int n_wide = (int)(sizeof wide / sizeof wide[0]);
     for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
         for (int i = 0; i < n_wide; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad_tol, &bad_det, &bad_store);
