@@ -99,6 +99,14 @@ int gemma3_weight_type_parse(const char *name) {
     }
 }
 
+/* The layout of quantized matrices: x8 where the sessions' quantized kernels prefer it. */
+static g3_layout quant_layout(enum gemma3_repack repack, const char *isa) {
+    if (repack != GEMMA3_REPACK_AUTO) return repack == GEMMA3_REPACK_X8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS;
+    const int level = isa ? g3_isa_parse(isa) : (int)g3_isa_detect();
+    const g3_quant_kernels *k = level >= 0 ? g3_quant_kernels_get((g3_isa)level) : NULL;
+    return k && k->prefer_x8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS;
+}
+
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out) {
     *out = NULL;
     if (!dir || !*dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given (an empty name)");
@@ -113,10 +121,14 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
                       (int)params->weight_type);
     else if (n_threads < 0 || n_threads > 1024)
         rc = g3_error(GEMMA3_ERR_ARG, "model: n_threads %d is out of range [0, 1024]", n_threads);
+    const enum gemma3_repack repack = params ? params->repack : GEMMA3_REPACK_AUTO;
+    if (rc == GEMMA3_OK && (repack < GEMMA3_REPACK_AUTO || repack > GEMMA3_REPACK_X8))
+        rc = g3_error(GEMMA3_ERR_ARG, "model: repack %d is not a gemma3_repack", (int)repack);
     if (rc == GEMMA3_OK) rc = g3_path_join(path, sizeof path, dir, "config.json");
     if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
     if (rc == GEMMA3_OK)
-        rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want, n_threads, &m->w);
+        rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want,
+                                quant_layout(repack, params ? params->isa : NULL), n_threads, &m->w);
     if (rc == GEMMA3_OK)
         rc = g3_weights_check(dir, &m->cfg, &m->w, params && params->check_tensors, n_threads);
     if (rc == GEMMA3_OK) rc = load_tokenizer(dir, &m->tok);
@@ -168,6 +180,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->load_bytes = (int64_t)(li->bytes_read + li->bytes_mapped);
     info->load_seconds = li->seconds;
     info->load_huge_bytes = (int64_t)li->bytes_huge_mapped;
+    info->weight_layout = model->w.layout == G3_LAYOUT_X8 ? "x8" : "rows";
+    info->repack_seconds = model->w.repack_seconds;
     info->weight_bytes = model->w.n_bytes_used;
     info->weight_type = g3_wtype_name(model->w.wtype);
     info->quantize_seconds = model->w.quantize_seconds;
@@ -353,6 +367,14 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->kern = kern;
     s->qkern = g3_quant_kernels_get((g3_isa)isa);
     s->quant = model->w.wtype != G3_WTYPE_BF16;
+    if (s->quant && model->w.layout == G3_LAYOUT_X8 && !s->qkern->matmul_q4_0_x8) {
+        const char *name = s->qkern->name;
+        free(s);
+        return g3_error(GEMMA3_ERR_UNSUPPORTED,
+                        "session: the %s kernels do not read the model's x8 layout (load it with "
+                        "repack NONE to use them)",
+                        name);
+    }
     s->exact = p.exact != 0;
     s->kv_bf16 = !s->exact && p.kv_type == GEMMA3_KV_BF16;
     s->n_ctx = p.n_ctx ? p.n_ctx : 4096;
@@ -534,6 +556,13 @@ static void matmul_rows(const chunk *ck, float *Y, size_t ldy, g3_matrix W, int 
         else
             s->kern->matmul_bf16(Y, ldy, W.data, ck->in_bf16, (size_t)ck->n_in, ck->T, ck->n_in,
                                  r0, r1);
+    } else if (W.layout == G3_LAYOUT_X8) {
+        if (s->exact)
+            s->qkern->matmul_q_f32_x8(W.type, Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
+        else if (W.type == G3_WTYPE_Q8_0)
+            s->qkern->matmul_q8_0_x8(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
+        else
+            s->qkern->matmul_q4_0_x8(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
     } else if (s->exact) {
         s->qkern->matmul_q_f32(W.type, Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
     } else if (W.type == G3_WTYPE_Q8_0) {
@@ -780,7 +809,10 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
         if (w->embed.type == G3_WTYPE_BF16) {
             const uint16_t *row = (const uint16_t *)w->embed.data + (size_t)tokens[t] * H;
             for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
-        } else { /* a quantized embedding: that row's blocks, dequantized */
+        } else if (w->embed.layout == G3_LAYOUT_X8) { /* that row's blocks, dequantized */
+            g3_x8_dequantize_row(w->embed.type, w->embed.data, H, tokens[t], ht);
+            for (int i = 0; i < H; i++) ht[i] *= embed_scale;
+        } else {
             const size_t rb = g3_wtype_row_bytes(w->embed.type, H);
             g3_dequantize_row(w->embed.type, (const char *)w->embed.data + (size_t)tokens[t] * rb, ht, H);
             for (int i = 0; i < H; i++) ht[i] *= embed_scale;
@@ -867,7 +899,7 @@ static void task_score_strips(void *ctx, int ith, int nth) {
     for (int st = ith; st < ns; st += nth) {
         const int r0 = st * G3_LSE_STRIP;
         const int n = c->vocab_size - r0 < G3_LSE_STRIP ? c->vocab_size - r0 : G3_LSE_STRIP;
-        const g3_matrix strip = {(const char *)E.data + (size_t)r0 * row_bytes, E.type};
+        const g3_matrix strip = {(const char *)E.data + (size_t)r0 * row_bytes, E.type, E.layout}; /* r0 % 8 == 0 */
         matmul_rows(&j->ck, y, G3_LSE_STRIP, strip, 0, n);
         softcap_logits(c, y, G3_LSE_STRIP, T, n);
         for (int t = 0; t < T; t++) {

@@ -88,6 +88,8 @@ const char *gemma3_weight_type_name(enum gemma3_weight_type type);
 /* The type named "bf16", "q8_0" or "q4_0"; GEMMA3_ERR_ARG (negative) for any other name. */
 int gemma3_weight_type_parse(const char *name);
 
+enum gemma3_repack { GEMMA3_REPACK_AUTO = 0, GEMMA3_REPACK_NONE = 1, GEMMA3_REPACK_X8 = 2 };
+
 typedef struct gemma3_model_params {
     enum gemma3_load_mode load_mode;
     /* Q8_0 / Q4_0 on a BF16 (or F16/F32) checkpoint quantizes every matrix at load, on n_threads
@@ -103,6 +105,16 @@ typedef struct gemma3_model_params {
      * (GEMMA3_ERR_FORMAT; as llama.cpp's --check-tensors). The norms are always checked, and
      * the config's derived constants (RoPE frequencies, the attention scale) always validated. */
     int check_tensors;
+    /* How Q8_0/Q4_0 matrices lie in memory. AUTO (0): interleaved in groups of 8 rows where this
+     * CPU's quantized kernels read that fastest (AVX2 without AVX-512): quantizing at load writes
+     * them so directly; a quantized directory is then copied into that layout on n_threads
+     * threads instead of being used in place (as llama.cpp repacks Q4_0). NONE: the files' row
+     * layout (a quantized directory used in place). X8: the groups on any CPU. The layout
+     * changes the order of a few float additions (logits within rounding), never the blocks. */
+    enum gemma3_repack repack;
+    /* The kernels the sessions will use ("scalar", "avx2", "avx512"; NULL = the best the CPU
+     * has): AUTO lays quantized matrices out for them. */
+    const char *isa;
 } gemma3_model_params;
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
@@ -140,6 +152,8 @@ typedef struct gemma3_model_info {
     int64_t load_bytes;         /* bytes of the checkpoint's files brought in */
     int64_t load_huge_bytes;    /* of those mapped, bytes mapped with 2 MiB page-table entries */
     double load_seconds;        /* wall time reading, or mapping and faulting in, those files */
+    const char *weight_layout;  /* "rows" (as in the files) or "x8" (groups of 8 rows, repacked) */
+    double repack_seconds;      /* wall time copying a quantized directory into "x8"; 0 if none */
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
 

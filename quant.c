@@ -128,6 +128,74 @@ void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n) {
     }
 }
 
+/* ---- the x8 layout ------------------------------------------------------------------------ */
+
+static size_t block_bytes(g3_wtype t) {
+    return t == G3_WTYPE_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
+}
+
+size_t g3_x8_bytes(g3_wtype t, int64_t rows, int64_t n_in) {
+    return (size_t)((rows + G3_X8 - 1) / G3_X8 * G3_X8) * g3_wtype_row_bytes(t, n_in);
+}
+
+/* Where byte j of block b of row r lies in an x8 matrix (j < 2: the scale, else quant j - 2). */
+static size_t x8_offset(size_t bs, int64_t n_blocks, int64_t r, int64_t b, size_t j) {
+    const size_t group_block = ((size_t)(r / G3_X8) * (size_t)n_blocks + (size_t)b) * G3_X8 * bs;
+    const size_t k = (size_t)(r % G3_X8);
+    if (j < 2) return group_block + 2 * k + j;
+    const size_t q = j - 2;
+    return group_block + 2 * G3_X8 + 32 * (q / 4) + 4 * k + q % 4;
+}
+
+/* Block b of row r of an x8 matrix back in its row-layout bytes (out: block_bytes(t)). */
+static void x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
+    const size_t bs = block_bytes(t);
+    const size_t scale = x8_offset(bs, nb, r, b, 0);
+    memcpy(out, x8 + scale, 2);
+    for (size_t s = 0; s < (bs - 2) / 4; s++) memcpy(out + 2 + 4 * s, x8 + x8_offset(bs, nb, r, b, 2 + 4 * s), 4);
+}
+
+size_t g3_x8_scale_offset(g3_wtype t, int64_t n_in, int64_t r, int64_t b) {
+    return x8_offset(block_bytes(t), n_in / G3_QK, r, b, 0);
+}
+
+/* One group: rows [0, n) of src (n <= 8; the others zero) into the group at dst. */
+static void x8_pack_group(size_t bs, uint8_t *dst, const uint8_t *src, size_t rb, int n, int64_t nb) {
+    const size_t n_runs = (bs - 2) / 4; /* 4 quant bytes of each row per run */
+    for (int64_t b = 0; b < nb; b++, dst += G3_X8 * bs) {
+        if (n < G3_X8) memset(dst, 0, G3_X8 * bs);
+        for (int k = 0; k < n; k++) {
+            const uint8_t *blk = src + (size_t)k * rb + (size_t)b * bs;
+            memcpy(dst + 2 * k, blk, 2);
+            for (size_t s = 0; s < n_runs; s++) memcpy(dst + 2 * G3_X8 + 32 * s + 4 * k, blk + 2 + 4 * s, 4);
+        }
+    }
+}
+
+void g3_x8_pack(g3_wtype t, void *dst, const void *src, int64_t rows, int64_t n_in) {
+    const size_t bs = block_bytes(t), rb = g3_wtype_row_bytes(t, n_in);
+    for (int64_t r = 0; r < rows; r += G3_X8)
+        x8_pack_group(bs, (uint8_t *)dst + (size_t)r * rb, (const uint8_t *)src + (size_t)r * rb, rb,
+                      rows - r < G3_X8 ? (int)(rows - r) : G3_X8, n_in / G3_QK);
+}
+
+void g3_x8_read(g3_wtype t, const void *x8, int64_t n_in, size_t offset, size_t n, void *out) {
+    const size_t bs = block_bytes(t), rb = g3_wtype_row_bytes(t, n_in);
+    for (size_t i = 0; i < n; i++) {
+        const size_t o = offset + i, in_row = o % rb;
+        ((uint8_t *)out)[i] = ((const uint8_t *)x8)[x8_offset(bs, n_in / G3_QK, (int64_t)(o / rb),
+                                                               (int64_t)(in_row / bs), in_row % bs)];
+    }
+}
+
+void g3_x8_dequantize_row(g3_wtype t, const void *x8, int64_t n_in, int64_t r, float *y) {
+    for (int64_t b = 0; b < n_in / G3_QK; b++) {
+        uint8_t blk[sizeof(g3_block_q8_0)];
+        x8_block(t, x8, n_in / G3_QK, r, b, blk);
+        g3_dequantize_row(t, blk, y + b * G3_QK, G3_QK);
+    }
+}
+
 /* ---- Q8 activations ------------------------------------------------------------------------- */
 
 /* A quantized activation row of nb = n_in / 32 blocks, struct-of-arrays so that SIMD loads the
@@ -238,32 +306,97 @@ static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *
     }
 }
 
-/* fp32 activations against dequantized blocks: per block sum(q * x), then times d. */
+/* fp32 activations against a dequantized block: sum(q * x), then times d. */
+static float block_dot_f32_scalar(g3_wtype wtype, const uint8_t *blk, const float *x) {
+    float q[G3_QK], s = 0.0f;
+    float d;
+    if (wtype == G3_WTYPE_Q8_0) {
+        const g3_block_q8_0 *b8 = (const void *)blk;
+        d = g3_f16_to_f32(b8->d);
+        for (int j = 0; j < G3_QK; j++) q[j] = (float)b8->qs[j];
+    } else {
+        const g3_block_q4_0 *b4 = (const void *)blk;
+        d = g3_f16_to_f32(b4->d);
+        for (int j = 0; j < G3_QK / 2; j++) {
+            q[j] = (float)((b4->qs[j] & 15) - 8);
+            q[j + G3_QK / 2] = (float)((b4->qs[j] >> 4) - 8);
+        }
+    }
+    for (int j = 0; j < G3_QK; j++) s += q[j] * x[j];
+    return d * s;
+}
+
 static void matmul_q_f32_scalar(g3_wtype wtype, float *Y, size_t ldy, const void *W,
                                 const float *X, size_t ldx, int n_tok, int n_in, int r0, int r1) {
-    const size_t row_bytes = g3_wtype_row_bytes(wtype, n_in);
+    const size_t row_bytes = g3_wtype_row_bytes(wtype, n_in), bs = block_bytes(wtype);
     for (int t = 0; t < n_tok; t++) {
         const float *x = X + (size_t)t * ldx;
         for (int r = r0; r < r1; r++) {
-            const char *row = (const char *)W + (size_t)r * row_bytes;
+            const uint8_t *row = (const uint8_t *)W + (size_t)r * row_bytes;
             float acc = 0.0f;
-            for (int b = 0; b < n_in / G3_QK; b++) {
-                float q[G3_QK], s = 0.0f;
-                float d;
-                if (wtype == G3_WTYPE_Q8_0) {
-                    const g3_block_q8_0 *blk = (const g3_block_q8_0 *)(const void *)row + b;
-                    d = g3_f16_to_f32(blk->d);
-                    for (int j = 0; j < G3_QK; j++) q[j] = (float)blk->qs[j];
-                } else {
-                    const g3_block_q4_0 *blk = (const g3_block_q4_0 *)(const void *)row + b;
-                    d = g3_f16_to_f32(blk->d);
-                    for (int j = 0; j < G3_QK / 2; j++) {
-                        q[j] = (float)((blk->qs[j] & 15) - 8);
-                        q[j + G3_QK / 2] = (float)((blk->qs[j] >> 4) - 8);
-                    }
-                }
-                for (int j = 0; j < G3_QK; j++) s += q[j] * x[b * G3_QK + j];
-                acc += d * s;
+            for (int b = 0; b < n_in / G3_QK; b++) acc += block_dot_f32_scalar(wtype, row + (size_t)b * bs, x + b * G3_QK);
+            Y[(size_t)t * ldy + r] = acc;
+        }
+    }
+}
+
+/* The x8 layout's reference: each block's exact integer sum, then one fma per block. */
+static int32_t x8_block_isum(g3_wtype t, const uint8_t *x8, int64_t nb, int r, int b, const int8_t *aq,
+                             int32_t c4) {
+    const size_t bs = block_bytes(t);
+    int32_t isum = t == G3_WTYPE_Q4_0 ? c4 : 0;
+    for (int j = 0; j < G3_QK; j++) {
+        if (t == G3_WTYPE_Q8_0) {
+            isum += (int8_t)x8[x8_offset(bs, nb, r, b, 2 + (size_t)j)] * aq[j];
+        } else {
+            const uint8_t q = x8[x8_offset(bs, nb, r, b, 2 + (size_t)(j % 16))];
+            isum += (j < 16 ? q & 15 : q >> 4) * aq[j];
+        }
+    }
+    return isum;
+}
+
+static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, const void *Xq,
+                             int n_tok, int n_in, int r0, int r1) {
+    const int nb = n_in / G3_QK;
+    const uint8_t *x8 = W;
+    for (int tk = 0; tk < n_tok; tk++) {
+        const act_row a = act_row_at(Xq, n_in, tk);
+        for (int r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                uint16_t h;
+                memcpy(&h, x8 + x8_offset(block_bytes(t), nb, r, b, 0), 2);
+                const int32_t isum = x8_block_isum(t, x8, nb, r, b, a.q + b * G3_QK, a.c4[b]);
+                acc = fmaf((float)isum, g3_f16_to_f32(h) * a.d[b], acc);
+            }
+            Y[(size_t)tk * ldy + r] = acc;
+        }
+    }
+}
+
+static void matmul_q8_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                  int n_in, int r0, int r1) {
+    matmul_x8_scalar(G3_WTYPE_Q8_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q4_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                  int n_in, int r0, int r1) {
+    matmul_x8_scalar(G3_WTYPE_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+/* fp32 activations: the row layout's computation, each block fetched from its group. */
+static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const void *W,
+                                   const float *X, size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    const int nb = n_in / G3_QK;
+    for (int t = 0; t < n_tok; t++) {
+        const float *x = X + (size_t)t * ldx;
+        for (int r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                uint8_t blk[sizeof(g3_block_q8_0)];
+                x8_block(wtype, W, nb, r, b, blk);
+                acc += block_dot_f32_scalar(wtype, blk, x + b * G3_QK);
             }
             Y[(size_t)t * ldy + r] = acc;
         }
@@ -276,6 +409,9 @@ static const g3_quant_kernels quant_scalar = {
     .matmul_q8_0 = matmul_q8_0_scalar,
     .matmul_q4_0 = matmul_q4_0_scalar,
     .matmul_q_f32 = matmul_q_f32_scalar,
+    .matmul_q8_0_x8 = matmul_q8_0_x8_scalar,
+    .matmul_q4_0_x8 = matmul_q4_0_x8_scalar,
+    .matmul_q_f32_x8 = matmul_q_f32_x8_scalar,
 };
 
 /* ---- x86 SIMD tables ------------------------------------------------------------------------ */
@@ -293,6 +429,8 @@ static const g3_quant_kernels quant_scalar = {
 #define INLINE static inline __attribute__((always_inline))
 /* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
 #define PF_ROWS 16
+/* x8 decode's prefetch distance in bytes (4 Q4_0 group-blocks; see quant-avx2.inc) */
+#define X8_AHEAD 576
 
 #define Q_TARGET __attribute__((target("avx2,fma,f16c")))
 #define Q_FN(name) name##_avx2

@@ -52,6 +52,32 @@ void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n);
 /* Back to float: y[i] = d * q (Q8_0) or d * (q - 8) (Q4_0). */
 void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
 
+/* The x8 layout: a matrix's rows taken 8 at a time (the last group padded with zero rows), each
+ * group stored block by block. A group's block b holds the 8 rows' blocks b side by side: their
+ * 8 fp16 scales (16 bytes), then their quant bytes interleaved 4 at a time, in 32-byte runs:
+ *   byte 4k + i of run s = quant byte 4s + i of row k   (Q4_0: runs 0..3; Q8_0: runs 0..7)
+ * So one 32-byte load holds 4 consecutive quant bytes of each of 8 rows, one row per 32-bit lane:
+ * a row's integer dot product stays in its lane, and its scale in the same lane of one fp16 load.
+ * The group of row r (r a multiple of 8) starts at r * g3_wtype_row_bytes(t, n_in), as the row
+ * would in the row layout, so a view from such a row is a matrix again. The AVX2 kernels read it
+ * (llama.cpp repacks Q4_0 likewise for AVX2); files keep the row layout. */
+typedef enum g3_layout { G3_LAYOUT_ROWS = 0, G3_LAYOUT_X8 = 1 } g3_layout;
+
+enum { G3_X8 = 8 }; /* rows per group */
+
+/* Bytes of a [rows][n_in] matrix of block type t in the x8 layout (rows rounded up to 8). */
+size_t g3_x8_bytes(g3_wtype t, int64_t rows, int64_t n_in);
+/* Writes rows [0, rows) of the row-layout matrix src as x8 groups at dst (g3_x8_bytes; the
+ * padding rows of a last partial group are zero). */
+void g3_x8_pack(g3_wtype t, void *dst, const void *src, int64_t rows, int64_t n_in);
+/* Bytes [offset, offset + n) of the matrix as the row layout would hold them, read from its x8
+ * layout (so that what identifies a model does not depend on its layout). */
+void g3_x8_read(g3_wtype t, const void *x8, int64_t n_in, size_t offset, size_t n, void *out);
+/* Row r of an x8 matrix dequantized, as g3_dequantize_row of that row. */
+void g3_x8_dequantize_row(g3_wtype t, const void *x8, int64_t n_in, int64_t r, float *y);
+/* Offset in an x8 matrix of the fp16 scale of block b of row r. */
+size_t g3_x8_scale_offset(g3_wtype t, int64_t n_in, int64_t r, int64_t b);
+
 /* IEEE half <-> float, round-to-nearest-even (as F16C and ggml's software path). */
 uint16_t g3_f32_to_f16(float f);
 
@@ -77,6 +103,19 @@ typedef struct g3_quant_kernels {
     /* The same with fp32 activations (the --exact mode): X[t*ldx + k]. */
     void (*matmul_q_f32)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                          size_t ldx, int n_tok, int n_in, int r0, int r1);
+    /* The same three on a matrix in the x8 layout (any r0 <= r1 within its rows), or NULL where
+     * the table reads the row layout only. Per output one fp32 chain over the blocks in order,
+     * acc = fma(isum, d_w * d_x, acc), isum the block's exact integer dot product (with Q4_0's
+     * correction), so every table that has them gives the same bits (the scalar one included).
+     * _f32: per output the row layout's computation of the same table (the same bits). */
+    void (*matmul_q8_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                           int n_in, int r0, int r1);
+    void (*matmul_q4_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                           int n_in, int r0, int r1);
+    void (*matmul_q_f32_x8)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
+                            size_t ldx, int n_tok, int n_in, int r0, int r1);
+    /* 1: the x8 kernels are this table's fast ones (models are best repacked for it) */
+    int prefer_x8;
 } g3_quant_kernels;
 
 /* The table for an ISA level (the same levels as g3_kernels_get): the best variant the CPU has

@@ -206,20 +206,34 @@ static uint64_t config_hash(const g3_config *c) {
 
 #define SAMPLE_BYTES 4096
 
+/* The bytes [offset, offset + n) of a matrix as its row layout holds them (whatever its layout
+ * in memory: a state does not depend on it). */
+static void hash_bytes(g3_hasher *h, g3_matrix m, int64_t n_in, size_t offset, size_t n) {
+    if (m.layout != G3_LAYOUT_X8) {
+        g3_hash64_update(h, (const char *)m.data + offset, n);
+        return;
+    }
+    unsigned char buf[SAMPLE_BYTES];
+    for (size_t done = 0; done < n; done += sizeof buf) {
+        const size_t k = n - done < sizeof buf ? n - done : sizeof buf;
+        g3_x8_read(m.type, m.data, n_in, offset + done, k, buf);
+        g3_hash64_update(h, buf, k);
+    }
+}
+
 /* A matrix's type and shape, and its bytes at the start, middle and end (all of a small one). */
 static void hash_matrix(g3_hasher *h, g3_matrix m, int64_t rows, int64_t n_in) {
     hash_u64(h, (uint64_t)m.type);
     hash_u64(h, (uint64_t)rows);
     hash_u64(h, (uint64_t)n_in);
     size_t bytes = (size_t)rows * g3_wtype_row_bytes(m.type, n_in);
-    const char *d = m.data;
     if (bytes <= 3 * SAMPLE_BYTES) {
-        g3_hash64_update(h, d, bytes);
+        hash_bytes(h, m, n_in, 0, bytes);
         return;
     }
-    g3_hash64_update(h, d, SAMPLE_BYTES);
-    g3_hash64_update(h, d + bytes / 2 - SAMPLE_BYTES / 2, SAMPLE_BYTES);
-    g3_hash64_update(h, d + bytes - SAMPLE_BYTES, SAMPLE_BYTES);
+    hash_bytes(h, m, n_in, 0, SAMPLE_BYTES);
+    hash_bytes(h, m, n_in, bytes / 2 - SAMPLE_BYTES / 2, SAMPLE_BYTES);
+    hash_bytes(h, m, n_in, bytes - SAMPLE_BYTES, SAMPLE_BYTES);
 }
 
 static void hash_norm(g3_hasher *h, const float *w, int n) {

@@ -72,7 +72,7 @@ static void add_norm(binding *b, int *n, const char *prefix, const char *name, i
 
 /* Finds and checks one tensor; adds the arena bytes it needs (none when used in place). */
 static int check_binding(const char *dir, binding *b, const g3_st *st, enum source src,
-                         g3_wtype qtype, size_t *arena_bytes) {
+                         g3_wtype qtype, g3_layout layout, size_t *arena_bytes) {
     char want[64], got[160];
     const g3_tensor *t = g3_st_find(st, b->name);
     if (!t)
@@ -117,8 +117,9 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
     if (b->kind == BIND_NORM) {
         need = n * sizeof(float);
         b->used_bytes = t->n_bytes;
-    } else if (src == SRC_QUANTIZE) {
-        need = (size_t)b->shape[0] * g3_wtype_row_bytes(qtype, b->shape[1]);
+    } else if (src == SRC_QUANTIZE || (src == SRC_QFILE && layout == G3_LAYOUT_X8)) {
+        need = layout == G3_LAYOUT_X8 ? g3_x8_bytes(qtype, b->shape[0], b->shape[1])
+                                      : (size_t)b->shape[0] * g3_wtype_row_bytes(qtype, b->shape[1]);
         b->used_bytes = need;
     } else if (src == SRC_QFILE) {
         if ((uintptr_t)t->data & 1u) need = t->n_bytes;
@@ -169,13 +170,22 @@ static void row_to_f32(const g3_tensor *t, int64_t r, int64_t cols, float *out) 
 }
 
 /* Quantizing rows [r0, r1) of one source matrix into dst (row r0 at dst), on the pool. Each
- * thread widens a row into its own fp32 row buffer (rowbuf + ith * cols). */
+ * thread widens a row into its own fp32 row buffer (scratch.rowbuf + ith * cols); in the x8
+ * layout (r0 a multiple of 8) it quantizes a group of rows into its own group buffer
+ * (scratch.groupbuf + ith * 8 * scratch.row_max bytes) and packs that. */
+typedef struct quant_scratch {
+    float *rowbuf;
+    uint8_t *groupbuf;
+    size_t row_max;
+} quant_scratch;
+
 typedef struct quant_job {
     const g3_tensor *t;
     g3_wtype type;
+    g3_layout layout;
     int64_t cols, r0, r1;
     uint8_t *dst;
-    float *rowbuf;
+    quant_scratch scratch;
     g3_quantize_row_fn quantize; /* g3_quantize_row or its byte-identical fast version */
     int64_t *first_bad; /* [nth]: the thread's first non-finite source element (r * cols + c), or -1 */
 } quant_job;
@@ -200,15 +210,17 @@ static int64_t first_bad_source(const g3_tensor *t, const uint8_t *src, const fl
 
 static void task_quantize(void *ctx, int ith, int nth) {
     const quant_job *j = ctx;
+    const int x8 = j->layout == G3_LAYOUT_X8;
     int lo, hi;
-    g3_split((int)(j->r1 - j->r0), ith, nth, 1, &lo, &hi);
+    g3_split((int)(j->r1 - j->r0), ith, nth, x8 ? G3_X8 : 1, &lo, &hi);
     const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
     const size_t src_row = (size_t)j->cols * g3_dtype_size(j->t->dtype);
-    float *buf = j->rowbuf + (size_t)ith * (size_t)j->cols;
+    float *buf = j->scratch.rowbuf + (size_t)ith * (size_t)j->cols;
+    uint8_t *group = x8 ? j->scratch.groupbuf + (size_t)ith * G3_X8 * j->scratch.row_max : NULL;
     const int f16 = j->t->dtype == G3_DTYPE_F16; /* widened first (F16 checkpoints are rare) */
     j->first_bad[ith] = -1;
     for (int64_t r = lo; r < hi; r++) {
-        uint8_t *dst = j->dst + (size_t)r * rb;
+        uint8_t *dst = x8 ? group + (size_t)(r % G3_X8) * rb : j->dst + (size_t)r * rb;
         const uint8_t *src = (const uint8_t *)j->t->data + (size_t)(j->r0 + r) * src_row;
         if (f16) row_to_f32(j->t, j->r0 + r, j->cols, buf);
         int ok = f16 ? j->quantize(j->type, buf, 0, dst, j->cols)
@@ -218,7 +230,25 @@ static void task_quantize(void *ctx, int ith, int nth) {
             j->first_bad[ith] = (j->r0 + r) * j->cols + (bad >= 0 ? bad : 0);
             return;
         }
+        if (x8 && (r % G3_X8 == G3_X8 - 1 || r == hi - 1)) /* a group done (or the matrix's last) */
+            g3_x8_pack(j->type, j->dst + (size_t)(r - r % G3_X8) * rb, group, r % G3_X8 + 1, j->cols);
     }
+}
+
+/* Copying rows [r0, r1) (r0 a multiple of 8) of a quantized source into the x8 layout. */
+typedef struct repack_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    g3_wtype type;
+    int64_t cols, rows;
+} repack_job;
+
+static void task_repack(void *ctx, int ith, int nth) {
+    const repack_job *j = ctx;
+    int lo, hi;
+    g3_split((int)j->rows, ith, nth, G3_X8, &lo, &hi);
+    const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
+    if (lo < hi) g3_x8_pack(j->type, j->dst + (size_t)lo * rb, j->src + (size_t)lo * rb, hi - lo, j->cols);
 }
 
 #define RELEASE_CHUNK_BYTES ((size_t)32 << 20) /* source bytes quantized between two releases */
@@ -242,16 +272,16 @@ static int bad_source_error(const char *dir, const char *name, int64_t at, int64
  * one piece (the embedding of a 12B model is 2 GB of bf16). Returns the first non-finite source
  * element (r * cols + c; nothing after it is quantized), or -1. */
 static int64_t quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
-                               int64_t rows, int64_t cols, uint8_t *dst, float *rowbuf,
-                               int64_t *first_bad) {
+                               g3_layout layout, int64_t rows, int64_t cols, uint8_t *dst,
+                               quant_scratch scratch, int64_t *first_bad) {
     const size_t src_row = (size_t)cols * g3_dtype_size(t->dtype);
     const size_t rb = g3_wtype_row_bytes(type, cols);
-    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row);
-    if (step < 1) step = 1;
+    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row) / G3_X8 * G3_X8; /* whole groups */
+    if (step < G3_X8) step = G3_X8;
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
-        quant_job j = {t, type, cols, r0, r1, dst + (size_t)r0 * rb, rowbuf, g3_quantize_row_best(),
-                       first_bad};
+        quant_job j = {t, type, layout, cols, r0, r1, dst + (size_t)r0 * rb, scratch,
+                       g3_quantize_row_best(), first_bad};
         g3_pool_run(pool, task_quantize, &j);
         g3_tensor piece = *t; /* the view of just these rows, to release */
         piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row;
@@ -263,11 +293,33 @@ static int64_t quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *
     return -1;
 }
 
+/* A quantized source tensor copied into the x8 layout on the pool, in pieces of about
+ * RELEASE_CHUNK_BYTES, each piece's source pages dropped once copied. */
+static void repack_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
+                          int64_t rows, int64_t cols, uint8_t *dst) {
+    const size_t rb = g3_wtype_row_bytes(type, cols);
+    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / rb) / G3_X8 * G3_X8;
+    if (step < G3_X8) step = G3_X8;
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t n = r0 + step < rows ? step : rows - r0;
+        repack_job j = {(const uint8_t *)t->data + (size_t)r0 * rb, dst + (size_t)r0 * rb, type, cols, n};
+        g3_pool_run(pool, task_repack, &j);
+        g3_tensor piece = *t;
+        piece.data = j.src;
+        piece.n_bytes = (size_t)n * rb;
+        g3_st_release(st, &piece);
+    }
+}
+
 /* Returns -1, or (quantizing) the first non-finite source element, which stops the load. */
 static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
-                            g3_pool *pool, float *rowbuf, int64_t *first_bad, const g3_st *st) {
+                            g3_layout layout, g3_pool *pool, quant_scratch scratch,
+                            int64_t *first_bad, const g3_st *st) {
     const g3_tensor *t = b->t;
-    if (b->kind == BIND_MATRIX) b->dst_m->type = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+    if (b->kind == BIND_MATRIX) {
+        b->dst_m->type = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+        b->dst_m->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
+    }
     if (b->arena_offset == (size_t)-1) {
         b->dst_m->data = t->data;
         return -1;
@@ -281,8 +333,11 @@ static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtyp
     }
     uint8_t *out = arena + b->arena_offset;
     if (src == SRC_QUANTIZE) {
-        int64_t bad = quantize_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out, rowbuf, first_bad);
+        int64_t bad = quantize_tensor(pool, st, t, qtype, layout, b->shape[0], b->shape[1], out,
+                                      scratch, first_bad);
         if (bad >= 0) return bad;
+    } else if (src == SRC_QFILE && layout == G3_LAYOUT_X8) {
+        repack_tensor(pool, st, t, qtype, b->shape[0], b->shape[1], out);
     } else if (src == SRC_QFILE || t->dtype == G3_DTYPE_BF16) {
         memcpy(out, t->data, t->n_bytes);
     } else {
@@ -411,36 +466,39 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
 }
 
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
-                        int n_threads, int populate, g3_weights *w);
+                        g3_layout layout, int n_threads, int populate, g3_weights *w);
 
 /* Binding only (gemma3 info, tests): mapped files are not faulted in. */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
-    return load_weights(dir, cfg, load, G3_WTYPE_AS_STORED, 0, 0, w);
+    return load_weights(dir, cfg, load, G3_WTYPE_AS_STORED, G3_LAYOUT_ROWS, 0, 0, w);
 }
 
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
-                       int n_threads, g3_weights *w) {
-    return load_weights(dir, cfg, load, want, n_threads, 1, w);
+                       g3_layout layout, int n_threads, g3_weights *w) {
+    return load_weights(dir, cfg, load, want, layout, n_threads, 1, w);
 }
 
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
-                        int n_threads, int populate, g3_weights *w) {
+                        g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
     if (want != G3_WTYPE_AS_STORED && (want < G3_WTYPE_BF16 || want > G3_WTYPE_Q4_0))
         return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not bf16, q8_0 or q4_0", dir, want);
     const int may_quantize = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0;
-    /* Quantizing reads each source tensor once: map it (no copy) and drop its pages after. */
+    /* Quantizing or repacking reads each source tensor once: map it (no copy) and drop its
+     * pages after. Used in place: read on n_threads threads, or mapped and faulted in on them. */
+    const int lazy = may_quantize || layout == G3_LAYOUT_X8;
     g3_st *st;
-    /* Used in place: read on n_threads threads, or mapped and faulted in on them. */
-    int rc = may_quantize ? g3_st_open_dir_as(dir, G3_ST_LOAD_MMAP, &st)
-                          : g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
+    int rc = lazy ? g3_st_open_dir_as(dir, G3_ST_LOAD_MMAP, &st)
+                  : g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     enum source src = SRC_PLAIN;
     g3_wtype qtype = G3_WTYPE_BF16;
     rc = resolve_source(dir, st, want, &src, &qtype);
-    if (rc == GEMMA3_OK && src == SRC_QFILE && may_quantize && load != G3_ST_LOAD_MMAP) {
-        /* already quantized: used in place, so bring it in the way the caller asked */
+    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;
+    if (rc == GEMMA3_OK && lazy && src != SRC_QUANTIZE && !repack &&
+        (!may_quantize || load != G3_ST_LOAD_MMAP)) {
+        /* used in place after all: bring it in the way the caller asked */
         g3_st_close(st);
         w->st = NULL;
         rc = g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
@@ -453,31 +511,36 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
 
     size_t arena_bytes = 0, max_cols = 0;
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-        rc = check_binding(dir, &b[i], st, src, qtype, &arena_bytes);
+        rc = check_binding(dir, &b[i], st, src, qtype, layout, &arena_bytes);
         if (b[i].kind == BIND_MATRIX && (size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
     }
     g3_pool *pool = NULL;
-    float *rowbuf = NULL;
+    quant_scratch scratch = {NULL, NULL, g3_wtype_row_bytes(qtype, (int64_t)max_cols)};
+    size_t scratch_bytes = 0;
     int64_t *first_bad = NULL;
-    if (rc == GEMMA3_OK && src == SRC_QUANTIZE) {
+    if (rc == GEMMA3_OK && (src == SRC_QUANTIZE || repack)) {
         if (n_threads <= 0) n_threads = g3_n_cpus();
         rc = g3_pool_create(n_threads, &pool);
         if (rc == GEMMA3_OK && !(first_bad = malloc((size_t)n_threads * sizeof *first_bad)))
             rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", dir);
-        if (rc == GEMMA3_OK) {
-            /* per-thread fp32 rows, in the arena's tail (still one allocation) */
-            arena_bytes += ((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63;
+        if (rc == GEMMA3_OK && src == SRC_QUANTIZE) {
+            /* per-thread fp32 rows (and x8 groups), in the arena's tail (still one allocation) */
+            scratch_bytes = (size_t)n_threads * max_cols * sizeof(float);
+            if (layout == G3_LAYOUT_X8) scratch_bytes += (size_t)n_threads * G3_X8 * scratch.row_max;
+            scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
+            arena_bytes += scratch_bytes;
         }
     }
     if (rc == GEMMA3_OK && arena_bytes) {
         w->owned = arena_alloc(arena_bytes);
         w->owned_bytes = arena_bytes;
-        if (!w->owned)
+        if (!w->owned) {
             rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for the weights (%zu bytes)", dir,
                           arena_bytes);
-        else if (pool)
-            rowbuf = (float *)(void *)((uint8_t *)w->owned + arena_bytes -
-                                       (((size_t)n_threads * max_cols * sizeof(float) + 63) & ~(size_t)63));
+        } else if (scratch_bytes) {
+            scratch.rowbuf = (float *)(void *)((uint8_t *)w->owned + arena_bytes - scratch_bytes);
+            scratch.groupbuf = (uint8_t *)(scratch.rowbuf + (size_t)n_threads * max_cols);
+        }
     }
     double t0 = g3_now();
     if (rc == GEMMA3_OK && pool) {
@@ -486,7 +549,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     }
     if (rc == GEMMA3_OK) {
         for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-            int64_t bad = fill_binding(&b[i], w->owned, src, qtype, pool, rowbuf, first_bad, st);
+            int64_t bad = fill_binding(&b[i], w->owned, src, qtype, layout, pool, scratch, first_bad, st);
             if (bad >= 0) {
                 rc = bad_source_error(dir, b[i].name, bad, b[i].shape[1], qtype);
                 break;
@@ -500,9 +563,11 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
                 if (b[i].kind == BIND_MATRIX)
                     w->n_params += b[i].shape[0] * b[i].shape[1] - b[i].t->n_elements;
         w->wtype = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+        w->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
         if (!w->lm_head.data) w->lm_head = w->embed;
-        if (src == SRC_QUANTIZE) {
-            w->quantize_seconds = g3_now() - t0;
+        if (src == SRC_QUANTIZE) w->quantize_seconds = g3_now() - t0;
+        if (repack) w->repack_seconds = g3_now() - t0;
+        if (src == SRC_QUANTIZE || repack) {
             /* nothing points into the files any more */
             g3_st_close(w->st);
             w->st = NULL;
@@ -521,6 +586,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
 typedef struct scan_job {
     const uint8_t *data;
     g3_wtype type;
+    g3_layout layout;
     int64_t rows, cols;
     int64_t *first_bad; /* [nth] row * cols + element (BF16) or row * blocks + block; -1 none */
 } scan_job;
@@ -542,12 +608,13 @@ static void task_scan(void *ctx, int ith, int nth) {
     int lo, hi;
     g3_split((int)j->rows, ith, nth, 1, &lo, &hi);
     const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
-    const int bf16 = j->type == G3_WTYPE_BF16;
+    const int bf16 = j->type == G3_WTYPE_BF16, x8 = j->layout == G3_LAYOUT_X8;
     const int64_t per_row = bf16 ? j->cols : j->cols / G3_QK;
-    const size_t step = bf16 ? 2 : rb / (size_t)per_row; /* an element, or a whole block */
+    /* a row's elements or block scales lie at equal steps from its first, in either layout */
+    const size_t step = bf16 ? 2 : x8 && per_row > 1 ? g3_x8_scale_offset(j->type, j->cols, 0, 1) : rb / (size_t)per_row;
     j->first_bad[ith] = -1;
     for (int64_t r = lo; r < hi; r++) {
-        const uint8_t *row = j->data + (size_t)r * rb;
+        const uint8_t *row = j->data + (x8 ? g3_x8_scale_offset(j->type, j->cols, r, 0) : (size_t)r * rb);
         int any = 0;
         for (int64_t e = 0; e < per_row; e++) any |= bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step);
         if (!any) continue;
@@ -561,7 +628,7 @@ static void task_scan(void *ctx, int ith, int nth) {
 
 /* The first bad element of the matrix, or -1; in element units (BF16) or blocks. */
 static int64_t scan_matrix(g3_pool *pool, int64_t *first_bad, g3_matrix m, int64_t rows, int64_t cols) {
-    scan_job j = {m.data, m.type, rows, cols, first_bad};
+    scan_job j = {m.data, m.type, m.layout, rows, cols, first_bad};
     g3_pool_run(pool, task_scan, &j);
     for (int t = 0; t < g3_pool_size(pool); t++) /* thread order is row order */
         if (first_bad[t] >= 0) return first_bad[t];
@@ -661,7 +728,7 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     if (rc == GEMMA3_OK) rc = plan(src_dir, st, cfg, w, &b, &n);
     size_t arena_dummy = 0, max_cols = 0, max_row = 0;
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-        rc = check_binding(src_dir, &b[i], st, SRC_QUANTIZE, type, &arena_dummy);
+        rc = check_binding(src_dir, &b[i], st, SRC_QUANTIZE, type, G3_LAYOUT_ROWS, &arena_dummy);
         if (b[i].kind == BIND_MATRIX) {
             if ((size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
             size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
@@ -706,8 +773,8 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
             size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
             for (int64_t r = 0; r < b[i].shape[0] && rc == GEMMA3_OK; r += (int64_t)chunk_rows) {
                 int64_t r1 = r + (int64_t)chunk_rows < b[i].shape[0] ? r + (int64_t)chunk_rows : b[i].shape[0];
-                quant_job j = {t, type, b[i].shape[1], r, r1, buf, rowbuf, g3_quantize_row_best(),
-                               first_bad};
+                quant_job j = {t, type, G3_LAYOUT_ROWS, b[i].shape[1], r, r1, buf, {rowbuf, NULL, 0},
+                               g3_quantize_row_best(), first_bad};
                 g3_pool_run(pool, task_quantize, &j);
                 int64_t bad = job_first_bad(&j, pool);
                 if (bad >= 0) rc = bad_source_error(src_dir, b[i].name, bad, b[i].shape[1], type);

@@ -13,10 +13,12 @@
 #include "quant.h"
 #include "safetensors.h"
 
-/* A weight matrix [rows][n_in]: row r at data + r * g3_wtype_row_bytes(type, n_in). */
+/* A weight matrix [rows][n_in]: row r at data + r * g3_wtype_row_bytes(type, n_in), or for
+ * quantized blocks in the x8 layout its group there (quant.h). */
 typedef struct g3_matrix {
     const void *data;
     g3_wtype type;
+    g3_layout layout;
 } g3_matrix;
 
 typedef struct g3_layer_weights {
@@ -45,6 +47,8 @@ typedef struct g3_weights {
     int64_t n_bytes;          /* their bytes as stored in the files */
     int64_t n_bytes_used;     /* the matrices' bytes as used (bf16 or blocks) plus the norms' */
     double quantize_seconds;  /* wall time of quantizing at load (0 when none) */
+    double repack_seconds;    /* wall time of copying a quantized checkpoint into the x8 layout */
+    g3_layout layout;         /* of the quantized matrices */
     g3_st_load_info load_info; /* how the checkpoint's files were brought in */
     const char *prefix;       /* tensor-name prefix found: "model.", "language_model.model." ... */
     g3_st *st;                /* owned; NULL after quantizing at load (nothing points into it) */
@@ -60,15 +64,18 @@ typedef struct g3_weights {
  * files are not faulted in (for inspecting a checkpoint). */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w);
 
-/* want: G3_WTYPE_AS_STORED, or the g3_wtype every matrix must have.
+/* want: G3_WTYPE_AS_STORED, or the g3_wtype every matrix must have; layout: how quantized
+ * matrices lie in memory (BF16 ones always in rows).
  *   - a plain (BF16/F16/F32) checkpoint: as stored or BF16 binds BF16 as g3_weights_load does;
  *     Q8_0/Q4_0 quantizes every matrix at load, on n_threads threads (0 = all CPUs), from the
  *     mapped files tensor by tensor, dropping each source tensor's pages once it is quantized
  *     (so the peak is the quantized weights plus about one source tensor);
- *   - a quantized checkpoint (__metadata__ "gemma3.quant"): its U8 matrices are used in place;
- *     asking for another type is refused (no requantization). */
+ *     (in the x8 layout: written there directly, a group of rows at a time);
+ *   - a quantized checkpoint (__metadata__ "gemma3.quant"): its U8 matrices are used in place,
+ *     or in the x8 layout copied there from the mapped files on n_threads threads (source pages
+ *     dropped as they are copied); asking for another type is refused (no requantization). */
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
-                       int n_threads, g3_weights *w);
+                       g3_layout layout, int n_threads, g3_weights *w);
 /* n_threads (0 = all CPUs) also reads the files (READ) or faults in the mappings (MMAP) when the
  * matrices are used in place. */
 void g3_weights_free(g3_weights *w);

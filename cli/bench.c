@@ -162,11 +162,13 @@ static void print_json(const char *model, const gemma3_model_info *info, const c
                "\"type_v\": \"%s\", \"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, "
                "\"n_gen\": %d, \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, "
                "\"stddev_ts\": %.6f, \"load_mode\": \"%s\", \"load_auto\": %s, "
-               "\"load_bytes\": %lld, \"load_s\": %.6f, \"samples_ns\": [",
+               "\"load_bytes\": %lld, \"load_s\": %.6f, \"weight_layout\": \"%s\", "
+               "\"quantize_s\": %.6f, \"repack_s\": %.6f, \"samples_ns\": [",
                model, (long long)info->weight_bytes, (long long)info->n_params, isa, n_batch,
                kv_type, kv_type, r->n_threads, r->test, r->n_prompt, r->n_gen, r->avg_ns,
                r->stddev_ns, r->avg_ts, r->stddev_ts, info->load_mode,
-               info->load_auto ? "true" : "false", (long long)info->load_bytes, info->load_seconds);
+               info->load_auto ? "true" : "false", (long long)info->load_bytes, info->load_seconds,
+               info->weight_layout, info->quantize_seconds, info->repack_seconds);
         for (int i = 0; i < r->n_samples; i++) printf("%s%.0f", i ? ", " : "", r->samples_ns[i]);
         printf("]}%s\n", k + 1 < n ? "," : "");
     }
@@ -251,10 +253,14 @@ static int run_bench(gemma3_model *model, const cli_model_opts *mo, const bench_
                    mo->sp.n_batch ? mo->sp.n_batch : 512, results, n_results);
     if (!status && args->format == OUT_CSV) print_csv(label, &info, isa, results, n_results);
     char rate[32];
-    if (!status && args->format == OUT_MD)
-        printf("\nload: %s%s, %.2f GB in %.3f s%s%s\n", info.load_mode,
+    if (!status && args->format == OUT_MD) {
+        printf("\nload: %s%s, %.2f GB in %.3f s%s%s", info.load_mode,
                info.load_auto ? " (auto)" : "", (double)info.load_bytes / 1e9, info.load_seconds,
                cli_load_rate(&info, rate, sizeof rate), info.load_from_disk ? ", from the disk as used (does not fit in memory)" : "");
+        if (info.quantize_seconds > 0) printf("; quantized in %.3f s", info.quantize_seconds);
+        if (info.repack_seconds > 0) printf("; repacked in %.3f s", info.repack_seconds);
+        printf("; weights %s, %s layout\n", info.weight_type, info.weight_layout);
+    }
     free(tokens);
     free(results);
     return status;

@@ -91,11 +91,13 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
     cJSON_AddStringToObject(root, "stop_reason", stop_name(stop));
     cJSON_AddStringToObject(root, "isa", gemma3_session_isa(g->session));
     cJSON_AddStringToObject(root, "weight_type", g->info.weight_type);
+    cJSON_AddStringToObject(root, "weight_layout", g->info.weight_layout);
     cJSON_AddNumberToObject(root, "n_threads", gemma3_session_n_threads(g->session));
     cJSON_AddNumberToObject(root, "n_ctx", gemma3_session_n_ctx(g->session));
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(t, "load_ms", g->load_seconds * 1e3);
     cJSON_AddNumberToObject(t, "quantize_ms", g->info.quantize_seconds * 1e3);
+    cJSON_AddNumberToObject(t, "repack_ms", g->info.repack_seconds * 1e3);
     cJSON_AddNumberToObject(t, "prompt_n", g->n_prompt_tokens);
     cJSON_AddNumberToObject(t, "prompt_ms", g->prompt_seconds * 1e3);
     cJSON_AddNumberToObject(t, "prompt_per_second",

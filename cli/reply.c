@@ -206,9 +206,11 @@ void gen_print_summary(const gen_state *g, FILE *f) {
             per_second(g->n_gen_tokens, g->gen_seconds), g->gen_seconds);
     fprintf(f, "load: %.3f s", g->load_seconds);
     if (g->info.quantize_seconds > 0) fprintf(f, " (quantizing %.3f s)", g->info.quantize_seconds);
+    if (g->info.repack_seconds > 0) fprintf(f, " (repacking %.3f s)", g->info.repack_seconds);
     fprintf(f, " | %s%s", g->info.load_mode, g->info.load_auto ? " (auto)" : "");
     if (g->info.load_from_disk) fprintf(f, " from the disk");
-    fprintf(f, " | weights: %s | seed: %u | isa: %s | threads: %d\n", g->info.weight_type,
+    fprintf(f, " | weights: %s%s | seed: %u | isa: %s | threads: %d\n", g->info.weight_type,
+            strcmp(g->info.weight_layout, "x8") == 0 ? " (x8 layout)" : "",
             gemma3_sampler_seed(g->sampler), gemma3_session_isa(g->session),
             gemma3_session_n_threads(g->session));
 }

@@ -50,8 +50,10 @@ expect_error "quantize a NaN" 1 "cannot be quantized to q4_0" "$G3" quantize -m 
 if [ -e "$TMP/nan-q4/model.safetensors" ]; then bad "quantize of a NaN wrote a model"; else ok; fi
 "$G3" quantize -m "$M" -o "$TMP/q8" --type q8_0 -t 2 >/dev/null 2>&1 || bad "quantize q8_0"
 $POKE "$TMP/q8" "$TMP/q8nan" model.layers.1.mlp.down_proj.weight $((3 * 34 * 6 + 34)) 1 f16nan || bad "poke q8"
-expect_error "check-tensors q8_0" 1 "tensor model.layers.1.mlp.down_proj.weight: row 3, block 1: the q8_0 scale is not finite" \
-    "$G3" -m "$TMP/q8nan" -p hello -n 1 --check-tensors -t 2
+for layout in none x8; do # the scale found where each layout keeps it
+    expect_error "check-tensors q8_0 $layout" 1 "tensor model.layers.1.mlp.down_proj.weight: row 3, block 1: the q8_0 scale is not finite" \
+        "$G3" -m "$TMP/q8nan" -p hello -n 1 --check-tensors --repack $layout -t 2
+done
 expect_ok "check-tensors clean" "$G3" -m "$M" -p hello -n 2 --check-tensors -t 2
 # an infinity in a norm is refused at load, without --check-tensors
 $POKE "$M" "$TMP/infnorm" model.layers.3.post_attention_layernorm.weight 7 1 inf || bad "poke inf"

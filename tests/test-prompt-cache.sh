@@ -79,6 +79,14 @@ if grep -q '"prompt_cache_reused":0' "$TMP/all.json" && [ -n "$gen" ]; then ok; 
 same_as "after --prompt-cache-all" "$doc,$gen" --prompt-cache "$TMP/all.cache" --prompt-cache-ro
 has "after --prompt-cache-all" "prompt cache: 49 of 49 tokens reused"
 
+# ---- a state identifies the model, not how its blocks lie in memory --------------------------------
+"$G3" quantize -m "$M" -o "$TMP/q4" --type q4_0 -t 2 >/dev/null 2>&1 || bad "quantize q4_0"
+"$G3" -m "$TMP/q4" -t 2 -n 2 --repack none --prompt-ids "$doc" --prompt-cache "$TMP/q4.cache" >/dev/null 2>&1 ||
+    bad "q4_0 rows: saving the cache failed"
+"$G3" -m "$TMP/q4" -t 2 -n 2 --repack x8 --prompt-ids "$doc,7" --prompt-cache "$TMP/q4.cache" >/dev/null 2>"$TMP/err" ||
+    bad "q4_0 x8: $(cat "$TMP/err")"
+has "rows cache in x8" "prompt cache: 41 of 42 tokens reused"
+
 # ---- refusals: one line, exit 1 (2 for usage) ---------------------------------------------------
 expect_error "other model" 1 "saved from another model: weights hash" \
     "$G3" -m "$M2" -t 2 -n 4 --prompt-ids "$doc" --prompt-cache "$C"

@@ -422,7 +422,7 @@ static void test_weights_internal(void) {
     g3_config c;
     static g3_weights w;
     if (g3_config_load(GOLDEN "/tiny-causal/config.json", &c) != GEMMA3_OK) return;
-    int rc = g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_READ, G3_WTYPE_Q4_0, 1, &w);
+    int rc = g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_READ, G3_WTYPE_Q4_0, G3_LAYOUT_ROWS, 1, &w);
     CHECK_MSG(rc == GEMMA3_OK, "%s", gemma3_last_error());
     if (rc != GEMMA3_OK) return;
     CHECK(w.st == NULL);
@@ -430,7 +430,7 @@ static void test_weights_internal(void) {
     CHECK(w.lm_head.data == w.embed.data);
     CHECK(((uintptr_t)w.layers[2].wq.data & 63u) == 0);
     g3_weights_free(&w);
-    CHECK_EQ_INT(g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_MMAP, 7, 1, &w), GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_MMAP, 7, G3_LAYOUT_ROWS, 1, &w), GEMMA3_ERR_ARG);
 }
 
 /* ---- other layouts: untied head, sharded multimodal source, F32 source ----------------------- */
@@ -488,6 +488,115 @@ static void test_layouts(void) {
         }
         gemma3_model_free(mq);
         gemma3_model_free(mf);
+    }
+}
+
+/* ---- the x8 layout against the row layout ------------------------------------------------ */
+
+static gemma3_model *load_layout(const char *dir, enum gemma3_weight_type type, enum gemma3_repack repack) {
+    gemma3_model_params mp = {0};
+    mp.weight_type = type;
+    mp.n_threads = 2;
+    mp.repack = repack;
+    gemma3_model *m = NULL;
+    int rc = gemma3_model_load_ex(dir, &mp, &m);
+    CHECK_MSG(rc == GEMMA3_OK, "%s repack %d: %s", dir, (int)repack, gemma3_last_error());
+    return m;
+}
+
+/* On a vocabulary of 1001 rows (the LM head's last group of 8 holds one row): quantizing at load
+ * into x8 == the quantized directory repacked into x8, bit for bit, on every thread count and
+ * split; both within rounding of the row layout; every table that lacks x8 kernels refused with
+ * one line. */
+static void test_x8_models(void) {
+    const char *bdir = getenv("G3_BUILD");
+    char src[700], cmd[2000];
+    snprintf(src, sizeof src, "%s/x8-src", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' --seed 6 --vocab 1001 >/dev/null",
+             bdir ? bdir : "build", src);
+    if (system(cmd) != 0) {
+        CHECK_MSG(0, "%s failed", cmd);
+        return;
+    }
+    static const enum gemma3_weight_type types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
+    static const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (int ti = 0; ti < 2; ti++) {
+        const char *tname = gemma3_weight_type_name(types[ti]);
+        char dst[760];
+        snprintf(dst, sizeof dst, "%s/x8-%s", tmpdir, tname);
+        CHECK_MSG(gemma3_quantize(src, dst, types[ti], 2) == GEMMA3_OK, "%s", gemma3_last_error());
+        gemma3_model *rows = load_layout(src, types[ti], GEMMA3_REPACK_NONE);
+        gemma3_model *at_load = load_layout(src, types[ti], GEMMA3_REPACK_X8);
+        gemma3_model *from_file = load_layout(dst, GEMMA3_WEIGHTS_AS_STORED, GEMMA3_REPACK_X8);
+        if (!rows || !at_load || !from_file) goto next;
+        gemma3_model_info ir, il, ifl;
+        gemma3_model_get_info(rows, &ir);
+        gemma3_model_get_info(at_load, &il);
+        gemma3_model_get_info(from_file, &ifl);
+        CHECK(strcmp(ir.weight_layout, "rows") == 0 && strcmp(il.weight_layout, "x8") == 0 &&
+              strcmp(ifl.weight_layout, "x8") == 0);
+        CHECK(ifl.repack_seconds > 0 && il.repack_seconds == 0 && ir.repack_seconds == 0);
+        CHECK(il.quantize_seconds > 0 && ifl.quantize_seconds == 0);
+        const int V = il.vocab_size;
+        CHECK_EQ_INT(V, 1001);
+        /* the padding of the last group is memory, not weights */
+        CHECK_EQ_INT(il.weight_bytes, ir.weight_bytes + 7 * (int64_t)g3_wtype_row_bytes(
+                                          types[ti] == GEMMA3_WEIGHTS_Q8_0 ? G3_WTYPE_Q8_0 : G3_WTYPE_Q4_0, il.hidden_size));
+        const size_t bytes = (size_t)N_TOK * V * sizeof(float);
+        float *a = malloc(bytes), *b = malloc(bytes), *r = malloc(bytes);
+        int32_t tok[N_TOK];
+        for (int i = 0; i < N_TOK; i++) tok[i] = (int32_t)((i * 7919 + 5) % V);
+        for (int ii = 0; ii < 3; ii++) {
+            if (!g3_kernels_get((g3_isa)ii)) {
+                CHECK_SKIP("isa %s (this CPU lacks it): x8 %s", isas[ii], tname);
+                continue;
+            }
+            if (!g3_quant_kernels_get((g3_isa)ii)->matmul_q4_0_x8) {
+                gemma3_session_params sp = gemma3_session_default_params();
+                sp.isa = isas[ii];
+                gemma3_session *s = NULL;
+                CHECK_EQ_INT(gemma3_session_init(at_load, &sp, &s), GEMMA3_ERR_UNSUPPORTED);
+                CHECK(s == NULL && one_line(gemma3_last_error()) && strstr(gemma3_last_error(), "x8"));
+                continue;
+            }
+            for (int exact = 0; exact <= 1; exact++) {
+                char what[96];
+                snprintf(what, sizeof what, "x8 %s %s%s", tname, isas[ii], exact ? " exact" : "");
+                all_logits(at_load, exact, isas[ii], tok, a, V);
+                all_logits(from_file, exact, isas[ii], tok, b, V);
+                CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: quantized at load != repacked file", what);
+                static const int ones[] = {1}, uneven[] = {5, 3, 9, 1, 14};
+                for (int nt = 1; nt <= 3; nt += 2) {
+                    gemma3_session *s = new_session(from_file, exact, isas[ii], nt, 0);
+                    if (!s) continue;
+                    run_split(s, tok, nt == 1 ? ones : uneven, nt == 1 ? 1 : 5, b, V);
+                    CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: %d threads, split calls differ", what, nt);
+                    gemma3_session_free(s);
+                }
+                all_logits(rows, exact, isas[ii], tok, r, V);
+                double diff = 0, sq = 0, ref_sq = 0;
+                for (size_t i = 0; i < (size_t)N_TOK * V; i++) {
+                    const double e = fabs((double)a[i] - r[i]);
+                    if (!(e <= diff)) diff = e;
+                    sq += e * e;
+                    ref_sq += (double)r[i] * r[i];
+                }
+                const double rms = sqrt(sq / ((double)N_TOK * V)), ref_rms = sqrt(ref_sq / ((double)N_TOK * V));
+                /* exact mode reads the same blocks in the same order: the same bits. The default
+                 * mode sums the blocks in another order, and a last-bit change of an activation
+                 * can move its 8-bit rounding by a step, so layers apart the logits differ as
+                 * much as two kernel tables' do (rows scalar vs avx2 Q4_0: max 0.065 here), far
+                 * inside Q4_0's own error (rms 0.75 allowed against HF fp32 above) */
+                CHECK_MSG(exact ? diff == 0 : rms <= 0.05 * ref_rms && diff <= 0.5 * ref_rms,
+                          "%s: |x8 - rows| max %.3g rms %.3g (logits rms %.3g)", what, diff, rms, ref_rms);
+                printf("%-28s |x8 - rows| max %.3g rms %.3g (logits rms %.3g)\n", what, diff, rms, ref_rms);
+            }
+        }
+        free(a), free(b), free(r);
+    next:
+        gemma3_model_free(rows);
+        gemma3_model_free(at_load);
+        gemma3_model_free(from_file);
     }
 }
 
@@ -755,6 +864,7 @@ int main(void) {
     }
     test_weights_internal();
     test_layouts();
+    test_x8_models();
     test_fast_quantizer();
     test_malformed();
     test_quantize_errors();

@@ -287,37 +287,47 @@ typedef struct shape {
     int rows, n_in, n_tok;
 } shape;
 
-/* Runs matmul (wtype, quantized activations unless exact) of table k for rows [r0, r1) and all
- * tokens into Y (ldy = rows + 3). */
-static void run_mm(const g3_quant_kernels *k, g3_wtype wt, int exact, float *Y, size_t ldy,
+/* Runs matmul (wtype, quantized activations unless exact, W in the row or the x8 layout) of
+ * table k for rows [r0, r1) and all tokens into Y (ldy = rows + 3). */
+static void run_mm(const g3_quant_kernels *k, g3_wtype wt, int exact, int x8, float *Y, size_t ldy,
                    const void *W, const void *Xq, const float *X, shape s, int t0, int nt, int r0,
                    int r1) {
     const size_t ab = g3_act_row_bytes(s.n_in);
     float *Yt = Y + (size_t)t0 * ldy;
+    const float *Xt = X + (size_t)t0 * s.n_in;
+    const void *Xqt = (const char *)Xq + (size_t)t0 * ab;
     if (exact)
-        k->matmul_q_f32(wt, Yt, ldy, W, X + (size_t)t0 * s.n_in, (size_t)s.n_in, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)(wt, Yt, ldy, W, Xt, (size_t)s.n_in, nt, s.n_in, r0, r1);
     else if (wt == G3_WTYPE_Q8_0)
-        k->matmul_q8_0(Yt, ldy, W, (const char *)Xq + (size_t)t0 * ab, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
     else
-        k->matmul_q4_0(Yt, ldy, W, (const char *)Xq + (size_t)t0 * ab, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
 }
+
+typedef struct mm_counts {
+    int tol, det, store, x8_bits;
+} mm_counts;
 
 /* One shape, one weight type, one mode: every table against scalar within the bound of the
  * header comment; and per table the determinism contract, bitwise: all tokens in one call ==
  * one call per token, and rows [r0, r1) in one call == two calls split at an odd row. The
- * matrix ends at an inaccessible page (guarded_copy): no kernel may read past its last row. */
-static void test_matmul_shape(g3_wtype wt, int exact, shape s, int *bad_tol, int *bad_det,
-                              int *bad_store) {
+ * same in the x8 layout for the tables that read it, whose results must also be bit for bit
+ * the scalar x8 kernel's (default mode) or the table's own row-layout results (exact mode). The
+ * matrices end at an inaccessible page (guarded_copy): no kernel may read past its last row. */
+static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
     const int nb = s.n_in / G3_QK;
     const size_t ldy = (size_t)s.rows + 3, ny = ldy * (size_t)s.n_tok;
     float *deq = xmalloc((size_t)s.rows * s.n_in * sizeof *deq);
     float *X = xmalloc((size_t)s.n_tok * s.n_in * sizeof *X);
     void *W_heap = make_weights(wt, s.rows, s.n_in, deq);
+    const size_t x8_bytes = g3_x8_bytes(wt, s.rows, s.n_in);
+    void *W_x8_heap = xmalloc(x8_bytes);
+    g3_x8_pack(wt, W_x8_heap, W_heap, s.rows, s.n_in);
     const guarded Wg = guarded_copy(W_heap, g3_wtype_row_bytes(wt, s.n_in) * (size_t)s.rows);
-    const void *W = Wg.data;
+    const guarded Wg8 = guarded_copy(W_x8_heap, x8_bytes);
     char *Xq = xmalloc(g3_act_row_bytes(s.n_in) * (size_t)s.n_tok);
     float *Yref = xmalloc(ny * sizeof(float)), *Y = xmalloc(ny * sizeof(float));
-    float *Y1 = xmalloc(ny * sizeof(float));
+    float *Y1 = xmalloc(ny * sizeof(float)), *Yx8 = xmalloc(ny * sizeof(float));
     double *S = xmalloc((size_t)s.rows * s.n_tok * sizeof *S);
     fill_act(X, s.n_tok * s.n_in, 1);
     for (int t = 0; t < s.n_tok; t++)
@@ -339,37 +349,89 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, int *bad_tol, int
         }
     const int r0 = (int)(rng_u32() % (unsigned)(s.rows / 2 + 1)), r1 = s.rows - (int)(rng_u32() % 2);
     const double n_terms = exact ? s.n_in : nb;
-    for (size_t i = 0; i < ny; i++) Yref[i] = NAN;
-    run_mm(tables[0], wt, exact, Yref, ldy, W, Xq, X, s, 0, s.n_tok, r0, r1);
-    for (int ti = 0; ti < n_tables; ti++) {
-        const g3_quant_kernels *k = tables[ti];
-        for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = -7.0f;
-        run_mm(k, wt, exact, Y, ldy, W, Xq, X, s, 0, s.n_tok, r0, r1);
-        for (int t = 0; t < s.n_tok; t++) { /* one token at a time, rows split at mid */
-            const int mid = r0 + (r1 - r0) / 2 + ((r1 - r0) > 2);
-            run_mm(k, wt, exact, Y1, ldy, W, Xq, X, s, t, 1, r0, mid);
-            run_mm(k, wt, exact, Y1, ldy, W, Xq, X, s, t, 1, mid, r1);
-        }
-        for (int t = 0; t < s.n_tok; t++)
-            for (size_t r = 0; r < ldy; r++) {
-                const size_t i = (size_t)t * ldy + r;
-                if ((int)r < r0 || (int)r >= r1) {
-                    *bad_store += Y[i] != -7.0f || Y1[i] != -7.0f;
-                    continue;
-                }
-                const double tol = 2 * (n_terms + 8) * 0x1p-24 * S[(size_t)t * s.rows + r] + 1e-30;
-                if (!(fabs((double)Y[i] - Yref[i]) <= tol) && (*bad_tol)++ < 5)
-                    fprintf(stderr, "%s %s%s rows %d n_in %d tok %d: y[%d][%zu] %.9g vs %.9g (tol %.3g)\n",
-                            k->name, g3_wtype_name(wt), exact ? " f32" : "", s.rows, s.n_in,
-                            s.n_tok, t, r, Y[i], Yref[i], tol);
-                if (memcmp(&Y[i], &Y1[i], sizeof(float)) && (*bad_det)++ < 5)
-                    fprintf(stderr, "%s %s%s rows %d n_in %d tok %d: y[%d][%zu] batch %.9g vs single %.9g\n",
-                            k->name, g3_wtype_name(wt), exact ? " f32" : "", s.rows, s.n_in,
-                            s.n_tok, t, r, Y[i], Y1[i]);
+    for (size_t i = 0; i < ny; i++) Yref[i] = Yx8[i] = NAN;
+    run_mm(tables[0], wt, exact, 0, Yref, ldy, Wg.data, Xq, X, s, 0, s.n_tok, r0, r1);
+    /* what the x8 kernels must give: the scalar x8 kernel's bits (exact: the table's rows') */
+    if (!exact) run_mm(tables[0], wt, 0, 1, Yx8, ldy, Wg8.data, Xq, X, s, 0, s.n_tok, r0, r1);
+    for (int ti = 0; ti < n_tables; ti++)
+        for (int x8 = 0; x8 <= 1; x8++) {
+            const g3_quant_kernels *k = tables[ti];
+            if (x8 && !k->matmul_q4_0_x8) continue;
+            const void *W = x8 ? Wg8.data : Wg.data;
+            for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = -7.0f;
+            run_mm(k, wt, exact, x8, Y, ldy, W, Xq, X, s, 0, s.n_tok, r0, r1);
+            for (int t = 0; t < s.n_tok; t++) { /* one token at a time, rows split at mid */
+                const int mid = r0 + (r1 - r0) / 2 + ((r1 - r0) > 2);
+                run_mm(k, wt, exact, x8, Y1, ldy, W, Xq, X, s, t, 1, r0, mid);
+                run_mm(k, wt, exact, x8, Y1, ldy, W, Xq, X, s, t, 1, mid, r1);
             }
-    }
-    free(deq), free(X), free(W_heap), free(Xq), free(Yref), free(Y), free(Y1), free(S);
+            if (exact && !x8) memcpy(Yx8, Y, ny * sizeof(float));
+            for (int t = 0; t < s.n_tok; t++)
+                for (size_t r = 0; r < ldy; r++) {
+                    const size_t i = (size_t)t * ldy + r;
+                    if ((int)r < r0 || (int)r >= r1) {
+                        bad->store += Y[i] != -7.0f || Y1[i] != -7.0f;
+                        continue;
+                    }
+                    const char *what = x8 ? " x8" : "";
+                    const double tol = 2 * (n_terms + 8) * 0x1p-24 * S[(size_t)t * s.rows + r] + 1e-30;
+                    if (!(fabs((double)Y[i] - Yref[i]) <= tol) && bad->tol++ < 5)
+                        fprintf(stderr, "%s %s%s%s rows %d n_in %d tok %d: y[%d][%zu] %.9g vs %.9g (tol %.3g)\n",
+                                k->name, g3_wtype_name(wt), exact ? " f32" : "", what, s.rows, s.n_in,
+                                s.n_tok, t, r, Y[i], Yref[i], tol);
+                    if (memcmp(&Y[i], &Y1[i], sizeof(float)) && bad->det++ < 5)
+                        fprintf(stderr, "%s %s%s%s rows %d n_in %d tok %d: y[%d][%zu] batch %.9g vs single %.9g\n",
+                                k->name, g3_wtype_name(wt), exact ? " f32" : "", what, s.rows, s.n_in,
+                                s.n_tok, t, r, Y[i], Y1[i]);
+                    if (x8 && memcmp(&Y[i], &Yx8[i], sizeof(float)) && bad->x8_bits++ < 5)
+                        fprintf(stderr, "%s %s%s x8 rows %d n_in %d tok %d: y[%d][%zu] %.9g, expected %.9g\n",
+                                k->name, g3_wtype_name(wt), exact ? " f32" : "", s.rows, s.n_in,
+                                s.n_tok, t, r, Y[i], Yx8[i]);
+                }
+        }
+    free(deq), free(X), free(W_heap), free(W_x8_heap), free(Xq), free(Yref), free(Y), free(Y1);
+    free(Yx8), free(S);
     munmap(Wg.map, Wg.map_bytes);
+    munmap(Wg8.map, Wg8.map_bytes);
+}
+
+/* The x8 layout: the documented byte positions, the zero padding of a last partial group, and
+ * the readers (row-layout bytes, a dequantized row, a scale's offset) back to the rows. */
+static void test_x8_layout(void) {
+    int bad = 0;
+    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+        for (int rows = 1; rows <= 19; rows += 3) {
+            const int n_in = 3 * G3_QK, nb = 3;
+            const size_t rb = g3_wtype_row_bytes((g3_wtype)wt, n_in), bs = rb / nb;
+            const size_t x8_bytes = g3_x8_bytes((g3_wtype)wt, rows, n_in);
+            CHECK_EQ_INT(x8_bytes, (size_t)((rows + 7) / 8 * 8) * rb);
+            float *deq = xmalloc((size_t)rows * n_in * sizeof *deq), y[3 * G3_QK];
+            uint8_t *w = make_weights((g3_wtype)wt, rows, n_in, deq), *x8 = xmalloc(x8_bytes);
+            uint8_t *back = xmalloc((size_t)rows * rb);
+            memset(x8, 0x5a, x8_bytes);
+            g3_x8_pack((g3_wtype)wt, x8, w, rows, n_in);
+            for (int r = 0; r < (rows + 7) / 8 * 8; r++) /* quant.h's rule, written out */
+                for (int b = 0; b < nb; b++) {
+                    const uint8_t *grp = x8 + ((size_t)(r / 8) * nb + b) * 8 * bs;
+                    const uint8_t *blk = w + (size_t)r * rb + (size_t)b * bs;
+                    const int k = r % 8;
+                    for (size_t j = 0; j < bs; j++) {
+                        const uint8_t got = j < 2 ? grp[2 * k + j] : grp[16 + 32 * ((j - 2) / 4) + 4 * k + (j - 2) % 4];
+                        bad += got != (r < rows ? blk[j] : 0);
+                    }
+                    bad += g3_x8_scale_offset((g3_wtype)wt, n_in, r, b) != (size_t)(grp + 2 * k - x8);
+                }
+            g3_x8_read((g3_wtype)wt, x8, n_in, 0, (size_t)rows * rb, back);
+            bad += memcmp(back, w, (size_t)rows * rb) != 0;
+            g3_x8_read((g3_wtype)wt, x8, n_in, rb + 5, 7, back); /* a piece from mid-row */
+            bad += memcmp(back, w + rb + 5, rows > 1 ? 7 : 0) != 0;
+            for (int r = 0; r < rows; r++) {
+                g3_x8_dequantize_row((g3_wtype)wt, x8, n_in, r, y);
+                bad += memcmp(y, deq + (size_t)r * n_in, sizeof y) != 0;
+            }
+            free(deq), free(w), free(x8), free(back);
+        }
+    CHECK_MSG(bad == 0, "x8 layout: %d bytes, offsets or rows wrong", bad);
 }
 
 /* Gemma's widths scaled down (640, 1152, 2048, ... become 32 x 1..40 blocks, odd counts too),
@@ -378,7 +440,8 @@ static void test_matmul(void) {
     static const int blocks[] = {1, 2, 3, 5, 20, 36, 41};
     static const int rows[] = {1, 3, 16, 17, 37};
     static const int toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 37};
-    int bad_tol = 0, bad_det = 0, bad_store = 0, n = 0;
+    mm_counts bad = {0};
+    int n = 0;
     for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
         for (int exact = 0; exact < 2; exact++)
             for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
@@ -387,7 +450,7 @@ static void test_matmul(void) {
                     const size_t nt = (bi % 3 == 0 || ri == 3) ? sizeof toks / sizeof toks[0] : 3;
                     for (size_t ti = 0; ti < nt; ti++, n++) {
                         shape s = {rows[ri], blocks[bi] * G3_QK, toks[nt == 3 ? ti * 4 : ti]};
-                        test_matmul_shape((g3_wtype)wt, exact, s, &bad_tol, &bad_det, &bad_store);
+                        test_matmul_shape((g3_wtype)wt, exact, s, &bad);
                     }
                 }
     /* wide rows and many tokens: the AMX table cuts k into spans of blocks, each span's sums
@@ -400,10 +463,11 @@ static void test_matmul(void) {
                                  {33, 512, 2}, {18, 1536, 3}, {2, 540672, 1}};
     const int n_wide = (int)(sizeof wide / sizeof wide[0]);
     for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
-        for (int i = 0; i < n_wide; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad_tol, &bad_det, &bad_store);
-    CHECK_MSG(bad_tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad_tol, n);
-    CHECK_MSG(bad_det == 0, "%d outputs differ between batched and per-token/split calls", bad_det);
-    CHECK_MSG(bad_store == 0, "%d stores outside rows [r0, r1)", bad_store);
+        for (int i = 0; i < n_wide; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad);
+    CHECK_MSG(bad.tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad.tol, n);
+    CHECK_MSG(bad.det == 0, "%d outputs differ between batched and per-token/split calls", bad.det);
+    CHECK_MSG(bad.store == 0, "%d stores outside rows [r0, r1)", bad.store);
+    CHECK_MSG(bad.x8_bits == 0, "%d x8 outputs differ from the scalar x8 kernel (exact: the rows')", bad.x8_bits);
     printf("matmul: %d shapes x %d tables\n", n, n_tables);
 }
 
@@ -457,6 +521,7 @@ int main(void) {
     test_f16_hw();
     test_tables();
     test_quantize_act();
+    test_x8_layout();
     test_matmul();
     test_q4_variants_agree();
     return check_report();

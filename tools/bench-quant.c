@@ -41,6 +41,7 @@ typedef struct {
     const g3_quant_kernels *qk; /* NULL: BF16 through bk */
     const g3_kernels *bk;
     g3_wtype wt;
+    int x8; /* the x8 layout's kernels (the random blocks read as groups: the same work) */
     float *Y;
     const void *W, *X;
     int n_tok, n_in, n_out;
@@ -55,9 +56,9 @@ static void mm_task(void *ctx, int ith, int nth) {
         if (!j->qk)
             j->bk->matmul_bf16(j->Y, (size_t)j->n_out, j->W, j->X, (size_t)j->n_in, j->n_tok, j->n_in, r0, r1);
         else if (j->wt == G3_WTYPE_Q8_0)
-            j->qk->matmul_q8_0(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
+            (j->x8 ? j->qk->matmul_q8_0_x8 : j->qk->matmul_q8_0)(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
         else
-            j->qk->matmul_q4_0(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
+            (j->x8 ? j->qk->matmul_q4_0_x8 : j->qk->matmul_q4_0)(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
     }
     cpu_busy[ith] += thread_cpu_now() - c0;
 }
@@ -105,11 +106,12 @@ static void usage_quit(void) {
     exit(2);
 }
 
-/* Decode matvec over a [1024][1152] matrix that stays in L2, one thread, best of many calls by
- * thread CPU time: the kernel's compute ceiling, free of DRAM and of most of the noise of a
- * shared machine (the figure the full-model rows approach when memory keeps up). */
+/* Decode matvec over a [256][1152] matrix that stays in L2 (166 KB of Q4_0, 313 KB of Q8_0:
+ * within Zen 3's 512 KB), one thread, best of many calls by thread CPU time: the kernel's
+ * compute ceiling, free of DRAM and of most of the noise of a shared machine (the figure the
+ * full-model rows approach when memory keeps up). */
 static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, const float *x) {
-    enum { ROWS = 1024, REPS = 400 };
+    enum { ROWS = 256, REPS = 400, CALLS = 32 };
     static float y[ROWS];
     void *xq = malloc(g3_act_row_bytes(HID));
     printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
@@ -117,23 +119,24 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
         const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
-        for (int ti = 1; ti < n_tables; ti++) {
-            const g3_quant_kernels *k = tables[ti];
-            k->quantize_act(xq, HID, x, 0, HID);
-            double best = 1e30;
-            for (int rep = 0; rep < REPS; rep++) {
-                const double c0 = thread_cpu_now();
-                for (int i = 0; i < 8; i++) {
-                    if (wt == G3_WTYPE_Q8_0) k->matmul_q8_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
-                    else k->matmul_q4_0(y, ROWS, w, xq, 1, HID, 0, ROWS);
+        for (int ti = 1; ti < n_tables; ti++)
+            for (int x8 = 0; x8 <= (tables[ti]->matmul_q4_0_x8 != NULL); x8++) {
+                const g3_quant_kernels *k = tables[ti];
+                k->quantize_act(xq, HID, x, 0, HID);
+                double best = 1e30;
+                for (int rep = 0; rep < REPS; rep++) {
+                    const double c0 = thread_cpu_now();
+                    for (int i = 0; i < CALLS; i++) {
+                        if (wt == G3_WTYPE_Q8_0) (x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0)(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                        else (x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0)(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                    }
+                    const double dc = (thread_cpu_now() - c0) / CALLS;
+                    best = dc < best ? dc : best;
                 }
-                const double dc = (thread_cpu_now() - c0) / 8;
-                best = dc < best ? dc : best;
+                printf("| %s%s | %s | matvec T=1 [%d][%d] in L2 | %.1f | %.0f |\n", k->name, x8 ? " x8" : "",
+                       g3_wtype_name_upper((g3_wtype)wt), ROWS, HID, bytes / best / 1e9,
+                       ROWS * (HID / G3_QK) / best / 1e6);
             }
-            printf("| %s | %s | matvec T=1 [%d][%d] in L2 | %.1f | %.0f |\n", k->name,
-                   g3_wtype_name_upper((g3_wtype)wt), ROWS, HID, bytes / best / 1e9,
-                   ROWS * (HID / G3_QK) / best / 1e6);
-        }
         g3_free_aligned(w);
     }
     free(xq);
@@ -189,6 +192,7 @@ int main(int argc, char **argv) {
             const int widths[3] = {HID, QDIM, FFN};
             if (qk)
                 for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
+            for (int x8 = 0; x8 <= (qk && qk->matmul_q4_0_x8); x8++)
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
                 for (int rep = 0; rep < reps; rep++) {
@@ -197,7 +201,7 @@ int main(int argc, char **argv) {
                     const double t0 = g3_now();
                     for (int i = 0; i < n_mats; i++) {
                         const int wi = mats[i].n_in == HID ? 0 : mats[i].n_in == QDIM ? 1 : 2;
-                        mm_job job = {qk, bk, (g3_wtype)wt, y, wp, qk ? (const void *)xq_w[wi] : (const void *)xh,
+                        mm_job job = {qk, bk, (g3_wtype)wt, x8, y, wp, qk ? (const void *)xq_w[wi] : (const void *)xh,
                                       1, mats[i].n_in, mats[i].rows};
                         g3_pool_run(pools[p], mm_task, &job);
                         wp += mat_bytes((g3_wtype)wt, mats[i]);
@@ -206,8 +210,8 @@ int main(int argc, char **argv) {
                     best = dt < best ? dt : best;
                     best_cpu = dc < best_cpu ? dc : best_cpu;
                 }
-                printf("| %s | %s | matvec T=1, %.2f GB | %d | %.1f | %.1f | %.1f |\n",
-                       qk ? qk->name : bk->name, g3_wtype_name_upper((g3_wtype)wt), total / 1e9, p + 1,
+                printf("| %s%s | %s | matvec T=1, %.2f GB | %d | %.1f | %.1f | %.1f |\n",
+                       qk ? qk->name : bk->name, x8 ? " x8" : "", g3_wtype_name_upper((g3_wtype)wt), total / 1e9, p + 1,
                        best * 1e3, total / best / 1e9, total / best_cpu / 1e9);
                 fflush(stdout);
             }
@@ -232,11 +236,12 @@ int main(int argc, char **argv) {
                         qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
                                          shapes[s].n_in, x + (size_t)t * shapes[s].n_in, 0,
                                          shapes[s].n_in);
+                for (int x8 = 0; x8 <= (qk && qk->matmul_q4_0_x8); x8++)
                 for (int p = 0; p < 2; p++) {
                     double best = 1e30, best_cpu = 1e30;
                     for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
                         memset(cpu_busy, 0, sizeof cpu_busy);
-                        mm_job job = {qk, bk, (g3_wtype)wt, y, w, qk ? xq : (const void *)xh, T,
+                        mm_job job = {qk, bk, (g3_wtype)wt, x8, y, w, qk ? xq : (const void *)xh, T,
                                       shapes[s].n_in, shapes[s].rows};
                         const double t0 = g3_now();
                         g3_pool_run(pools[p], mm_task, &job);
@@ -245,8 +250,8 @@ int main(int argc, char **argv) {
                         best_cpu = dc < best_cpu ? dc : best_cpu;
                     }
                     const double flops = 2.0 * shapes[s].rows * shapes[s].n_in * T;
-                    printf("| %s | %s | matmul T=%d [%d][%d] | %d | %.1f | %.1f | %.1f |\n",
-                           qk ? qk->name : bk->name, g3_wtype_name_upper((g3_wtype)wt), T,
+                    printf("| %s%s | %s | matmul T=%d [%d][%d] | %d | %.1f | %.1f | %.1f |\n",
+                           qk ? qk->name : bk->name, x8 ? " x8" : "", g3_wtype_name_upper((g3_wtype)wt), T,
                            shapes[s].rows, shapes[s].n_in, p + 1, best * 1e3, flops / best / 1e9,
                            flops / best_cpu / 1e9);
                     fflush(stdout);
