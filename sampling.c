@@ -511,9 +511,11 @@ __attribute__((always_inline)) static inline uint64_t mass_round_n_body(
         for (int k = 0; k < 16; k++) x[k] = (double)l[i + k] - lmax;
         for (int k = 0; k < 16; k++) x[k] = x[k] > -708.0 ? x[k] : -708.0;
         for (int k = 0; k < 16; k++) x[k] = g3_approx_exp(x[k]) * 0x1p40;
-        for (int k = 0; k < 16; k++) q[i + k] = (uint64_t)(int64_t)(x[k] + 0.5);
+        /* x in [0, 2^40]: the casts' values by floor and bits (AVX2 has no conversion of
+         * doubles to 64-bit integers) */
+        for (int k = 0; k < 16; k++) q[i + k] = g3_u64_of_small_double(g3_floor_small(x[k] + 0.5));
         for (int k = 0; k < 16; k++) {
-            double frac = x[k] - (double)(int64_t)x[k] - 0.5; /* exact */
+            double frac = x[k] - g3_floor_small(x[k]) - 0.5; /* exact */
             tie[i + k] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
         }
         for (int k = 0; k < 16; k++) lane[k] += q[i + k];
@@ -731,7 +733,7 @@ __attribute__((always_inline)) static inline double exp_rough_sums_body(const fl
             float w[16];
             for (int k = 0; k < 16; k++) w[k] = g3_exp_rough(x[k], lmax);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
-            for (int k = 0; k < 16; k++) acc_at[k] += x[k] >= at ? w[k] : 0.0f;
+            for (int k = 0; k < 16; k++) acc_at[k] += g3_f32_select((uint32_t)-(int32_t)(x[k] >= at), w[k], 0.0f);
         }
         for (int k = 0; k < 16; k++) lane[k] += acc[k];
         for (int k = 0; k < 16; k++) lane_at[k] += acc_at[k];

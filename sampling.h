@@ -76,6 +76,30 @@ void g3_sampler_skip_rough(gemma3_sampler *s, int on);
  * G3_APPROX_EXP_REL_ERR = 2^-48 (3.6e-15), and test-sampling-chains checks the observed error on
  * a million inputs against a quarter of it (about 4.7e-16 is seen). */
 #define G3_APPROX_EXP_REL_ERR 0x1p-48
+/* floor(v) for v in [0, 2^51): the nearest integer (v + 2^52 - 2^52, exact), less 1 where that
+ * lies above v; by masks, so that AVX2 vectorises it (a call of floor() it does not). */
+static inline double g3_floor_small(double v) {
+    const double r = (v + 0x1p52) - 0x1p52;
+    const uint64_t above = (uint64_t)-(int64_t)(r > v);
+    const double one = 1.0;
+    uint64_t ob;
+    memcpy(&ob, &one, sizeof ob);
+    ob &= above;
+    double sub;
+    memcpy(&sub, &ob, sizeof sub);
+    return r - sub;
+}
+
+/* An integer-valued double in [0, 2^52) as that integer: its bits once 2^52 is added (exact). */
+static inline uint64_t g3_u64_of_small_double(double v) {
+    double shifted = v + 0x1p52;
+    uint64_t bits, base;
+    memcpy(&bits, &shifted, sizeof bits);
+    const double two52 = 0x1p52;
+    memcpy(&base, &two52, sizeof base);
+    return bits - base;
+}
+
 static inline double g3_approx_exp(double x) {
     double t = x * 1.44269504088896338700 + 0x1.8p52; /* round(x / ln2) in the low bits */
     double k = t - 0x1.8p52;
@@ -119,13 +143,26 @@ static inline double g3_approx_weight(float l, float lmax) {
  * included, is off by less). The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7);
  * test-sampling-chains checks the observed error on a million inputs against half of it. */
 #define G3_APPROX_EXPF_REL_ERR 0x1p-20
+/* mask (all ones or zero) ? a : b, on the bits */
+static inline float g3_f32_select(uint32_t mask, float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & mask) | (ub & ~mask);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 static inline float g3_approx_expf(float l, float lmax) {
     float x = l - lmax;
     float lb = x + lmax, mb = x - lb;                  /* TwoSum of l and -lmax */
     float err = (l - lb) - (lmax + mb);                /* (l - lmax) - x, exactly */
-    const int in_range = x > -86.0f;                   /* false for -inf and NaN too */
-    x = in_range ? x : -86.0f;
-    err = in_range ? err : 0.0f;
+    /* x = in range ? x : -86 and err = in range ? err : 0 as bit masks, not selects: a select of
+     * floats is control flow that GCC vectorises only with AVX-512's masks (the float ops of
+     * the unselected side might trap), so AVX2 ran this scalar (4x slower) */
+    const uint32_t keep = (uint32_t)-(int32_t)(x > -86.0f); /* false for -inf and NaN too */
+    x = g3_f32_select(keep, x, -86.0f);
+    err = g3_f32_select(keep, err, 0.0f);
     float t = x * 1.44269504f + 0x1.8p23f; /* round(x / ln2) in the low bits */
     float k = t - 0x1.8p23f;
     int32_t ki;
@@ -156,7 +193,7 @@ static inline float g3_approx_expf(float l, float lmax) {
 #define G3_EXP_ROUGH_REL_ERR 0x1p-9
 static inline float g3_exp_rough(float l, float lmax) {
     float x = l - lmax;
-    x = x > -64.0f ? x : -64.0f; /* -inf too */
+    x = g3_f32_select((uint32_t)-(int32_t)(x > -64.0f), x, -64.0f); /* -inf too */
     float y = x * 1.44269504f;
     float t = y + 0x1.8p23f;             /* 1.5 2^23 + round(y), exactly */
     float f = y - (t - 0x1.8p23f);       /* exact (Sterbenz) */
@@ -307,13 +344,16 @@ static inline float g3_view_expm1(float x) {
 /* The token's weight within its bucket in units of 2^-31: 2^31 (1 + p) with p's fraction of a
  * unit cut off (|p| 2^31 < 2^25.1: an int32); 0 in the last bucket. */
 static inline uint32_t g3_view_unit(float p, int b) {
-    return b < G3_VIEW_BUCKETS - 1 ? (uint32_t)(int32_t)(p * 0x1p31f) + 0x80000000u : 0;
+    /* masks, not selects (see g3_approx_expf); the last bucket's p, maybe NaN, converts as 0 */
+    const uint32_t in = (uint32_t)-(int32_t)(b < G3_VIEW_BUCKETS - 1);
+    return ((uint32_t)(int32_t)(g3_f32_select(in, p, 0.0f) * 0x1p31f) + 0x80000000u) & in;
 }
 /* The token's e^x x in units of 2^-36, cut off (below 2^30.1 in magnitude): with the bucket's
  * factor and the unit, its share of typical's sum of weight times (l - lmax). 0 in the last
  * bucket. */
 static inline int32_t g3_view_moment(float x, float p, int b) {
-    return b < G3_VIEW_BUCKETS - 1 ? (int32_t)((x + p * x) * 0x1p36f) : 0;
+    const uint32_t in = (uint32_t)-(int32_t)(b < G3_VIEW_BUCKETS - 1);
+    return (int32_t)(g3_f32_select(in, x + p * x, 0.0f) * 0x1p36f);
 }
 /* A bucket's sums: of its tokens' units, and of their moments when asked. Side by side, so that
  * the histogram's add of both is one place in memory (a quarter of the pass's time saved). */

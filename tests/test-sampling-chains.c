@@ -573,6 +573,32 @@ static void float_exp_inputs(float *l, int n, float lmax, double span) {
     }
 }
 
+/* The bit helpers that keep the passes free of selects (AVX2 vectorises them): floor and the
+ * integer of a double in [0, 2^51) against libm's floor and the casts, at integers, halves and
+ * their neighbours; the float select. */
+static void check_bit_helpers(void) {
+    static const double v[] = {0, 0x1p-1074, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 1e6 + 0.5,
+                               0x1p40, 0x1p40 + 0.5, 0x1p51 - 1, 0x1p51 - 0.5};
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (int k = -1; k <= 1; k++) {
+            const double x = k < 0 ? nextafter(v[i], 0) : k > 0 ? nextafter(v[i], 1e300) : v[i];
+            if (x >= 0x1p51) continue;
+            wrong += g3_floor_small(x) != floor(x);
+            wrong += g3_u64_of_small_double(floor(x)) != (uint64_t)(int64_t)x;
+        }
+    CHECK_MSG(wrong == 0, "floor / integer of small doubles: %d wrong", wrong);
+    CHECK(g3_f32_select(~0u, 1.5f, -2.0f) == 1.5f && g3_f32_select(0, 1.5f, -2.0f) == -2.0f);
+    CHECK(g3_f32_select(0, NAN, 0.0f) == 0.0f);
+    /* the view's last bucket weighs nothing, whatever its (meaningless, maybe NaN) p and x */
+    const float last[] = {0.0f, 0.5f, -3.0f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+        CHECK(g3_view_unit(last[i], G3_VIEW_BUCKETS - 1) == 0);
+        CHECK(g3_view_moment(last[i], last[i], G3_VIEW_BUCKETS - 1) == 0);
+    }
+    CHECK(g3_view_unit(0.0f, 0) == 0x80000000u && g3_view_unit(-0x1p-7f, 5) == 0x80000000u - 0x1000000u);
+}
+
 /* g3_approx_expf(l, lmax) against libm's exp of the exact difference (within half of
  * G3_APPROX_EXPF_REL_ERR: the difference's own rounding is carried, not lost), and the block sums
  * of every compiled instruction set against the scalar ones bit for bit and against libm within
@@ -1721,6 +1747,7 @@ int main(void) {
         CHECK(0);
         return check_report();
     }
+    check_bit_helpers();
     check_approx_exp();
     check_approx_expf();
     check_exp_rough();
