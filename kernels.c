@@ -444,8 +444,145 @@ static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
 }
 
-ROW_LOOPS(AVX2, avx2, f32)
-ROW_LOOPS(AVX2, avx2, bf16)
+/* dots_* / axpys_*: up to four vectors (the query heads of one kv head) against each row, the
+ * row read once for them; per vector exactly dot_*_avx2's / axpy_*_avx2's arithmetic. */
+INLINE AVX2 __m256 row8_avx2(const void *row, int k, const int bf16) {
+    return bf16 ? widen8_avx2(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)))
+                : _mm256_loadu_ps((const float *)row + k);
+}
+
+INLINE AVX2 __m256 row_partial_avx2(const void *row, int k, int n, const int bf16) {
+    return bf16 ? load_partial_bf16_avx2((const uint16_t *)row + k, n - k)
+                : load_partial_avx2((const float *)row + k, n - k, 0.0f);
+}
+
+INLINE AVX2 float row_elem_avx2(const void *row, int k, const int bf16) {
+    return bf16 ? g3_bf16_to_f32(((const uint16_t *)row)[k]) : ((const float *)row)[k];
+}
+
+INLINE AVX2 const void *row_at_avx2(const void *b, size_t ldb, int i, const int bf16) {
+    return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+INLINE AVX2 void dots_avx2_group(float *s, size_t lds, const float *a, const int na, const void *b,
+                                 size_t ldb, int n_rows, int n, const int bf16) {
+    for (int i = 0; i < n_rows; i++) {
+        const void *row = row_at_avx2(b, ldb, i, bf16);
+        __m256 acc0[4], acc1[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm256_setzero_ps();
+        int k = 0;
+        for (; k + 16 <= n; k += 16) {
+            const __m256 w0 = row8_avx2(row, k, bf16), w1 = row8_avx2(row, k + 8, bf16);
+#pragma GCC unroll 4
+            for (int h = 0; h < na; h++) {
+                acc0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
+                acc1[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k + 8), w1, acc1[h]);
+            }
+        }
+        for (; k + 8 <= n; k += 8) {
+            const __m256 w = row8_avx2(row, k, bf16);
+#pragma GCC unroll 4
+            for (int h = 0; h < na; h++) acc0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k), w, acc0[h]);
+        }
+        if (k < n) {
+            const __m256 w = row_partial_avx2(row, k, n, bf16);
+#pragma GCC unroll 4
+            for (int h = 0; h < na; h++)
+                acc1[h] = _mm256_fmadd_ps(load_partial_avx2(a + (size_t)h * n + k, n - k, 0.0f), w, acc1[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < na; h++) s[h * lds + i] = hsum_avx2(_mm256_add_ps(acc0[h], acc1[h]));
+    }
+}
+
+/* Columns [k, k + 16) of up to four outputs, held in registers across the rows (axpy_*_avx2
+ * loads and stores them per row): one fma per element and row, in row order. */
+INLINE AVX2 void axpys_avx2_cols(float *y, const int ny, const float *c, size_t ldc, const void *b,
+                                 size_t ldb, int n_rows, int n, int k, const int bf16) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < ny; h++)
+        for (int j = 0; j < 2; j++) acc[h][j] = _mm256_loadu_ps(y + (size_t)h * n + k + 8 * j);
+    for (int i = 0; i < n_rows; i++) {
+        const void *row = row_at_avx2(b, ldb, i, bf16);
+        const __m256 w0 = row8_avx2(row, k, bf16), w1 = row8_avx2(row, k + 8, bf16);
+#pragma GCC unroll 4
+        for (int h = 0; h < ny; h++) {
+            const __m256 ch = _mm256_set1_ps(c[h * ldc + i]);
+            acc[h][0] = _mm256_fmadd_ps(ch, w0, acc[h][0]);
+            acc[h][1] = _mm256_fmadd_ps(ch, w1, acc[h][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < ny; h++)
+        for (int j = 0; j < 2; j++) _mm256_storeu_ps(y + (size_t)h * n + k + 8 * j, acc[h][j]);
+}
+
+INLINE AVX2 void axpys_avx2_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
+                                  size_t ldb, int n_rows, int n, const int bf16) {
+    int k = 0;
+    for (; k + 16 <= n; k += 16) axpys_avx2_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, bf16);
+    for (int h = 0; h < ny; h++) /* the rest as axpy_*_avx2 takes it: 8 at a time, then one by one */
+        for (int i = 0; i < n_rows; i++) {
+            const void *row = row_at_avx2(b, ldb, i, bf16);
+            float *yh = y + (size_t)h * n;
+            const float ch = c[h * ldc + i];
+            int kk = k;
+            for (; kk + 8 <= n; kk += 8)
+                _mm256_storeu_ps(yh + kk, _mm256_fmadd_ps(_mm256_set1_ps(ch), row8_avx2(row, kk, bf16), _mm256_loadu_ps(yh + kk)));
+            for (; kk < n; kk++) yh[kk] = fmaf(ch, row_elem_avx2(row, kk, bf16), yh[kk]);
+        }
+}
+
+/* The vectors four at a time through the groups above. */
+INLINE AVX2 void dots_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                           int n_rows, int n, const int bf16) {
+    for (int h = 0; h < n_a; h += 4) {
+        float *sh = s + h * lds;
+        const float *ah = a + (size_t)h * n;
+        switch (n_a - h < 4 ? n_a - h : 4) {
+        case 1: dots_avx2_group(sh, lds, ah, 1, b, ldb, n_rows, n, bf16); break;
+        case 2: dots_avx2_group(sh, lds, ah, 2, b, ldb, n_rows, n, bf16); break;
+        case 3: dots_avx2_group(sh, lds, ah, 3, b, ldb, n_rows, n, bf16); break;
+        default: dots_avx2_group(sh, lds, ah, 4, b, ldb, n_rows, n, bf16); break;
+        }
+    }
+}
+
+INLINE AVX2 void axpys_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                            int n_rows, int n, const int bf16) {
+    for (int h = 0; h < n_y; h += 4) {
+        float *yh = y + (size_t)h * n;
+        const float *ch = c + h * ldc;
+        switch (n_y - h < 4 ? n_y - h : 4) {
+        case 1: axpys_avx2_group(yh, 1, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        case 2: axpys_avx2_group(yh, 2, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        case 3: axpys_avx2_group(yh, 3, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        default: axpys_avx2_group(yh, 4, ch, ldc, b, ldb, n_rows, n, bf16); break;
+        }
+    }
+}
+
+static AVX2 void dots_f32_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                               int n_rows, int n) {
+    dots_avx2(s, lds, a, n_a, b, ldb, n_rows, n, 0);
+}
+
+static AVX2 void dots_bf16_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
+                                int n_rows, int n) {
+    dots_avx2(s, lds, a, n_a, b, ldb, n_rows, n, 1);
+}
+
+static AVX2 void axpys_f32_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                                int n_rows, int n) {
+    axpys_avx2(y, n_y, c, ldc, b, ldb, n_rows, n, 0);
+}
+
+static AVX2 void axpys_bf16_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
+                                 int n_rows, int n) {
+    axpys_avx2(y, n_y, c, ldc, b, ldb, n_rows, n, 1);
+}
 
 static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_avx2(x, x, n);

@@ -201,7 +201,7 @@ static void test_dot_axpy(const g3_kernels *k) {
  * grouping), fp32 and bf16 rows, for 1..5 vectors (the grouped paths take 1-4 at a time), row
  * lengths on and off the vector paths' multiples, and a row stride wider than the row. */
 static void test_dots_axpys(const g3_kernels *k) {
-    const int lens[] = {256, 128, 64, 32, 96, 80, 7};
+    const int lens[] = {256, 128, 64, 32, 96, 80, 7, 23, 45}; /* 23, 45: a tail after whole vectors */
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (int li = 0; li < N_ELEMS(lens); li++)
             for (int na = 1; na <= 5; na++) {

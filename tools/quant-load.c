@@ -4,7 +4,7 @@
  *   quant-load DIR as-stored|bf16|q8_0|q4_0 [N_THREADS] [N_CTX]   load, info, one 4-token forward
  *                                          (N_CTX 0: load only; [--no-forward]: load + session)
  *   quant-load --write SRC DST q8_0|q4_0 [N_THREADS]               gemma3_quantize
- */
+ * A last argument --repack=none|x8 sets the quantized layout (default auto). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,11 @@ static int type_of(const char *s) {
 }
 
 int main(int argc, char **argv) {
+    enum gemma3_repack repack = GEMMA3_REPACK_AUTO;
+    if (argc > 1 && strncmp(argv[argc - 1], "--repack=", 9) == 0) {
+        const char *mode = argv[--argc] + 9;
+        repack = strcmp(mode, "x8") == 0 ? GEMMA3_REPACK_X8 : strcmp(mode, "none") == 0 ? GEMMA3_REPACK_NONE : GEMMA3_REPACK_AUTO;
+    }
     if (argc >= 5 && strcmp(argv[1], "--write") == 0) {
         int type = type_of(argv[4]);
         double t0 = g3_now();
@@ -43,6 +48,7 @@ int main(int argc, char **argv) {
     gemma3_model_params mp = {0};
     mp.weight_type = (enum gemma3_weight_type)type;
     mp.n_threads = argc > 3 ? atoi(argv[3]) : 0;
+    mp.repack = repack;
     double t0 = g3_now();
     gemma3_model *m;
     if (gemma3_model_load_ex(argv[1], &mp, &m) != GEMMA3_OK) {
@@ -52,9 +58,10 @@ int main(int argc, char **argv) {
     double t_load = g3_now() - t0;
     gemma3_model_info info;
     gemma3_model_get_info(m, &info);
-    printf("%s: %s, %lld params, weights %.3f GiB, load %.3f s (quantize %.3f s)\n", argv[1],
-           info.weight_type, (long long)info.n_params,
-           (double)info.weight_bytes / (1024.0 * 1024 * 1024), t_load, info.quantize_seconds);
+    printf("%s: %s (%s layout), %lld params, weights %.3f GiB, load %.3f s (quantize %.3f s, repack %.3f s)\n",
+           argv[1], info.weight_type, info.weight_layout, (long long)info.n_params,
+           (double)info.weight_bytes / (1024.0 * 1024 * 1024), t_load, info.quantize_seconds,
+           info.repack_seconds);
     if (argc > 4 && atoi(argv[4]) == 0) { /* N_CTX 0: load only */
         gemma3_model_free(m);
         return 0;
