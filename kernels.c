@@ -205,6 +205,15 @@ INLINE AVX2 __m256 widen8_avx2(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* The 8 bf16 at p widened (the same values): a broadcast load and one byte shuffle that puts
+ * each value in the high half of its lane, one operation where widen8_avx2 takes two. */
+INLINE AVX2 __m256 widen8_load_avx2(const uint16_t *p) {
+    const __m256i pick = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7,
+                                          -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(x, pick));
+}
+
 /* Horizontal sums of 8 vectors at once. Lane 4h+m of the result is the sum of v[2m+h], each
  * reduced by the same tree (lane i + lane i+4, then i+2, then i+1). */
 INLINE AVX2 __m256 hsum8_avx2(const __m256 v[8]) {
@@ -268,11 +277,11 @@ INLINE AVX2 void tile_avx2(float *Y, size_t ldy, const uint16_t *W, const void *
         __m256 xv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
-            xv[c] = xbf16 ? widen8_avx2(_mm_loadu_si128((const __m128i *)(xh[c] + k)))
+            xv[c] = xbf16 ? widen8_load_avx2(xh[c] + k)
                           : _mm256_loadu_ps(xf[c] + k);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
-            __m256 wv = widen8_avx2(_mm_loadu_si128((const __m128i *)(w[i] + k)));
+            __m256 wv = widen8_load_avx2(w[i] + k);
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) acc[i * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[i * C + c]);
         }
@@ -413,13 +422,13 @@ static AVX2 float dot_bf16_avx2(const float *a, const uint16_t *b, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i))), acc0);
+                               widen8_load_avx2(b + i), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8),
-                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i + 8))), acc1);
+                               widen8_load_avx2(b + i + 8), acc1);
     }
     for (; i + 8 <= n; i += 8)
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                               widen8_avx2(_mm_loadu_si128((const __m128i *)(b + i))), acc0);
+                               widen8_load_avx2(b + i), acc0);
     if (i < n)
         acc1 = _mm256_fmadd_ps(load_partial_avx2(a + i, n - i, 0.0f),
                                load_partial_bf16_avx2(b + i, n - i), acc1);
@@ -438,7 +447,7 @@ static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 xv = widen8_avx2(_mm_loadu_si128((const __m128i *)(x + i)));
+        __m256 xv = widen8_load_avx2(x + i);
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
     }
     for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
@@ -447,7 +456,7 @@ static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
 /* dots_* / axpys_*: up to four vectors (the query heads of one kv head) against each row, the
  * row read once for them; per vector exactly dot_*_avx2's / axpy_*_avx2's arithmetic. */
 INLINE AVX2 __m256 row8_avx2(const void *row, int k, const int bf16) {
-    return bf16 ? widen8_avx2(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)))
+    return bf16 ? widen8_load_avx2((const uint16_t *)row + k)
                 : _mm256_loadu_ps((const float *)row + k);
 }
 
