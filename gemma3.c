@@ -172,6 +172,7 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->n_params = model->w.n_params;
     const g3_st_load_info *li = &model->w.load_info;
     info->load_mode = model->w.quantize_seconds > 0 ? "quantized from mmap"
+                      : model->w.repack_seconds > 0 ? "repacked from mmap"
                       : li->bytes_read && li->bytes_mapped ? "read+mmap"
                       : li->bytes_read ? "read" : "mmap";
     info->load_auto = model->load_auto;

@@ -95,8 +95,9 @@ typedef struct gemma3_model_params {
     /* Q8_0 / Q4_0 on a BF16 (or F16/F32) checkpoint quantizes every matrix at load, on n_threads
      * threads, from the mapped files tensor by tensor (load_mode is then ignored for the source:
      * the peak is the quantized weights plus about one source tensor). On a directory written by
-     * gemma3_quantize the blocks are used in place; asking for another type than its own is
-     * GEMMA3_ERR_UNSUPPORTED (no requantization). BF16 on a quantized directory likewise. */
+     * gemma3_quantize the blocks are used in place (or copied into the x8 layout: repack below);
+     * asking for another type than its own is GEMMA3_ERR_UNSUPPORTED (no requantization). BF16
+     * on a quantized directory likewise. */
     enum gemma3_weight_type weight_type;
     int n_threads; /* threads for reading, populating or quantizing at load, including the
                       caller; 0 = all online CPUs */
@@ -142,8 +143,10 @@ typedef struct gemma3_model_info {
     double quantize_seconds;    /* wall time spent quantizing at load; 0 when nothing was */
     /* How the weights were brought in (added after the fields above; read them from here). */
     const char *load_mode;      /* "read" (anonymous memory), "mmap" (the files' pages in place)
-                                   "read+mmap" (AUTO with shards, some beyond the budget), or
-                                   "quantized from mmap" (-q: the source mapped tensor by tensor) */
+                                   "read+mmap" (AUTO with shards, some beyond the budget),
+                                   "quantized from mmap" (-q: the source mapped tensor by tensor)
+                                   or "repacked from mmap" (a quantized directory copied into the
+                                   x8 layout, mapped tensor by tensor) */
     int load_auto;              /* 1 when AUTO chose load_mode */
     int load_from_disk;         /* 1 when mapped files did not fit in memory: their pages are
                                    read from the disk as they are used (slow) */
@@ -159,7 +162,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
 
 /* Writes a quantized copy of the checkpoint in src_dir (BF16, F16 or F32; one file or shards)
  * to dst_dir (created if absent), type GEMMA3_WEIGHTS_Q8_0 or GEMMA3_WEIGHTS_Q4_0, quantizing on
- * n_threads threads (0 = all online CPUs). dst_dir then loads in place with no work:
+ * n_threads threads (0 = all online CPUs). dst_dir then loads with no quantizing (in place, or
+ * copied into the x8 layout where the CPU's kernels read that: gemma3_model_params.repack):
  *   model.safetensors  the text model's tensors under their Hugging Face names; each matrix as
  *                      dtype U8, shape [rows, bytes per row], each row its blocks in order in
  *                      llama.cpp's byte layout; norms copied as stored; contiguous offsets;

@@ -146,6 +146,52 @@ static void axpy_bf16_scalar(float *y, float a, const uint16_t *x, int n) {
 #define ROW_f32 float
 #define ROW_bf16 uint16_t
 
+/* dots_* / axpys_* of a table with grouped kernels (dots_SUF_group, axpys_SUF_group, each for
+ * up to four vectors, na a compile-time constant once inlined): the vectors four at a time. */
+#define GROUPED_LOOPS(ATTR, SUF)                                                                        \
+    INLINE ATTR void dots_##SUF(float *s, size_t lds, const float *a, int n_a, const void *b,          \
+                                size_t ldb, int n_rows, int n, const int bf16) {                       \
+        for (int h = 0; h < n_a; h += 4) {                                                             \
+            float *sh = s + h * lds;                                                                   \
+            const float *ah = a + (size_t)h * n;                                                       \
+            switch (n_a - h < 4 ? n_a - h : 4) {                                                       \
+            case 1: dots_##SUF##_group(sh, lds, ah, 1, b, ldb, n_rows, n, bf16); break;                \
+            case 2: dots_##SUF##_group(sh, lds, ah, 2, b, ldb, n_rows, n, bf16); break;                \
+            case 3: dots_##SUF##_group(sh, lds, ah, 3, b, ldb, n_rows, n, bf16); break;                \
+            default: dots_##SUF##_group(sh, lds, ah, 4, b, ldb, n_rows, n, bf16); break;               \
+            }                                                                                          \
+        }                                                                                              \
+    }                                                                                                  \
+    INLINE ATTR void axpys_##SUF(float *y, int n_y, const float *c, size_t ldc, const void *b,         \
+                                 size_t ldb, int n_rows, int n, const int bf16) {                      \
+        for (int h = 0; h < n_y; h += 4) {                                                             \
+            float *yh = y + (size_t)h * n;                                                             \
+            const float *ch = c + h * ldc;                                                             \
+            switch (n_y - h < 4 ? n_y - h : 4) {                                                       \
+            case 1: axpys_##SUF##_group(yh, 1, ch, ldc, b, ldb, n_rows, n, bf16); break;               \
+            case 2: axpys_##SUF##_group(yh, 2, ch, ldc, b, ldb, n_rows, n, bf16); break;               \
+            case 3: axpys_##SUF##_group(yh, 3, ch, ldc, b, ldb, n_rows, n, bf16); break;               \
+            default: axpys_##SUF##_group(yh, 4, ch, ldc, b, ldb, n_rows, n, bf16); break;              \
+            }                                                                                          \
+        }                                                                                              \
+    }                                                                                                  \
+    static ATTR void dots_f32_##SUF(float *s, size_t lds, const float *a, int n_a, const void *b,      \
+                                    size_t ldb, int n_rows, int n) {                                   \
+        dots_##SUF(s, lds, a, n_a, b, ldb, n_rows, n, 0);                                              \
+    }                                                                                                  \
+    static ATTR void dots_bf16_##SUF(float *s, size_t lds, const float *a, int n_a, const void *b,     \
+                                     size_t ldb, int n_rows, int n) {                                  \
+        dots_##SUF(s, lds, a, n_a, b, ldb, n_rows, n, 1);                                              \
+    }                                                                                                  \
+    static ATTR void axpys_f32_##SUF(float *y, int n_y, const float *c, size_t ldc, const void *b,     \
+                                     size_t ldb, int n_rows, int n) {                                  \
+        axpys_##SUF(y, n_y, c, ldc, b, ldb, n_rows, n, 0);                                             \
+    }                                                                                                  \
+    static ATTR void axpys_bf16_##SUF(float *y, int n_y, const float *c, size_t ldc, const void *b,    \
+                                      size_t ldb, int n_rows, int n) {                                 \
+        axpys_##SUF(y, n_y, c, ldc, b, ldb, n_rows, n, 1);                                             \
+    }
+
 ROW_LOOPS(, scalar, f32)
 ROW_LOOPS(, scalar, bf16)
 
@@ -544,54 +590,7 @@ INLINE AVX2 void axpys_avx2_group(float *y, const int ny, const float *c, size_t
         }
 }
 
-/* The vectors four at a time through the groups above. */
-INLINE AVX2 void dots_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                           int n_rows, int n, const int bf16) {
-    for (int h = 0; h < n_a; h += 4) {
-        float *sh = s + h * lds;
-        const float *ah = a + (size_t)h * n;
-        switch (n_a - h < 4 ? n_a - h : 4) {
-        case 1: dots_avx2_group(sh, lds, ah, 1, b, ldb, n_rows, n, bf16); break;
-        case 2: dots_avx2_group(sh, lds, ah, 2, b, ldb, n_rows, n, bf16); break;
-        case 3: dots_avx2_group(sh, lds, ah, 3, b, ldb, n_rows, n, bf16); break;
-        default: dots_avx2_group(sh, lds, ah, 4, b, ldb, n_rows, n, bf16); break;
-        }
-    }
-}
-
-INLINE AVX2 void axpys_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                            int n_rows, int n, const int bf16) {
-    for (int h = 0; h < n_y; h += 4) {
-        float *yh = y + (size_t)h * n;
-        const float *ch = c + h * ldc;
-        switch (n_y - h < 4 ? n_y - h : 4) {
-        case 1: axpys_avx2_group(yh, 1, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        case 2: axpys_avx2_group(yh, 2, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        case 3: axpys_avx2_group(yh, 3, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        default: axpys_avx2_group(yh, 4, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        }
-    }
-}
-
-static AVX2 void dots_f32_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                               int n_rows, int n) {
-    dots_avx2(s, lds, a, n_a, b, ldb, n_rows, n, 0);
-}
-
-static AVX2 void dots_bf16_avx2(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                                int n_rows, int n) {
-    dots_avx2(s, lds, a, n_a, b, ldb, n_rows, n, 1);
-}
-
-static AVX2 void axpys_f32_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                                int n_rows, int n) {
-    axpys_avx2(y, n_y, c, ldc, b, ldb, n_rows, n, 0);
-}
-
-static AVX2 void axpys_bf16_avx2(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                                 int n_rows, int n) {
-    axpys_avx2(y, n_y, c, ldc, b, ldb, n_rows, n, 1);
-}
+GROUPED_LOOPS(AVX2, avx2)
 
 static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_avx2(x, x, n);
@@ -1203,54 +1202,7 @@ INLINE AVX512 void axpys_512_group(float *y, const int ny, const float *c, size_
     if (k < n) axpys_512_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, 1, bf16);
 }
 
-/* The vectors four at a time through the groups above. */
-INLINE AVX512 void dots_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                            int n_rows, int n, const int bf16) {
-    for (int h = 0; h < n_a; h += 4) {
-        float *sh = s + h * lds;
-        const float *ah = a + (size_t)h * n;
-        switch (n_a - h < 4 ? n_a - h : 4) {
-        case 1: dots_512_group(sh, lds, ah, 1, b, ldb, n_rows, n, bf16); break;
-        case 2: dots_512_group(sh, lds, ah, 2, b, ldb, n_rows, n, bf16); break;
-        case 3: dots_512_group(sh, lds, ah, 3, b, ldb, n_rows, n, bf16); break;
-        default: dots_512_group(sh, lds, ah, 4, b, ldb, n_rows, n, bf16); break;
-        }
-    }
-}
-
-INLINE AVX512 void axpys_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                             int n_rows, int n, const int bf16) {
-    for (int h = 0; h < n_y; h += 4) {
-        float *yh = y + (size_t)h * n;
-        const float *ch = c + h * ldc;
-        switch (n_y - h < 4 ? n_y - h : 4) {
-        case 1: axpys_512_group(yh, 1, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        case 2: axpys_512_group(yh, 2, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        case 3: axpys_512_group(yh, 3, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        default: axpys_512_group(yh, 4, ch, ldc, b, ldb, n_rows, n, bf16); break;
-        }
-    }
-}
-
-static AVX512 void dots_f32_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                                int n_rows, int n) {
-    dots_512(s, lds, a, n_a, b, ldb, n_rows, n, 0);
-}
-
-static AVX512 void dots_bf16_512(float *s, size_t lds, const float *a, int n_a, const void *b, size_t ldb,
-                                 int n_rows, int n) {
-    dots_512(s, lds, a, n_a, b, ldb, n_rows, n, 1);
-}
-
-static AVX512 void axpys_f32_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                                 int n_rows, int n) {
-    axpys_512(y, n_y, c, ldc, b, ldb, n_rows, n, 0);
-}
-
-static AVX512 void axpys_bf16_512(float *y, int n_y, const float *c, size_t ldc, const void *b, size_t ldb,
-                                  int n_rows, int n) {
-    axpys_512(y, n_y, c, ldc, b, ldb, n_rows, n, 1);
-}
+GROUPED_LOOPS(AVX512, 512)
 
 static AVX512 void rmsnorm_512(float *y, const float *x, const float *w1p, int n, float eps) {
     float ss = dot_f32_512(x, x, n);
