@@ -368,14 +368,6 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->kern = kern;
     s->qkern = g3_quant_kernels_get((g3_isa)isa);
     s->quant = model->w.wtype != G3_WTYPE_BF16;
-    if (s->quant && model->w.layout == G3_LAYOUT_X8 && !s->qkern->matmul_q4_0_x8) {
-        const char *name = s->qkern->name;
-        free(s);
-        return g3_error(GEMMA3_ERR_UNSUPPORTED,
-                        "session: the %s kernels do not read the model's x8 layout (load it with "
-                        "repack NONE to use them)",
-                        name);
-    }
     s->exact = p.exact != 0;
     s->kv_bf16 = !s->exact && p.kv_type == GEMMA3_KV_BF16;
     s->n_ctx = p.n_ctx ? p.n_ctx : 4096;

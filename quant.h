@@ -103,18 +103,18 @@ typedef struct g3_quant_kernels {
     /* The same with fp32 activations (the --exact mode): X[t*ldx + k]. */
     void (*matmul_q_f32)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                          size_t ldx, int n_tok, int n_in, int r0, int r1);
-    /* The same three on a matrix in the x8 layout (any r0 <= r1 within its rows), or NULL where
-     * the table reads the row layout only. Per output one fp32 chain over the blocks in order,
-     * acc = fma(isum, d_w * d_x, acc), isum the block's exact integer dot product (with Q4_0's
-     * correction), so every table that has them gives the same bits (the scalar one included).
-     * _f32: per output the row layout's computation of the same table (the same bits). */
+    /* The same three on a matrix in the x8 layout (any r0 <= r1 within its rows), in every table.
+     * Per output one fp32 chain over the blocks in order, acc = fma(isum, d_w * d_x, acc), isum
+     * the block's exact integer dot product (with Q4_0's correction): the same bits in every
+     * table (the AVX-512 and AMX ones run the AVX2 kernels). _f32: per output the row layout's
+     * computation of the avx2 table (the scalar table: of its own). */
     void (*matmul_q8_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                            int n_in, int r0, int r1);
     void (*matmul_q4_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                            int n_in, int r0, int r1);
     void (*matmul_q_f32_x8)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                             size_t ldx, int n_tok, int n_in, int r0, int r1);
-    /* 1: the x8 kernels are this table's fast ones (models are best repacked for it) */
+    /* 1: the x8 kernels are this table's fastest (AUTO repacks models for it) */
     int prefer_x8;
 } g3_quant_kernels;
 

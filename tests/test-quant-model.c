@@ -506,8 +506,7 @@ static gemma3_model *load_layout(const char *dir, enum gemma3_weight_type type, 
 
 /* On a vocabulary of 1001 rows (the LM head's last group of 8 holds one row): quantizing at load
  * into x8 == the quantized directory repacked into x8, bit for bit, on every thread count and
- * split; both within rounding of the row layout; every table that lacks x8 kernels refused with
- * one line. */
+ * split, with every kernel table; both within rounding of the row layout. */
 static void test_x8_models(void) {
     const char *bdir = getenv("G3_BUILD");
     char src[700], cmd[2000];
@@ -551,14 +550,6 @@ static void test_x8_models(void) {
                 CHECK_SKIP("isa %s (this CPU lacks it): x8 %s", isas[ii], tname);
                 continue;
             }
-            if (!g3_quant_kernels_get((g3_isa)ii)->matmul_q4_0_x8) {
-                gemma3_session_params sp = gemma3_session_default_params();
-                sp.isa = isas[ii];
-                gemma3_session *s = NULL;
-                CHECK_EQ_INT(gemma3_session_init(at_load, &sp, &s), GEMMA3_ERR_UNSUPPORTED);
-                CHECK(s == NULL && one_line(gemma3_last_error()) && strstr(gemma3_last_error(), "x8"));
-                continue;
-            }
             for (int exact = 0; exact <= 1; exact++) {
                 char what[96];
                 snprintf(what, sizeof what, "x8 %s %s%s", tname, isas[ii], exact ? " exact" : "");
@@ -582,12 +573,13 @@ static void test_x8_models(void) {
                     ref_sq += (double)r[i] * r[i];
                 }
                 const double rms = sqrt(sq / ((double)N_TOK * V)), ref_rms = sqrt(ref_sq / ((double)N_TOK * V));
-                /* exact mode reads the same blocks in the same order: the same bits. The default
-                 * mode sums the blocks in another order, and a last-bit change of an activation
+                /* exact mode reads the same blocks in the same order: the same bits, except
+                 * with the AVX-512 tables, whose x8 kernels are the AVX2 ones. The default mode
+                 * sums the blocks in another order, and a last-bit change of an activation
                  * can move its 8-bit rounding by a step, so layers apart the logits differ as
                  * much as two kernel tables' do (rows scalar vs avx2 Q4_0: max 0.065 here), far
                  * inside Q4_0's own error (rms 0.75 allowed against HF fp32 above) */
-                CHECK_MSG(exact ? diff == 0 : rms <= 0.05 * ref_rms && diff <= 0.5 * ref_rms,
+                CHECK_MSG(exact && ii < 2 ? diff == 0 : rms <= 0.05 * ref_rms && diff <= 0.5 * ref_rms,
                           "%s: |x8 - rows| max %.3g rms %.3g (logits rms %.3g)", what, diff, rms, ref_rms);
                 printf("%-28s |x8 - rows| max %.3g rms %.3g (logits rms %.3g)\n", what, diff, rms, ref_rms);
             }

@@ -120,7 +120,7 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
         for (int ti = 1; ti < n_tables; ti++)
-            for (int x8 = 0; x8 <= (tables[ti]->matmul_q4_0_x8 != NULL); x8++) {
+            for (int x8 = 0; x8 <= 1; x8++) {
                 const g3_quant_kernels *k = tables[ti];
                 k->quantize_act(xq, HID, x, 0, HID);
                 double best = 1e30;
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
             const int widths[3] = {HID, QDIM, FFN};
             if (qk)
                 for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
-            for (int x8 = 0; x8 <= (qk && qk->matmul_q4_0_x8); x8++)
+            for (int x8 = 0; x8 <= (qk != NULL); x8++)
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
                 for (int rep = 0; rep < reps; rep++) {
@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
                         qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
                                          shapes[s].n_in, x + (size_t)t * shapes[s].n_in, 0,
                                          shapes[s].n_in);
-                for (int x8 = 0; x8 <= (qk && qk->matmul_q4_0_x8); x8++)
+                for (int x8 = 0; x8 <= (qk != NULL); x8++)
                 for (int p = 0; p < 2; p++) {
                     double best = 1e30, best_cpu = 1e30;
                     for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
