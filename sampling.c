@@ -1569,11 +1569,15 @@ static void min_p(gemma3_sampler *s, float mp) {
     if (lmax == -INFINITY) return;
     double thr = (double)lmax + log((double)mp);
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (count_at_least(s, thr) < floor_keep) {
-        top_k(s, floor_keep);
+    if (s->cand_lazy) { /* keep first: an implicit list is put back by a flag if too few stay */
+        keep_at_least(s, thr);
+        if (s->n_cand >= floor_keep) return;
+        list_whole_vocabulary(s);
+    } else if (count_at_least(s, thr) >= floor_keep) {
+        keep_at_least(s, thr);
         return;
     }
-    keep_at_least(s, thr);
+    top_k(s, floor_keep);
 }
 
 /* Top-n-sigma's threshold lmax - n * sigma, mean and population sigma over the finite candidate
@@ -1906,6 +1910,13 @@ static void keep_argmax(gemma3_sampler *s) {
     const float *l = s->logits;
     const int32_t *c = s->cand_lazy ? s->iota : s->cand; /* an implicit list is read as iota */
     s->cand_lazy = 0;
+    if (s->max_known && s->id_order && s->n_cand == s->n_vocab) { /* the check's first max */
+        s->cand[0] = s->max_first;
+        s->n_cand = 1;
+        s->sorted = 1;
+        s->cand_lazy = 0;
+        return;
+    }
     if (s->id_order) { /* the first maximum in id order is the lowest id */
         float m[16];
         int n = s->n_cand, j = 0;
@@ -2351,15 +2362,8 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         int t = p->samplers[i];
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
         if (s->win.on && sampler_on(p, t)) g3_cand_materialise(s); /* only the draws read one */
-        /* penalties, DRY and samplers that are off never read the list; plain temperature,
-         * top-k's heap, top-p's and XTC's windows read a full list straight (each writes it out
-         * for its other paths) */
-        int reads_list = t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
-                         t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TOP_P &&
-                         t != GEMMA3_SAMPLER_XTC && t != GEMMA3_SAMPLER_TYPICAL_P &&
-                         !(t == GEMMA3_SAMPLER_TEMPERATURE && p->dynatemp_range <= 0.0f) &&
-                         sampler_on(p, t);
-        if (reads_list) g3_cand_materialise(s);
+        /* an implicit list stays implicit: every sampler reads it as iota (a megabyte's copy
+         * for nothing at 262k tokens) and writes its own list out when it keeps fewer */
         /* penalties, DRY and temperature check as they copy; top-k's heap as it scans */
         if (t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
             t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE && sampler_on(p, t))
