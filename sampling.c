@@ -1975,7 +1975,6 @@ static void keep_argmax(gemma3_sampler *s) {
         s->cand[0] = s->max_first;
         s->n_cand = 1;
         s->sorted = 1;
-        s->cand_lazy = 0;
         return;
     }
     if (s->id_order) { /* the first maximum in id order is the lowest id */
@@ -2424,8 +2423,8 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         if (greedy && t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY) continue;
         if (s->win.on && sampler_on(p, t)) g3_cand_materialise(s); /* only the draws read one */
         /* an implicit list stays implicit: every sampler reads it as iota (a megabyte's copy
-         * for nothing at 262k tokens) and writes its own list out when it keeps fewer */
-        /* penalties, DRY and temperature check as they copy; top-k's heap as it scans */
+         * for nothing at 262k tokens) and writes its own list out when it keeps fewer.
+         * Penalties, DRY and temperature check as they copy; top-k's heap as it scans */
         if (t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
             t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE && sampler_on(p, t))
             check_finite(s);
