@@ -802,12 +802,8 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
         if (w->embed.type == G3_WTYPE_BF16) {
             const uint16_t *row = (const uint16_t *)w->embed.data + (size_t)tokens[t] * H;
             for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
-        } else if (w->embed.layout == G3_LAYOUT_X8) { /* that row's blocks, dequantized */
-            g3_x8_dequantize_row(w->embed.type, w->embed.data, H, tokens[t], ht);
-            for (int i = 0; i < H; i++) ht[i] *= embed_scale;
-        } else {
-            const size_t rb = g3_wtype_row_bytes(w->embed.type, H);
-            g3_dequantize_row(w->embed.type, (const char *)w->embed.data + (size_t)tokens[t] * rb, ht, H);
+        } else { /* a quantized embedding: that row's blocks, dequantized */
+            g3_dequantize_matrix_row(w->embed.type, w->embed.layout, w->embed.data, H, tokens[t], ht);
             for (int i = 0; i < H; i++) ht[i] *= embed_scale;
         }
     }

@@ -146,6 +146,16 @@ static void axpy_bf16_scalar(float *y, float a, const uint16_t *x, int n) {
 #define ROW_f32 float
 #define ROW_bf16 uint16_t
 
+/* Row i of a table of f32 or bf16 rows (ldb elements apart), and element k of a row: what the
+ * grouped kernels of every instruction set read through. */
+static inline const void *row_at(const void *b, size_t ldb, int i, const int bf16) {
+    return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+static inline float row_elem(const void *row, int k, const int bf16) {
+    return bf16 ? g3_bf16_to_f32(((const uint16_t *)row)[k]) : ((const float *)row)[k];
+}
+
 /* dots_* / axpys_* of a table with grouped kernels (dots_SUF_group, axpys_SUF_group, each for
  * up to four vectors, na a compile-time constant once inlined): the vectors four at a time. */
 #define GROUPED_LOOPS(ATTR, SUF)                                                                        \
@@ -511,18 +521,10 @@ INLINE AVX2 __m256 row_partial_avx2(const void *row, int k, int n, const int bf1
                 : load_partial_avx2((const float *)row + k, n - k, 0.0f);
 }
 
-INLINE AVX2 float row_elem_avx2(const void *row, int k, const int bf16) {
-    return bf16 ? g3_bf16_to_f32(((const uint16_t *)row)[k]) : ((const float *)row)[k];
-}
-
-INLINE AVX2 const void *row_at_avx2(const void *b, size_t ldb, int i, const int bf16) {
-    return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
-}
-
 INLINE AVX2 void dots_avx2_group(float *s, size_t lds, const float *a, const int na, const void *b,
                                  size_t ldb, int n_rows, int n, const int bf16) {
     for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at_avx2(b, ldb, i, bf16);
+        const void *row = row_at(b, ldb, i, bf16);
         __m256 acc0[4], acc1[4];
 #pragma GCC unroll 4
         for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm256_setzero_ps();
@@ -560,7 +562,7 @@ INLINE AVX2 void axpys_avx2_cols(float *y, const int ny, const float *c, size_t 
     for (int h = 0; h < ny; h++)
         for (int j = 0; j < 2; j++) acc[h][j] = _mm256_loadu_ps(y + (size_t)h * n + k + 8 * j);
     for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at_avx2(b, ldb, i, bf16);
+        const void *row = row_at(b, ldb, i, bf16);
         const __m256 w0 = row8_avx2(row, k, bf16), w1 = row8_avx2(row, k + 8, bf16);
 #pragma GCC unroll 4
         for (int h = 0; h < ny; h++) {
@@ -580,13 +582,13 @@ INLINE AVX2 void axpys_avx2_group(float *y, const int ny, const float *c, size_t
     for (; k + 16 <= n; k += 16) axpys_avx2_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, bf16);
     for (int h = 0; h < ny; h++) /* the rest as axpy_*_avx2 takes it: 8 at a time, then one by one */
         for (int i = 0; i < n_rows; i++) {
-            const void *row = row_at_avx2(b, ldb, i, bf16);
+            const void *row = row_at(b, ldb, i, bf16);
             float *yh = y + (size_t)h * n;
             const float ch = c[h * ldc + i];
             int kk = k;
             for (; kk + 8 <= n; kk += 8)
                 _mm256_storeu_ps(yh + kk, _mm256_fmadd_ps(_mm256_set1_ps(ch), row8_avx2(row, kk, bf16), _mm256_loadu_ps(yh + kk)));
-            for (; kk < n; kk++) yh[kk] = fmaf(ch, row_elem_avx2(row, kk, bf16), yh[kk]);
+            for (; kk < n; kk++) yh[kk] = fmaf(ch, row_elem(row, kk, bf16), yh[kk]);
         }
 }
 
@@ -1126,10 +1128,6 @@ INLINE AVX512 __m512 row16_512(const void *row, int k, __mmask16 m, const int bf
                     : _mm512_loadu_ps((const float *)row + k);
     return bf16 ? widen16_512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k))
                 : _mm512_maskz_loadu_ps(m, (const float *)row + k);
-}
-
-INLINE AVX512 const void *row_at(const void *b, size_t ldb, int i, const int bf16) {
-    return (const char *)b + (size_t)i * ldb * (bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 /* Lanes of the 16 columns from k on that lie below n. */

@@ -138,14 +138,24 @@ size_t g3_x8_bytes(g3_wtype t, int64_t rows, int64_t n_in) {
     return (size_t)((rows + G3_X8 - 1) / G3_X8 * G3_X8) * g3_wtype_row_bytes(t, n_in);
 }
 
+/* In a group-block: where row k's scale and the first of its quant bytes 4s..4s+3 lie. */
+static size_t x8_scale_at(size_t k) { return 2 * k; }
+static size_t x8_run_at(size_t k, size_t s) { return 2 * G3_X8 + 32 * s + 4 * k; }
+
 /* Where byte j of block b of row r lies in an x8 matrix (j < 2: the scale, else quant j - 2). */
 static size_t x8_offset(size_t bs, int64_t n_blocks, int64_t r, int64_t b, size_t j) {
     const size_t group_block = ((size_t)(r / G3_X8) * (size_t)n_blocks + (size_t)b) * G3_X8 * bs;
     const size_t k = (size_t)(r % G3_X8);
-    if (j < 2) return group_block + 2 * k + j;
-    const size_t q = j - 2;
-    return group_block + 2 * G3_X8 + 32 * (q / 4) + 4 * k + q % 4;
+    if (j < 2) return group_block + x8_scale_at(k) + j;
+    return group_block + x8_run_at(k, (j - 2) / 4) + (j - 2) % 4;
 }
+
+/* One block in the row layout's bytes, aligned for either block type. */
+union x8_block {
+    g3_block_q8_0 q8_0; /* the larger */
+    g3_block_q4_0 q4_0;
+    uint8_t bytes[sizeof(g3_block_q8_0)];
+};
 
 /* Block b of row r of an x8 matrix back in its row-layout bytes (out: block_bytes(t)). */
 static void x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
@@ -166,8 +176,8 @@ static void x8_pack_group(size_t bs, uint8_t *dst, const uint8_t *src, size_t rb
         if (n < G3_X8) memset(dst, 0, G3_X8 * bs);
         for (int k = 0; k < n; k++) {
             const uint8_t *blk = src + (size_t)k * rb + (size_t)b * bs;
-            memcpy(dst + 2 * k, blk, 2);
-            for (size_t s = 0; s < n_runs; s++) memcpy(dst + 2 * G3_X8 + 32 * s + 4 * k, blk + 2 + 4 * s, 4);
+            memcpy(dst + x8_scale_at((size_t)k), blk, 2);
+            for (size_t s = 0; s < n_runs; s++) memcpy(dst + x8_run_at((size_t)k, s), blk + 2 + 4 * s, 4);
         }
     }
 }
@@ -188,11 +198,17 @@ void g3_x8_read(g3_wtype t, const void *x8, int64_t n_in, size_t offset, size_t 
     }
 }
 
-void g3_x8_dequantize_row(g3_wtype t, const void *x8, int64_t n_in, int64_t r, float *y) {
+void g3_dequantize_matrix_row(g3_wtype t, g3_layout layout, const void *m, int64_t n_in,
+                               int64_t r, float *y) {
+    if (layout == G3_LAYOUT_ROWS) {
+        g3_dequantize_row(t, (const char *)m + (size_t)r * g3_wtype_row_bytes(t, n_in), y, n_in);
+        return;
+    }
+    const uint8_t *x8 = m;
     for (int64_t b = 0; b < n_in / G3_QK; b++) {
-        uint8_t blk[sizeof(g3_block_q8_0)];
-        x8_block(t, x8, n_in / G3_QK, r, b, blk);
-        g3_dequantize_row(t, blk, y + b * G3_QK, G3_QK);
+        union x8_block blk;
+        x8_block(t, x8, n_in / G3_QK, r, b, blk.bytes);
+        g3_dequantize_row(t, blk.bytes, y + b * G3_QK, G3_QK);
     }
 }
 
@@ -260,25 +276,33 @@ static void quantize_act_scalar(void *dst, int n_row, const float *x, int k0, in
 
 /* ---- scalar matmuls ------------------------------------------------------------------------- */
 
+/* A block's exact integer dot product with its activation block (Q4_0: with the correction c4
+ * for the nibbles' offset of 8). */
+static int32_t isum_q8_0(const g3_block_q8_0 *w, const int8_t *aq) {
+    int32_t isum = 0;
+    for (int j = 0; j < G3_QK; j++) isum += (int32_t)w->qs[j] * aq[j];
+    return isum;
+}
+
+static int32_t isum_q4_0(const g3_block_q4_0 *w, const int8_t *aq, int32_t c4) {
+    int32_t isum = c4;
+    for (int j = 0; j < G3_QK / 2; j++)
+        isum += (w->qs[j] & 15) * aq[j] + (w->qs[j] >> 4) * aq[j + G3_QK / 2];
+    return isum;
+}
+
 static float dot_q8_0_scalar(const g3_block_q8_0 *w, act_row a, int n_blocks) {
     float acc = 0.0f;
-    for (int b = 0; b < n_blocks; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < G3_QK; j++) isum += (int32_t)w[b].qs[j] * a.q[b * G3_QK + j];
-        acc += g3_f16_to_f32(w[b].d) * a.d[b] * (float)isum;
-    }
+    for (int b = 0; b < n_blocks; b++)
+        acc += g3_f16_to_f32(w[b].d) * a.d[b] * (float)isum_q8_0(&w[b], a.q + b * G3_QK);
     return acc;
 }
 
 static float dot_q4_0_scalar(const g3_block_q4_0 *w, act_row a, int n_blocks) {
     float acc = 0.0f;
-    for (int b = 0; b < n_blocks; b++) {
-        const int8_t *aq = a.q + b * G3_QK;
-        int32_t isum = a.c4[b];
-        for (int j = 0; j < G3_QK / 2; j++)
-            isum += (w[b].qs[j] & 15) * aq[j] + (w[b].qs[j] >> 4) * aq[j + G3_QK / 2];
-        acc += g3_f16_to_f32(w[b].d) * a.d[b] * (float)isum;
-    }
+    for (int b = 0; b < n_blocks; b++)
+        acc += g3_f16_to_f32(w[b].d) * a.d[b] *
+               (float)isum_q4_0(&w[b], a.q + b * G3_QK, a.c4[b]);
     return acc;
 }
 
@@ -340,22 +364,8 @@ static void matmul_q_f32_scalar(g3_wtype wtype, float *Y, size_t ldy, const void
     }
 }
 
-/* The x8 layout's reference: each block's exact integer sum, then one fma per block. */
-static int32_t x8_block_isum(g3_wtype t, const uint8_t *x8, int64_t nb, int r, int b, const int8_t *aq,
-                             int32_t c4) {
-    const size_t bs = block_bytes(t);
-    int32_t isum = t == G3_WTYPE_Q4_0 ? c4 : 0;
-    for (int j = 0; j < G3_QK; j++) {
-        if (t == G3_WTYPE_Q8_0) {
-            isum += (int8_t)x8[x8_offset(bs, nb, r, b, 2 + (size_t)j)] * aq[j];
-        } else {
-            const uint8_t q = x8[x8_offset(bs, nb, r, b, 2 + (size_t)(j % 16))];
-            isum += (j < 16 ? q & 15 : q >> 4) * aq[j];
-        }
-    }
-    return isum;
-}
-
+/* The x8 layout's reference: each block fetched from its group, its exact integer sum, then one
+ * fma per block. */
 static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, const void *Xq,
                              int n_tok, int n_in, int r0, int r1) {
     const int nb = n_in / G3_QK;
@@ -365,10 +375,13 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                uint16_t h;
-                memcpy(&h, x8 + x8_offset(block_bytes(t), nb, r, b, 0), 2);
-                const int32_t isum = x8_block_isum(t, x8, nb, r, b, a.q + b * G3_QK, a.c4[b]);
-                acc = fmaf((float)isum, g3_f16_to_f32(h) * a.d[b], acc);
+                union x8_block blk;
+                x8_block(t, x8, nb, r, b, blk.bytes);
+                const int8_t *aq = a.q + b * G3_QK;
+                const int32_t isum = t == G3_WTYPE_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
+                                                        : isum_q4_0(&blk.q4_0, aq, a.c4[b]);
+                const float dw = g3_f16_to_f32(t == G3_WTYPE_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
+                acc = fmaf((float)isum, dw * a.d[b], acc);
             }
             Y[(size_t)tk * ldy + r] = acc;
         }
@@ -394,9 +407,9 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                uint8_t blk[sizeof(g3_block_q8_0)];
-                x8_block(wtype, W, nb, r, b, blk);
-                acc += block_dot_f32_scalar(wtype, blk, x + b * G3_QK);
+                union x8_block blk;
+                x8_block(wtype, W, nb, r, b, blk.bytes);
+                acc += block_dot_f32_scalar(wtype, blk.bytes, x + b * G3_QK);
             }
             Y[(size_t)t * ldy + r] = acc;
         }

@@ -73,8 +73,10 @@ void g3_x8_pack(g3_wtype t, void *dst, const void *src, int64_t rows, int64_t n_
 /* Bytes [offset, offset + n) of the matrix as the row layout would hold them, read from its x8
  * layout (so that what identifies a model does not depend on its layout). */
 void g3_x8_read(g3_wtype t, const void *x8, int64_t n_in, size_t offset, size_t n, void *out);
-/* Row r of an x8 matrix dequantized, as g3_dequantize_row of that row. */
-void g3_x8_dequantize_row(g3_wtype t, const void *x8, int64_t n_in, int64_t r, float *y);
+/* Row r of a quantized [rows][n_in] matrix m in either layout, dequantized (g3_dequantize_row
+ * of that row in the row layout). */
+void g3_dequantize_matrix_row(g3_wtype t, g3_layout layout, const void *m, int64_t n_in,
+                              int64_t r, float *y);
 /* Offset in an x8 matrix of the fp16 scale of block b of row r. */
 size_t g3_x8_scale_offset(g3_wtype t, int64_t n_in, int64_t r, int64_t b);
 

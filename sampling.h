@@ -78,16 +78,19 @@ void g3_sampler_skip_rough(gemma3_sampler *s, int on);
 #define G3_APPROX_EXP_REL_ERR 0x1p-48
 /* floor(v) for v in [0, 2^51): the nearest integer (v + 2^52 - 2^52, exact), less 1 where that
  * lies above v; by masks, so that AVX2 vectorises it (a call of floor() it does not). */
+/* mask (all ones or zero) ? a : b, on the bits (g3_f32_select below for floats) */
+static inline double g3_f64_select(uint64_t mask, double a, double b) {
+    uint64_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & mask) | (ub & ~mask);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 static inline double g3_floor_small(double v) {
     const double r = (v + 0x1p52) - 0x1p52;
-    const uint64_t above = (uint64_t)-(int64_t)(r > v);
-    const double one = 1.0;
-    uint64_t ob;
-    memcpy(&ob, &one, sizeof ob);
-    ob &= above;
-    double sub;
-    memcpy(&sub, &ob, sizeof sub);
-    return r - sub;
+    return r - g3_f64_select((uint64_t)-(int64_t)(r > v), 1.0, 0.0);
 }
 
 /* An integer-valued double in [0, 2^52) as that integer: its bits once 2^52 is added (exact). */

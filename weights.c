@@ -267,6 +267,21 @@ static int bad_source_error(const char *dir, const char *name, int64_t at, int64
                     (long long)(at % cols), g3_wtype_name(type));
 }
 
+/* Rows of a source piece of about RELEASE_CHUNK_BYTES, in whole x8 groups. */
+static int64_t piece_rows(size_t src_row_bytes) {
+    const int64_t rows = (int64_t)(RELEASE_CHUNK_BYTES / src_row_bytes) / G3_X8 * G3_X8;
+    return rows < G3_X8 ? G3_X8 : rows;
+}
+
+/* Drops the pages of source rows [r0, r1) of t, done with. */
+static void release_rows(const g3_st *st, const g3_tensor *t, int64_t r0, int64_t r1,
+                         size_t src_row_bytes) {
+    g3_tensor piece = *t; /* the view of just these rows */
+    piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row_bytes;
+    piece.n_bytes = (size_t)(r1 - r0) * src_row_bytes;
+    g3_st_release(st, &piece);
+}
+
 /* Quantizes rows [0, rows) of t into dst on the pool, in pieces of about RELEASE_CHUNK_BYTES of
  * source, dropping each piece's pages once it is done: a mapped source never holds more than
  * one piece (the embedding of a 12B model is 2 GB of bf16). Returns the first non-finite source
@@ -276,17 +291,13 @@ static int64_t quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *
                                quant_scratch scratch, int64_t *first_bad) {
     const size_t src_row = (size_t)cols * g3_dtype_size(t->dtype);
     const size_t rb = g3_wtype_row_bytes(type, cols);
-    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / src_row) / G3_X8 * G3_X8; /* whole groups */
-    if (step < G3_X8) step = G3_X8;
+    const int64_t step = piece_rows(src_row);
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
         quant_job j = {t, type, layout, cols, r0, r1, dst + (size_t)r0 * rb, scratch,
                        g3_quantize_row_best(), first_bad};
         g3_pool_run(pool, task_quantize, &j);
-        g3_tensor piece = *t; /* the view of just these rows, to release */
-        piece.data = (const uint8_t *)t->data + (size_t)r0 * src_row;
-        piece.n_bytes = (size_t)(r1 - r0) * src_row;
-        g3_st_release(st, &piece);
+        release_rows(st, t, r0, r1, src_row);
         int64_t bad = job_first_bad(&j, pool);
         if (bad >= 0) return bad;
     }
@@ -298,16 +309,13 @@ static int64_t quantize_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *
 static void repack_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3_wtype type,
                           int64_t rows, int64_t cols, uint8_t *dst) {
     const size_t rb = g3_wtype_row_bytes(type, cols);
-    int64_t step = (int64_t)(RELEASE_CHUNK_BYTES / rb) / G3_X8 * G3_X8;
-    if (step < G3_X8) step = G3_X8;
+    const int64_t step = piece_rows(rb);
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
-        const int64_t n = r0 + step < rows ? step : rows - r0;
-        repack_job j = {(const uint8_t *)t->data + (size_t)r0 * rb, dst + (size_t)r0 * rb, type, cols, n};
+        const int64_t r1 = r0 + step < rows ? r0 + step : rows;
+        repack_job j = {(const uint8_t *)t->data + (size_t)r0 * rb, dst + (size_t)r0 * rb, type,
+                        cols, r1 - r0};
         g3_pool_run(pool, task_repack, &j);
-        g3_tensor piece = *t;
-        piece.data = j.src;
-        piece.n_bytes = (size_t)n * rb;
-        g3_st_release(st, &piece);
+        release_rows(st, t, r0, r1, rb);
     }
 }
 
@@ -611,10 +619,13 @@ static void task_scan(void *ctx, int ith, int nth) {
     const int bf16 = j->type == G3_WTYPE_BF16, x8 = j->layout == G3_LAYOUT_X8;
     const int64_t per_row = bf16 ? j->cols : j->cols / G3_QK;
     /* a row's elements or block scales lie at equal steps from its first, in either layout */
-    const size_t step = bf16 ? 2 : x8 && per_row > 1 ? g3_x8_scale_offset(j->type, j->cols, 0, 1) : rb / (size_t)per_row;
+    const size_t step = bf16                   ? 2
+                        : x8 && per_row > 1    ? g3_x8_scale_offset(j->type, j->cols, 0, 1)
+                                               : rb / (size_t)per_row;
     j->first_bad[ith] = -1;
     for (int64_t r = lo; r < hi; r++) {
-        const uint8_t *row = j->data + (x8 ? g3_x8_scale_offset(j->type, j->cols, r, 0) : (size_t)r * rb);
+        const uint8_t *row =
+            j->data + (x8 ? g3_x8_scale_offset(j->type, j->cols, r, 0) : (size_t)r * rb);
         int any = 0;
         for (int64_t e = 0; e < per_row; e++) any |= bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step);
         if (!any) continue;

@@ -431,7 +431,9 @@ static void test_x8_layout(void) {
             g3_x8_read((g3_wtype)wt, x8, n_in, rb + 5, 7, back); /* a piece from mid-row */
             bad += memcmp(back, w + rb + 5, rows > 1 ? 7 : 0) != 0;
             for (int r = 0; r < rows; r++) {
-                g3_x8_dequantize_row((g3_wtype)wt, x8, n_in, r, y);
+                g3_dequantize_matrix_row((g3_wtype)wt, G3_LAYOUT_X8, x8, n_in, r, y);
+                bad += memcmp(y, deq + (size_t)r * n_in, sizeof y) != 0;
+                g3_dequantize_matrix_row((g3_wtype)wt, G3_LAYOUT_ROWS, w, n_in, r, y);
                 bad += memcmp(y, deq + (size_t)r * n_in, sizeof y) != 0;
             }
             free(deq), free(w), free(x8), free(back);

@@ -575,7 +575,7 @@ static void float_exp_inputs(float *l, int n, float lmax, double span) {
 
 /* The bit helpers that keep the passes free of selects (AVX2 vectorises them): floor and the
  * integer of a double in [0, 2^51) against libm's floor and the casts, at integers, halves and
- * their neighbours; the float select. */
+ * their neighbours; the float and double selects. */
 static void check_bit_helpers(void) {
     static const double v[] = {0, 0x1p-1074, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 1e6 + 0.5,
                                0x1p40, 0x1p40 + 0.5, 0x1p51 - 1, 0x1p51 - 0.5};
@@ -590,6 +590,7 @@ static void check_bit_helpers(void) {
     CHECK_MSG(wrong == 0, "floor / integer of small doubles: %d wrong", wrong);
     CHECK(g3_f32_select(~0u, 1.5f, -2.0f) == 1.5f && g3_f32_select(0, 1.5f, -2.0f) == -2.0f);
     CHECK(g3_f32_select(0, NAN, 0.0f) == 0.0f);
+    CHECK(g3_f64_select(~0ull, 1.5, -2.0) == 1.5 && g3_f64_select(0, 1.5, -2.0) == -2.0);
     /* the view's last bucket weighs nothing, whatever its (meaningless, maybe NaN) p and x */
     const float last[] = {0.0f, 0.5f, -3.0f, NAN, INFINITY};
     for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {

@@ -47,6 +47,15 @@ typedef struct {
     int n_tok, n_in, n_out;
 } mm_job;
 
+typedef void (*qmatmul_fn)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                           int n_in, int r0, int r1);
+
+/* The table's integer matmul for a weight type, in the row or the x8 layout. */
+static qmatmul_fn quant_matmul(const g3_quant_kernels *k, g3_wtype wt, int x8) {
+    if (wt == G3_WTYPE_Q8_0) return x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0;
+    return x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0;
+}
+
 static void mm_task(void *ctx, int ith, int nth) {
     const double c0 = thread_cpu_now();
     const mm_job *j = ctx;
@@ -55,10 +64,8 @@ static void mm_task(void *ctx, int ith, int nth) {
     if (r0 < r1) {
         if (!j->qk)
             j->bk->matmul_bf16(j->Y, (size_t)j->n_out, j->W, j->X, (size_t)j->n_in, j->n_tok, j->n_in, r0, r1);
-        else if (j->wt == G3_WTYPE_Q8_0)
-            (j->x8 ? j->qk->matmul_q8_0_x8 : j->qk->matmul_q8_0)(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
         else
-            (j->x8 ? j->qk->matmul_q4_0_x8 : j->qk->matmul_q4_0)(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
+            quant_matmul(j->qk, j->wt, j->x8)(j->Y, (size_t)j->n_out, j->W, j->X, j->n_tok, j->n_in, r0, r1);
     }
     cpu_busy[ith] += thread_cpu_now() - c0;
 }
@@ -126,10 +133,7 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
                 double best = 1e30;
                 for (int rep = 0; rep < REPS; rep++) {
                     const double c0 = thread_cpu_now();
-                    for (int i = 0; i < CALLS; i++) {
-                        if (wt == G3_WTYPE_Q8_0) (x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0)(y, ROWS, w, xq, 1, HID, 0, ROWS);
-                        else (x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0)(y, ROWS, w, xq, 1, HID, 0, ROWS);
-                    }
+                    for (int i = 0; i < CALLS; i++) quant_matmul(k, (g3_wtype)wt, x8)(y, ROWS, w, xq, 1, HID, 0, ROWS);
                     const double dc = (thread_cpu_now() - c0) / CALLS;
                     best = dc < best ? dc : best;
                 }
