@@ -78,7 +78,16 @@ void g3_sampler_skip_rough(gemma3_sampler *s, int on);
 #define G3_APPROX_EXP_REL_ERR 0x1p-48
 /* floor(v) for v in [0, 2^51): the nearest integer (v + 2^52 - 2^52, exact), less 1 where that
  * lies above v; by masks, so that AVX2 vectorises it (a call of floor() it does not). */
-/* mask (all ones or zero) ? a : b, on the bits (g3_f32_select below for floats) */
+/* mask (all ones or zero) ? a : b, on the bits: selects that compile to masks, not branches */
+static inline float g3_f32_select(uint32_t mask, float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & mask) | (ub & ~mask);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 static inline double g3_f64_select(uint64_t mask, double a, double b) {
     uint64_t ua, ub;
     memcpy(&ua, &a, sizeof ua);
@@ -146,16 +155,6 @@ static inline double g3_approx_weight(float l, float lmax) {
  * included, is off by less). The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7);
  * test-sampling-chains checks the observed error on a million inputs against half of it. */
 #define G3_APPROX_EXPF_REL_ERR 0x1p-20
-/* mask (all ones or zero) ? a : b, on the bits */
-static inline float g3_f32_select(uint32_t mask, float a, float b) {
-    uint32_t ua, ub;
-    memcpy(&ua, &a, sizeof ua);
-    memcpy(&ub, &b, sizeof ub);
-    ua = (ua & mask) | (ub & ~mask);
-    memcpy(&a, &ua, sizeof a);
-    return a;
-}
-
 static inline float g3_approx_expf(float l, float lmax) {
     float x = l - lmax;
     float lb = x + lmax, mb = x - lb;                  /* TwoSum of l and -lmax */
