@@ -120,17 +120,23 @@ static void summarize(bench_result *r) {
     r->stddev_ns = r->n_samples > 1 ? sqrt(var_ns / (r->n_samples - 1)) : 0;
 }
 
-/* llama-bench's model_type: "gemma3 1B Q4_0" (999.9M parameters is the "1B" model, 268M the
- * "270M"). */
+/* llama-bench's model_type: "gemma3 1B Q4_0". llama.cpp names a Gemma 3 by its layer count (18:
+ * 270M, though it has 268M parameters; 26: 1B, 34: 4B, 48: 12B, 62: 27B); other depths (test
+ * shapes) by their parameters, rounded. */
 static void model_label(const gemma3_model_info *info, char *buf, size_t n) {
+    static const struct { int n_layers; const char *size; } named[] = {
+        {18, "270M"}, {26, "1B"}, {34, "4B"}, {48, "12B"}, {62, "27B"}};
     double p = (double)info->n_params;
-    char type[8];
+    char type[8], size[16];
     size_t k = 0;
     for (; info->weight_type[k] && k + 1 < sizeof type; k++)
         type[k] = (char)toupper((unsigned char)info->weight_type[k]);
     type[k] = '\0';
-    if (p >= 0.95e9) snprintf(buf, n, "gemma3 %.0fB %s", p / 1e9, type);
-    else snprintf(buf, n, "gemma3 %.0fM %s", p / 1e6, type);
+    if (p >= 0.95e9) snprintf(size, sizeof size, "%.0fB", p / 1e9);
+    else snprintf(size, sizeof size, "%.0fM", p / 1e6);
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        if (info->n_layers == named[i].n_layers) snprintf(size, sizeof size, "%s", named[i].size);
+    snprintf(buf, n, "gemma3 %s %s", size, type);
 }
 
 static void print_md_header(void) {

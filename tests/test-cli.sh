@@ -115,6 +115,12 @@ fi
 if grep -q "| *pp16 *|" "$TMP/bench.md" && grep -q "| *tg4 *|" "$TMP/bench.md"; then ok; else bad "bench table: $(cat "$TMP/bench.md")"; fi
 "$G3" bench -m "$M" -p 16 -n 4 -r 2 -o csv >"$TMP/bench.csv" 2>&1
 if [ "$(wc -l <"$TMP/bench.csv")" -eq 3 ]; then ok; else bad "bench csv: $(cat "$TMP/bench.csv")"; fi
+# model_type as llama-bench writes it: a Gemma 3 of 18 layers is llama.cpp's "270M" whatever its
+# parameter count; a depth llama.cpp does not name goes by the parameters (tiny: 17M)
+"$GEN" tiny "$TMP/tiny18" --layers 18 --fill zero --tokenizer models/tokenizer.model >/dev/null 2>&1 &&
+    "$G3" bench -m "$TMP/tiny18" -p 0 -n 1 -r 1 -o csv 2>&1 | grep -q '^"gemma3 270M BF16",' && ok ||
+    bad "bench model_type of an 18-layer model: $("$G3" bench -m "$TMP/tiny18" -p 0 -n 1 -r 1 -o csv 2>&1)"
+grep -q '^"gemma3 17M BF16",' "$TMP/bench.csv" && ok || bad "bench model_type of tiny: $(cat "$TMP/bench.csv")"
 expect_error "bench missing model dir" 1 "$TMP/nope" "$G3" bench -m "$TMP/nope" -p 8 -n 0 -r 1
 
 # ---- info --speed: prefill and decode tokens/s after the configuration -------------------------
