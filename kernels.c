@@ -156,6 +156,10 @@ static inline float row_elem(const void *row, int k, const int bf16) {
     return bf16 ? g3_bf16_to_f32(((const uint16_t *)row)[k]) : ((const float *)row)[k];
 }
 
+/* Row or token i of a SIMD tile that holds only n valid ones: past them a tile repeats the last
+ * (every load stays in bounds; those outputs are never stored). */
+static inline int clamp_to_last(int i, int n) { return i < n ? i : n - 1; }
+
 /* dots_* / axpys_* of a table with grouped kernels (dots_SUF_group, axpys_SUF_group, each for
  * up to four vectors, na a compile-time constant once inlined): the vectors four at a time. */
 #define GROUPED_LOOPS(ATTR, SUF)                                                                        \
@@ -324,9 +328,9 @@ INLINE AVX2 void tile_f32_avx2(float *Y, size_t ldy, const uint16_t *W, const fl
     const uint16_t *w[8];
     const float *x[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + clamp_to_last(i, nr)) * n_in;
 #pragma GCC unroll 8
-    for (int c = 0; c < C; c++) x[c] = X + (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+    for (int c = 0; c < C; c++) x[c] = X + (size_t)(t + clamp_to_last(c, nt)) * ldx;
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < R * C; i++) acc[i] = _mm256_setzero_ps();
@@ -388,9 +392,9 @@ INLINE AVX2 void tile_bf16_avx2(float *Y, size_t ldy, const uint16_t *W, const u
     const uint16_t *w[8];
     const uint16_t *x[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + clamp_to_last(i, nr)) * n_in;
 #pragma GCC unroll 8
-    for (int c = 0; c < C; c++) x[c] = X + (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+    for (int c = 0; c < C; c++) x[c] = X + (size_t)(t + clamp_to_last(c, nt)) * ldx;
     __m256 acc[8], xe[8], xo[8], we, wo;
 #pragma GCC unroll 8
     for (int i = 0; i < R * C; i++) acc[i] = _mm256_setzero_ps();
@@ -876,9 +880,9 @@ INLINE AVX512 void finish_tile_512(float *Y, size_t ldy, int r, int nr, int t, i
     const uint16_t *w[16];                                                                     \
     const XT *x[16];                                                                           \
     _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                       \
-        w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;                                 \
+        w[i] = W + (size_t)(r + clamp_to_last(i, nr)) * n_in;                                  \
     _Pragma("GCC unroll 16") for (int c = 0; c < C; c++)                                       \
-        x[c] = X + (size_t)(t + (c < nt ? c : nt - 1)) * ldx;                                  \
+        x[c] = X + (size_t)(t + clamp_to_last(c, nt)) * ldx;                                   \
     __m512 acc[32];                                                                            \
     _Pragma("GCC unroll 32") for (int i = 0; i < R * C; i++)                                   \
         acc[i] = k0 > 0 ? save[i] : _mm512_setzero_ps();
@@ -919,10 +923,10 @@ INLINE AVX512 void tile_widen_512(float *Y, size_t ldy, const uint16_t *W, const
     const float *xf[16];
     const uint16_t *xh[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + (i < nr ? i : nr - 1)) * n_in;
+    for (int i = 0; i < R; i++) w[i] = W + (size_t)(r + clamp_to_last(i, nr)) * n_in;
 #pragma GCC unroll 16
     for (int c = 0; c < C; c++) {
-        size_t off = (size_t)(t + (c < nt ? c : nt - 1)) * ldx;
+        size_t off = (size_t)(t + clamp_to_last(c, nt)) * ldx;
         xf[c] = (const float *)Xv + off;
         xh[c] = (const uint16_t *)Xv + off;
     }
