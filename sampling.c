@@ -930,7 +930,16 @@ static int copy_divide_scalar(float *restrict dst, const float *restrict src, in
 #else
 #define AVX512_WIDE(features) __attribute__((target(features ",prefer-vector-width=512")))
 #endif
-__attribute__((target("avx2"))) static int copy_check_avx2(float *restrict dst,
+/* AVX2 functions whose bodies are loops over 16 lanes: GCC vectorises such a loop as two 8-lane
+ * iterations that it does not unroll at -O2, and keeps the lanes in memory between the loops;
+ * unrolled, they stay in registers (the float tier's block sums 1.1x, the double tier's 1.4-1.8x,
+ * the NaN check with the maximum 1.5-2x on Zen 3). Unrolling reorders no arithmetic. */
+#ifdef __clang__
+#define AVX2_LOOPS __attribute__((target("avx2")))
+#else
+#define AVX2_LOOPS __attribute__((target("avx2"), optimize("unroll-loops")))
+#endif
+AVX2_LOOPS static int copy_check_avx2(float *restrict dst,
                                                             const float *restrict src, int n) {
     return copy_check_body(dst, src, n);
 }
@@ -938,13 +947,13 @@ AVX512_WIDE("avx512f") static int copy_check_avx512(float *restrict dst,
                                                     const float *restrict src, int n) {
     return copy_check_body(dst, src, n);
 }
-__attribute__((target("avx2"))) static float max_n_avx2(const float *l, int n) {
+AVX2_LOOPS static float max_n_avx2(const float *l, int n) {
     return max_n_body(l, n);
 }
 AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
     return max_n_body(l, n);
 }
-__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max,
+AVX2_LOOPS static int check_max_avx2(const float *l, int n, float *max,
                                                             int *first) {
     return check_max_body(l, n, max, first);
 }
@@ -952,7 +961,7 @@ AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float 
                                                    int *first) {
     return check_max_body(l, n, max, first);
 }
-__attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
+AVX2_LOOPS static int copy_divide_avx2(float *restrict dst,
                                                              const float *restrict src, int n,
                                                              float t, float *max, int *first) {
     return copy_divide_body(dst, src, n, t, max, first);
@@ -962,7 +971,7 @@ AVX512_WIDE("avx512f") static int copy_divide_avx512(float *restrict dst,
                                                      float *max, int *first) {
     return copy_divide_body(dst, src, n, t, max, first);
 }
-__attribute__((target("avx2"))) static void gumbel_bits_n_avx2(uint64_t key,
+AVX2_LOOPS static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
                                                                uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
@@ -971,7 +980,7 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
-__attribute__((target("avx2"))) static void rank_view_avx2(const float *restrict l, float lmax,
+AVX2_LOOPS static void rank_view_avx2(const float *restrict l, float lmax,
                                                             int n, uint16_t *restrict bucket,
                                                             struct g3_view_sum *restrict sums,
                                                             int moments) {
@@ -982,7 +991,7 @@ AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
     struct g3_view_sum *restrict sums, int moments) {
     rank_view_body(l, lmax, n, bucket, sums, moments);
 }
-__attribute__((target("avx2"))) static double exp_block_sums_avx2(const float *restrict l,
+AVX2_LOOPS static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
                                                                  double *restrict blocks) {
     return exp_block_sums_body(l, lmax, n, blocks);
@@ -991,7 +1000,7 @@ AVX512_WIDE("avx512f") static double exp_block_sums_avx512(
     const float *restrict l, float lmax, int n, double *restrict blocks) {
     return exp_block_sums_body(l, lmax, n, blocks);
 }
-__attribute__((target("avx2"))) static double expf_block_sums_avx2(const float *restrict l,
+AVX2_LOOPS static double expf_block_sums_avx2(const float *restrict l,
                                                                   float lmax, int n,
                                                                   double *restrict blocks) {
     return expf_block_sums_body(l, lmax, n, blocks);
@@ -1000,7 +1009,7 @@ AVX512_WIDE("avx512f") static double expf_block_sums_avx512(
     const float *restrict l, float lmax, int n, double *restrict blocks) {
     return expf_block_sums_body(l, lmax, n, blocks);
 }
-__attribute__((target("avx2"))) static double exp_rough_sums_avx2(const float *restrict l,
+AVX2_LOOPS static double exp_rough_sums_avx2(const float *restrict l,
                                                                   float lmax, int n, float at,
                                                                   double *at_least) {
     return exp_rough_sums_body(l, lmax, n, at, at_least);
@@ -1009,7 +1018,7 @@ AVX512_WIDE("avx512f") static double exp_rough_sums_avx512(
     const float *restrict l, float lmax, int n, float at, double *at_least) {
     return exp_rough_sums_body(l, lmax, n, at, at_least);
 }
-__attribute__((target("avx2"))) static void sigma_sums_n_avx2(const float *restrict l, int n,
+AVX2_LOOPS static void sigma_sums_n_avx2(const float *restrict l, int n,
                                                               double *out) {
     sigma_sums_n_body(l, n, out);
 }
@@ -1083,7 +1092,7 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     }
 }
 
-__attribute__((target("avx2"))) static uint64_t mass_round_n_avx2(const float *restrict l,
+AVX2_LOOPS static uint64_t mass_round_n_avx2(const float *restrict l,
                                                                   float lmax,
                                                                   uint64_t *restrict q,
                                                                   uint64_t *restrict tie, int n) {
@@ -1224,7 +1233,7 @@ SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t 
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
 }
-__attribute__((target("avx2"))) static void approx_exp_n_avx2(double *restrict w,
+AVX2_LOOPS static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
                                                               float lmax, int n) {
     approx_exp_n_body(w, l, lmax, n);
