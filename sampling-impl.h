@@ -25,6 +25,7 @@ struct gemma3_sampler {
     int exact_draw_only;  /* tests: the CDF walk without its fast paths */
     int skip_float_draw;  /* tests: the CDF walk without its float tiers */
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
+    int float_tier_draws;   /* tests: CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */

@@ -434,6 +434,7 @@ int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_win
 void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
 void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
+int g3_sampler_float_tier_draws(const gemma3_sampler *s) { return s->float_tier_draws; }
 
 /* ---- the fast walk's exp: one body, three instruction sets ----------------------------------- */
 
@@ -2131,74 +2132,130 @@ static void dry(gemma3_sampler *s) {
 
 /* ================================ the draw ================================================== */
 
-/* The fast CDF walk finds the token from approximate weights w'_i = g3_approx_exp(l_i - lmax)
- * (|w' - w| <= G3_APPROX_EXP_REL_ERR * w, or < 3.3e-308 where clamped) summed in blocks, and
- * only answers when the target lies farther from both ends of that token's step than twice the
- * largest possible difference between its sums and the exact walk's (docs/sampling.md §5):
- * then the exact walk stops at the same token. Otherwise it returns -1 and the exact walk runs.
- * DRAW_BLOCK weights per block sum; lists shorter than FAST_DRAW_MIN take the exact walk. */
+/* The fast CDF walk finds the token from approximate weights summed in blocks of DRAW_BLOCK
+ * (not stored: the chosen block's weights are computed again) and answers only when the exact
+ * walk surely stops at the same token (cdf_step_is_sure); otherwise it returns -1 and the next
+ * tier runs (docs/sampling.md §5). Lists shorter than FAST_DRAW_MIN take the exact walk. */
+
+/* Whether the exact walk surely stops at a token, from a fast walk's sums: `before` of the
+ * tokens before it, `w` its own weight and `after` of the tokens after it, each a sum of
+ * approximate non-negative weights within `rel` of its exact value (so its error is relative
+ * to itself, not to the total) and all within `abs` together. The exact walk stops there when
+ * the target u Z lies in the token's step, Z = before + w + after:
+ *   u Z - before      = u (w + after) - (1 - u) before       >= 0, and
+ *   before + w - u Z  = (1 - u) (before + w) - u after        >  0.
+ * Each side's fast value errs by at most rel times the sum of its two terms (plus abs), and the
+ * exact walk's own sums (libm's exp, n double additions, the target's product) move it by less
+ * than 4 (n + 2) 2^-53 Z; the answer stands when both sides exceed twice the sum of the bounds.
+ * Near the target the two terms of a side are both about u (1 - u) Z: the margin is about
+ * u (1 - u) of one taken on the whole Z, and fewer draws are left to the next tier. */
+static int cdf_step_is_sure(double before, double w, double after, double u, double rel,
+                            double abs, int n) {
+    double total = before + w + after;
+    double lo_a = u * (w + after), lo_b = (1 - u) * before;
+    double hi_a = (1 - u) * (before + w), hi_b = u * after;
+    double exact = 4 * ((double)n + 2) * 0x1p-53 * total + abs;
+    return lo_a - lo_b > 2 * (rel * (lo_a + lo_b) + exact) &&
+           hi_a - hi_b > 2 * (rel * (hi_a + hi_b) + exact);
+}
+
+/* x[0] + ... + x[n-1] in 4 interleaved sums (a quarter of one chain's latency): for sums of
+ * non-negative terms, whose error bound does not depend on the order. */
+static double sum_in_4(const double *x, int n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++) s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* A fast walk's token: the block where the running sum of block[] first exceeds `target`, then
+ * the token within it, the block's weights computed again (weight(l, lmax), times 1 + tilt in
+ * blocks before tilt_at and 1 - tilt from there on: the tests' errors at their bound); *before,
+ * *w and *after get the sums before the token, its weight, and the sum after it, the last summed
+ * on its own (not total - before - w) so that its error is relative to itself. Returns the
+ * token's position, or -1 where the sums run out first. */
+static int walk_blocks(const double *block, int n, const float *l, float lmax, double target,
+                       double (*weight)(float, float), double tilt, int tilt_at, double *before,
+                       double *w, double *after) {
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK, b = 0;
+    double sum = 0;
+    for (; b < nb && !(sum + block[b] > target); b++) sum += block[b];
+    if (b == nb) return -1;
+    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
+    double scale = 1 + (b < tilt_at ? tilt : -tilt), wj = 0;
+    int j = b * DRAW_BLOCK;
+    for (; j < end; j++, sum += wj)
+        if (sum + (wj = scale * weight(l[j], lmax)) > target) break;
+    if (j == end) return -1;
+    double rest = sum_in_4(block + b + 1, nb - b - 1);
+    for (int i = j + 1; i < end; i++) rest += scale * weight(l[i], lmax);
+    *before = sum;
+    *w = wj;
+    *after = rest;
+    return j;
+}
+
+static double float_tier_weight(float l, float lmax) { return g3_approx_expf(l, lmax); }
+
+/* Tests (g3_sampler_perturb_float_draw): the block sums moved as far as the relative error
+ * *tilt can move them the wrong way: the blocks before the one where the sums first exceed
+ * `target` one way, the rest the other (up before and down after where that block is even, the
+ * reverse where it is odd: *tilt gets the sign), so that the sums before and after the target
+ * are both off by nearly all their bound allows and a margin too small on either end of a step
+ * shows as a wrong token. walk_blocks tilts the weights it computes again the same way from
+ * *tilt_at. Returns the new total. */
+static double tilt_blocks(double *block, int n, double target, double *tilt, int *tilt_at) {
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK, b = 0;
+    for (double sum = 0; b < nb && !(sum + block[b] > target); b++) sum += block[b];
+    *tilt_at = b;
+    if (b % 2) *tilt = -*tilt;
+    double total = 0;
+    for (int k = 0; k < nb; k++) total += block[k] *= 1 + (k < b ? *tilt : -*tilt);
+    return total;
+}
 
 /* The float tier, tried first: weights w'_i = g3_approx_expf(l_i, lmax), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
  * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
- * (n 2^-53), none of them stored: the walk over the blocks picks the block, whose weights are
- * recomputed. Every prefix sum and the target then lie within
- * (G3_APPROX_EXPF_REL_ERR + 3 2^-24 + n 2^-53) total + n 4.5e-38 of the true ones, and the
- * exact walk's within (n 2^-53 + 2^-53) total (libm's exp is within an ulp); the margin is
- * more than twice the sum, as in the double tier below. Returns -1 when the target is
- * closer than that to an end of the chosen token's step (the double tier then answers). */
+ * (n 2^-53): every sum of them is within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 4 n 2^-53 of its
+ * exact value, and n 4.5e-38 absolute. Returns -1 when cdf_step_is_sure leaves the token open
+ * (the double tier then answers). */
 static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, double u) {
     int n = s->n_cand;
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
     double *block = s->blocks;
     double total = s->expf_block_sums(l, lmax, n, block);
-    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
-    if (s->perturb_float_draw) { /* tests: errors of 0.9 times the assumed bound, +- by block */
-        total = 0;
-        for (int b = 0; b < nb; b++)
-            total += block[b] *= 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR;
+    double tilt = 0;
+    int tilt_at = 0;
+    if (s->perturb_float_draw) { /* tests: total = tilt_blocks(...) */
+        tilt = 0.9 * G3_APPROX_EXPF_REL_ERR;
+        total = tilt_blocks(block, n, u * total, &tilt, &tilt_at);
     }
-    double target = u * total;
-    double margin = 4 * (G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53) * total +
-                    n * 1e-37;
-    double cum = 0;
-    int b = 0;
-    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
-    if (b == nb) return -1;
-    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-    double scale = s->perturb_float_draw ? 1 + (b % 2 ? -0.9 : 0.9) * G3_APPROX_EXPF_REL_ERR : 1;
-    for (int j = b * DRAW_BLOCK; j < end; j++) {
-        double before = cum;
-        cum += scale * g3_approx_expf(l[j], lmax);
-        if (cum > target)
-            return before < target - margin && cum > target + margin ? c[j] : -1;
-    }
-    return -1;
+    double before, w, after;
+    int j = walk_blocks(block, n, l, lmax, u * total, float_tier_weight, tilt, tilt_at, &before,
+                        &w, &after);
+    double rel = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53;
+    if (j < 0 || !cdf_step_is_sure(before, w, after, u, rel, n * 4.6e-38, n)) return -1;
+    s->float_tier_draws++;
+    return (s->cand_lazy ? s->iota : s->cand)[j];
 }
 
+/* The double tier: weights g3_approx_weight (within G3_APPROX_EXP_REL_ERR, or 3.3e-308 absolute
+ * where clamped) summed in double lanes per block (n 2^-53). */
 static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, double u) {
-    int n = s->n_cand, nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
-    double *block = s->blocks;
-    double total = s->exp_block_sums(l, lmax, n, block); /* the weights are not stored */
-    double target = u * total;
-    /* prefix sums and the target, here and in the exact walk, are within
-     * (2 n 2^-53 + 2 rel_err) * total of the true ones (any summation order of n non-negative
-     * terms errs by at most n 2^-53 of their sum; total >= 1, the maximum's weight); the margin
-     * is twice the sum of both bounds */
-    double margin = 4 * (4 * (double)n * 0x1p-53 + 2 * G3_APPROX_EXP_REL_ERR) * total + n * 1e-307;
-    double cum = 0;
-    int b = 0;
-    for (; b < nb && !(cum + block[b] > target); b++) cum += block[b];
-    if (b == nb) return -1;
-    int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
-    for (int j = b * DRAW_BLOCK; j < end; j++) { /* the block's weights again */
-        double before = cum;
-        cum += g3_approx_weight(l[j], lmax);
-        if (cum > target)
-            return before < target - margin && cum > target + margin ? c[j] : -1;
-    }
-    return -1;
+    int n = s->n_cand;
+    double total = s->exp_block_sums(l, lmax, n, s->blocks); /* the weights are not stored */
+    double before, w, after;
+    int j = walk_blocks(s->blocks, n, l, lmax, u * total, g3_approx_weight, 0, 0, &before, &w,
+                        &after);
+    double rel = G3_APPROX_EXP_REL_ERR + 4 * (double)n * 0x1p-53;
+    if (j < 0 || !cdf_step_is_sure(before, w, after, u, rel, n * 3.3e-308, n)) return -1;
+    return (s->cand_lazy ? s->iota : s->cand)[j];
 }
 
 /* Inverse-CDF draw over the list: the first candidate whose running weight EXCEEDS u * Z (strict,

@@ -243,9 +243,11 @@ g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);
  * would have answered; 0 back on. */
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on);
 /* Tests: 1 makes the float tier's block sums (and the chosen block's weights) err by 0.9 times
- * G3_APPROX_EXPF_REL_ERR, up in even blocks and down in odd ones: the worst its bound allows,
- * which its margin must still absorb (every draw the same as the exact walk's). */
+ * G3_APPROX_EXPF_REL_ERR, those before the target one way and the rest the other: the worst its
+ * bound allows, which its margin must still absorb (every draw the same as the exact walk's). */
 void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on);
+/* Tests: how many CDF draws over a list the float tier answered since init. */
+int g3_sampler_float_tier_draws(const gemma3_sampler *s);
 
 /* w[i] = g3_approx_exp(max((double)l[i] - lmax, -708)) for l[i] <= lmax (below -708 the
  * result, e^-708 < 3.3e-308, is off by less than that), in blocks of 16 that the compiler
