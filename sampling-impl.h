@@ -34,6 +34,7 @@ struct gemma3_sampler {
     g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
     g3_sigma_sums_n_fn sigma_sums_n;       /* the best of g3_sigma_sums_n_get */
     g3_expf_block_sums_fn expf_block_sums; /* the best of g3_expf_block_sums_get */
+    g3_expf_weight_fn expf_weight;         /* its weight of one token */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
     g3_exp_rough_sums_fn exp_rough_sums;   /* the best of g3_exp_rough_sums_get */
     g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */

@@ -353,6 +353,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->mass_round_n = g3_mass_round_n_get(isa_detect());
     s->sigma_sums_n = g3_sigma_sums_n_get(isa_detect());
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
+    s->expf_weight = g3_expf_weight_get(isa_detect());
     s->exp_rough_sums = g3_exp_rough_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
@@ -604,6 +605,17 @@ __attribute__((always_inline)) static inline void sigma_sums_n_body(const float 
     out[4] = nf;
 }
 
+/* The sum of 16 lanes as a tree, lane k with k + 8, then k + 4, k + 2, k + 1: four dependent
+ * additions, not sixteen (a block's sum in a chain of sixteen held the float tier's pass back
+ * by a fifth on Zen 3). */
+static inline double tree_sum16(const double *lane) {
+    double t[8];
+    for (int k = 0; k < 8; k++) t[k] = lane[k] + lane[k + 8];
+    for (int k = 0; k < 4; k++) t[k] += t[k + 4];
+    for (int k = 0; k < 2; k++) t[k] += t[k + 2];
+    return t[0] + t[1];
+}
+
 /* The double tier's block sums (g3_exp_block_sums_get): approx_exp_n_body's steps, summed per
  * block of 64 in 16 lanes instead of stored. */
 __attribute__((always_inline)) static inline double exp_block_sums_body(const float *restrict l,
@@ -621,8 +633,7 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
             for (int k = 0; k < 16; k++) w[k] = g3_approx_exp(w[k]);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
         }
-        double sum = 0;
-        for (int k = 0; k < 16; k++) sum += acc[k];
+        double sum = tree_sum16(acc);
         blocks[b] = sum;
         total += sum;
     }
@@ -691,10 +702,11 @@ static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
 }
 
 /* The float tier's block sums (g3_expf_block_sums_get): one simple loop per operation over 16
- * lanes, so that each vectorises. */
+ * lanes, so that each vectorises; `fused` as g3_approx_expf_with takes it. */
 __attribute__((always_inline)) static inline double expf_block_sums_body(const float *restrict l,
                                                                          float lmax, int n,
-                                                                         double *restrict blocks) {
+                                                                         double *restrict blocks,
+                                                                         int fused) {
     int nb = n / 64;
     double total = 0;
     for (int b = 0; b < nb; b++) {
@@ -702,17 +714,18 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
         for (int q = 0; q < 4; q++) {
             const float *x = l + (size_t)b * 64 + q * 16;
             float w[16];
-            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(x[k], lmax);
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf_with(x[k], lmax, fused);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
         }
-        double sum = 0;
-        for (int k = 0; k < 16; k++) sum += acc[k];
+        double lane[16];
+        for (int k = 0; k < 16; k++) lane[k] = acc[k];
+        double sum = tree_sum16(lane);
         blocks[b] = sum;
         total += sum;
     }
     if (nb * 64 < n) {
         double sum = 0;
-        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(l[i], lmax);
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf_with(l[i], lmax, fused);
         blocks[nb] = sum;
         total += sum;
     }
@@ -759,8 +772,13 @@ static double exp_rough_sums_scalar(const float *restrict l, float lmax, int n, 
 
 static double expf_block_sums_scalar(const float *restrict l, float lmax, int n,
                                      double *restrict blocks) {
-    return expf_block_sums_body(l, lmax, n, blocks);
+    return expf_block_sums_body(l, lmax, n, blocks, 0);
 }
+double g3_expf_block_sums_fused(const float *restrict l, float lmax, int n,
+                                double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks, 1);
+}
+static double expf_weight_scalar(float l, float lmax) { return g3_approx_expf_with(l, lmax, 0); }
 
 static void sigma_sums_n_scalar(const float *restrict l, int n, double *out) {
     sigma_sums_n_body(l, n, out);
@@ -936,11 +954,11 @@ static int copy_divide_scalar(float *restrict dst, const float *restrict src, in
  * unrolled, they stay in registers (the float tier's block sums 1.1x, the double tier's 1.4-1.8x,
  * the NaN check with the maximum 1.5-2x on Zen 3). Unrolling reorders no arithmetic. */
 #ifdef __clang__
-#define AVX2_LOOPS __attribute__((target("avx2")))
+#define AVX2_LOOPS(features) __attribute__((target(features)))
 #else
-#define AVX2_LOOPS __attribute__((target("avx2"), optimize("unroll-loops")))
+#define AVX2_LOOPS(features) __attribute__((target(features), optimize("unroll-loops")))
 #endif
-AVX2_LOOPS static int copy_check_avx2(float *restrict dst,
+AVX2_LOOPS("avx2") static int copy_check_avx2(float *restrict dst,
                                                             const float *restrict src, int n) {
     return copy_check_body(dst, src, n);
 }
@@ -948,13 +966,13 @@ AVX512_WIDE("avx512f") static int copy_check_avx512(float *restrict dst,
                                                     const float *restrict src, int n) {
     return copy_check_body(dst, src, n);
 }
-AVX2_LOOPS static float max_n_avx2(const float *l, int n) {
+AVX2_LOOPS("avx2") static float max_n_avx2(const float *l, int n) {
     return max_n_body(l, n);
 }
 AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
     return max_n_body(l, n);
 }
-AVX2_LOOPS static int check_max_avx2(const float *l, int n, float *max,
+AVX2_LOOPS("avx2") static int check_max_avx2(const float *l, int n, float *max,
                                                             int *first) {
     return check_max_body(l, n, max, first);
 }
@@ -962,7 +980,7 @@ AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float 
                                                    int *first) {
     return check_max_body(l, n, max, first);
 }
-AVX2_LOOPS static int copy_divide_avx2(float *restrict dst,
+AVX2_LOOPS("avx2") static int copy_divide_avx2(float *restrict dst,
                                                              const float *restrict src, int n,
                                                              float t, float *max, int *first) {
     return copy_divide_body(dst, src, n, t, max, first);
@@ -972,7 +990,7 @@ AVX512_WIDE("avx512f") static int copy_divide_avx512(float *restrict dst,
                                                      float *max, int *first) {
     return copy_divide_body(dst, src, n, t, max, first);
 }
-AVX2_LOOPS static void gumbel_bits_n_avx2(uint64_t key,
+AVX2_LOOPS("avx2") static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
                                                                uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
@@ -981,7 +999,7 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
-AVX2_LOOPS static void rank_view_avx2(const float *restrict l, float lmax,
+AVX2_LOOPS("avx2") static void rank_view_avx2(const float *restrict l, float lmax,
                                                             int n, uint16_t *restrict bucket,
                                                             struct g3_view_sum *restrict sums,
                                                             int moments) {
@@ -992,7 +1010,7 @@ AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
     struct g3_view_sum *restrict sums, int moments) {
     rank_view_body(l, lmax, n, bucket, sums, moments);
 }
-AVX2_LOOPS static double exp_block_sums_avx2(const float *restrict l,
+AVX2_LOOPS("avx2") static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,
                                                                  double *restrict blocks) {
     return exp_block_sums_body(l, lmax, n, blocks);
@@ -1001,16 +1019,19 @@ AVX512_WIDE("avx512f") static double exp_block_sums_avx512(
     const float *restrict l, float lmax, int n, double *restrict blocks) {
     return exp_block_sums_body(l, lmax, n, blocks);
 }
-AVX2_LOOPS static double expf_block_sums_avx2(const float *restrict l,
-                                                                  float lmax, int n,
-                                                                  double *restrict blocks) {
-    return expf_block_sums_body(l, lmax, n, blocks);
+AVX2_LOOPS("avx2,fma") static double expf_block_sums_avx2(const float *restrict l, float lmax,
+                                                          int n, double *restrict blocks) {
+    return expf_block_sums_body(l, lmax, n, blocks, 1);
 }
 AVX512_WIDE("avx512f") static double expf_block_sums_avx512(
     const float *restrict l, float lmax, int n, double *restrict blocks) {
-    return expf_block_sums_body(l, lmax, n, blocks);
+    return expf_block_sums_body(l, lmax, n, blocks, 1);
 }
-AVX2_LOOPS static double exp_rough_sums_avx2(const float *restrict l,
+__attribute__((target("fma"))) static double expf_weight_avx2(float l, float lmax) {
+    return g3_approx_expf_with(l, lmax, 1);
+}
+#define expf_weight_avx512 expf_weight_avx2
+AVX2_LOOPS("avx2") static double exp_rough_sums_avx2(const float *restrict l,
                                                                   float lmax, int n, float at,
                                                                   double *at_least) {
     return exp_rough_sums_body(l, lmax, n, at, at_least);
@@ -1019,7 +1040,7 @@ AVX512_WIDE("avx512f") static double exp_rough_sums_avx512(
     const float *restrict l, float lmax, int n, float at, double *at_least) {
     return exp_rough_sums_body(l, lmax, n, at, at_least);
 }
-AVX2_LOOPS static void sigma_sums_n_avx2(const float *restrict l, int n,
+AVX2_LOOPS("avx2") static void sigma_sums_n_avx2(const float *restrict l, int n,
                                                               double *out) {
     sigma_sums_n_body(l, n, out);
 }
@@ -1093,7 +1114,7 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     }
 }
 
-AVX2_LOOPS static uint64_t mass_round_n_avx2(const float *restrict l,
+AVX2_LOOPS("avx2") static uint64_t mass_round_n_avx2(const float *restrict l,
                                                                   float lmax,
                                                                   uint64_t *restrict q,
                                                                   uint64_t *restrict tie, int n) {
@@ -1234,7 +1255,7 @@ SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t 
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
 }
-AVX2_LOOPS static void approx_exp_n_avx2(double *restrict w,
+AVX2_LOOPS("avx2") static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
                                                               float lmax, int n) {
     approx_exp_n_body(w, l, lmax, n);
@@ -1283,6 +1304,8 @@ g3_gumbel_bits_n_fn g3_gumbel_bits_n_get(int isa) { PICK_ISA(gumbel_bits_n); }
 g3_expf_block_sums_fn g3_exp_block_sums_get(int isa) { PICK_ISA(exp_block_sums); }
 
 g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) { PICK_ISA(expf_block_sums); }
+
+g3_expf_weight_fn g3_expf_weight_get(int isa) { PICK_ISA(expf_weight); }
 
 g3_exp_rough_sums_fn g3_exp_rough_sums_get(int isa) { PICK_ISA(exp_rough_sums); }
 
@@ -2201,8 +2224,6 @@ static int walk_blocks(const double *block, int n, const float *l, float lmax, d
     return j;
 }
 
-static double float_tier_weight(float l, float lmax) { return g3_approx_expf(l, lmax); }
-
 /* Tests (g3_sampler_perturb_float_draw): the block sums moved as far as the relative error
  * *tilt can move them the wrong way: the blocks before the one where the sums first exceed
  * `target` one way, the rest the other (up before and down after where that block is even, the
@@ -2220,7 +2241,7 @@ static double tilt_blocks(double *block, int n, double target, double *tilt, int
     return total;
 }
 
-/* The float tier, tried first: weights w'_i = g3_approx_expf(l_i, lmax), within
+/* The float tier, tried first: weights w'_i = g3_approx_expf_with(l_i, lmax, fused), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
  * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
  * (n 2^-53): every sum of them is within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 4 n 2^-53 of its
@@ -2237,8 +2258,8 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
         total = tilt_blocks(block, n, u * total, &tilt, &tilt_at);
     }
     double before, w, after;
-    int j = walk_blocks(block, n, l, lmax, u * total, float_tier_weight, tilt, tilt_at, &before,
-                        &w, &after);
+    int j = walk_blocks(block, n, l, lmax, u * total, s->expf_weight, tilt, tilt_at, &before, &w,
+                        &after);
     double rel = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53;
     if (j < 0 || !cdf_step_is_sure(before, w, after, u, rel, n * 4.6e-38, n)) return -1;
     s->float_tier_draws++;

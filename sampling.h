@@ -146,16 +146,26 @@ static inline double g3_approx_weight(float l, float lmax) {
     return g3_approx_exp(d > -708.0 ? d : -708.0);
 }
 
+/* a b + c in one rounding where `fused` (a constant after inlining): the AVX2 and AVX-512
+ * bodies, whose instruction sets have the fused multiply-add (fewer operations, and fewer
+ * roundings); otherwise in two, as -std=c11 leaves it (the scalar body: libm's fmaf on an x86
+ * without the instruction would cost tens of times more). */
+static inline float g3_madd(float a, float b, float c, int fused) {
+    return fused ? fmaf(a, b, c) : a * b + c;
+}
+
 /* e^(l - lmax) for a logit l <= lmax, in float, branch-free (16 lanes per AVX-512 vector): the
  * difference's own rounding error is carried exactly (TwoSum) into the reduced argument, so that
  * it costs nothing; then the Cody-Waite reduction (ln 2 split as 0x1.62e4p-1, exact times any
  * |k| < 128, plus the rest; x - k ln2_hi is exact by Sterbenz's lemma), the degree-6 Taylor
  * polynomial of e^r, |r| <= 0.3466 (remainder < 1.7e-7), scaled by 2^k (k >= -125: normal).
  * Differences below -86 count as -86 (e^-86 < 4.5e-38: the weight of every token below, bans
- * included, is off by less). The fast CDF walk assumes G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7);
- * test-sampling-chains checks the observed error on a million inputs against half of it. */
+ * included, is off by less). `fused` (g3_madd) takes the multiply-adds in one rounding each, as
+ * the AVX2 and AVX-512 float tiers do; the bound holds for both forms. The fast CDF walk assumes
+ * G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7); test-sampling-chains checks the observed error of
+ * each form on a million inputs against half of it. */
 #define G3_APPROX_EXPF_REL_ERR 0x1p-20
-static inline float g3_approx_expf(float l, float lmax) {
+static inline float g3_approx_expf_with(float l, float lmax, int fused) {
     float x = l - lmax;
     float lb = x + lmax, mb = x - lb;                  /* TwoSum of l and -lmax */
     float err = (l - lb) - (lmax + mb);                /* (l - lmax) - x, exactly */
@@ -165,31 +175,33 @@ static inline float g3_approx_expf(float l, float lmax) {
     const uint32_t keep = (uint32_t)-(int32_t)(x > -86.0f); /* false for -inf and NaN too */
     x = g3_f32_select(keep, x, -86.0f);
     err = g3_f32_select(keep, err, 0.0f);
-    float t = x * 1.44269504f + 0x1.8p23f; /* round(x / ln2) in the low bits */
+    float t = g3_madd(x, 1.44269504f, 0x1.8p23f, fused); /* round(x / ln2) in the low bits */
     float k = t - 0x1.8p23f;
     int32_t ki;
     memcpy(&ki, &t, sizeof ki);
     ki -= 0x4b400000; /* the bits of 0x1.8p23f */
-    float r = ((x - k * 0x1.62e4p-1f) - k * 1.42860677e-6f) + err;
+    float r = g3_madd(-k, 1.42860677e-6f, g3_madd(-k, 0x1.62e4p-1f, x, fused), fused) + err;
     float p = 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = g3_madd(p, r, 1.0f / 120, fused);
+    p = g3_madd(p, r, 1.0f / 24, fused);
+    p = g3_madd(p, r, 1.0f / 6, fused);
+    p = g3_madd(p, r, 0.5f, fused);
+    p = g3_madd(p, r, 1.0f, fused);
+    p = g3_madd(p, r, 1.0f, fused);
     int32_t bits = (ki + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }
+static inline float g3_approx_expf(float l, float lmax) { return g3_approx_expf_with(l, lmax, 0); }
 
 /* A rough e^(l - lmax) for bounds that only have to decide the clear cases (XTC's count and
  * top-p's membership of a Gumbel winner, in Gumbel mode): 2^y, y = (l - lmax) log2 e, as 2^f
  * (f = y - round(y) in [-1/2, 1/2], the degree-3 Taylor polynomial of e^(f ln 2): remainder
  * below 8.3e-4 of it) with round(y) added to the exponent bits. The difference rounds by at
- * most 2^-19 above -64 and y by 6.6e-6; differences below -64 count as -64 (an overestimate
- * there, by less than e^-64 < 2^-92 per token). Within G3_EXP_ROUGH_REL_ERR = 2^-9 of
+ * most 2^-19 above -64 and y by 6.6e-6; differences below -64 count as -64 (off there by
+ * less than e^-64 (1 + 2^-9) < 2^-91 per token, either way: just below -64 the rough value of
+ * -64 can lie under e^d). Within G3_EXP_ROUGH_REL_ERR = 2^-9 of
  * e^(l - lmax) above -64; test-sampling-chains checks half of it. 14 float operations against
  * g3_approx_expf's 30. */
 #define G3_EXP_ROUGH_REL_ERR 0x1p-9
@@ -223,19 +235,28 @@ static inline double g3_exp_rough_sums_rel(int n) {
     return G3_EXP_ROUGH_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
 }
 
-/* blocks[b] = sum of g3_approx_expf(l[i], lmax) over i in [64 b, 64 b + 64) (the
- * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double;
- * returns the sum of the blocks. Compiled per instruction set like g3_approx_exp_n_get. */
+/* blocks[b] = sum of g3_approx_expf_with(l[i], lmax, fused) over i in [64 b, 64 b + 64) (the
+ * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double as a
+ * tree (k with k + 8, k + 4, k + 2, k + 1); returns the sum of the blocks. Compiled per
+ * instruction set like g3_approx_exp_n_get: scalar unfused, AVX2 and AVX-512 fused (the same
+ * bits as g3_expf_block_sums_fused, the tests' scalar reference for them: libm's fmaf). */
 typedef double (*g3_expf_block_sums_fn)(const float *restrict l, float lmax, int n,
                                         double *restrict blocks);
 g3_expf_block_sums_fn g3_expf_block_sums_get(int isa);
+double g3_expf_block_sums_fused(const float *restrict l, float lmax, int n,
+                                double *restrict blocks);
+/* The weight of one token as g3_expf_block_sums_get(isa) sums it (the walk computes the chosen
+ * block's weights again). */
+typedef double (*g3_expf_weight_fn)(float l, float lmax);
+g3_expf_weight_fn g3_expf_weight_get(int isa);
 /* The relative bound of the float tier's total over n tokens: each term within
  * G3_APPROX_EXPF_REL_ERR, four float additions per lane, the n double additions. */
 static inline double g3_expf_block_sums_rel(int n) {
     return G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53;
 }
 /* The same with g3_approx_exp in double: blocks[b] = the sum of g3_approx_exp(max((double)l[i]
- * - lmax, -708)) over block b, in 16 double lanes (the fast CDF walk's double tier). */
+ * - lmax, -708)) over block b, in 16 double lanes added as a tree (the fast CDF walk's double
+ * tier). */
 g3_expf_block_sums_fn g3_exp_block_sums_get(int isa);
 
 /* Tests: 1 makes the CDF walk skip its float tiers (g3_approx_expf, and the rank view's weights
