@@ -667,6 +667,24 @@ static void test_bias_eos_greedy(void) {
     s = make(&p, 4);
     CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 2); /* 1 banned */
     gemma3_sampler_free(s);
+    /* the copy's known maximum follows the tokens rewritten after it, the maximum's own token
+     * left alone: a bias lifts token 3 over it, a penalty below 1 lifts token 0 (in the
+     * history: 1 / 0.1 = 10), a tie at a lower id moves the first position to it */
+    p.n_logit_bias = 1;
+    p.logit_bias[0] = (gemma3_logit_bias){3, 10.0f};
+    s = make(&p, 4);
+    CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 3);
+    gemma3_sampler_free(s);
+    p.logit_bias[0] = (gemma3_logit_bias){0, 4.0f};
+    s = make(&p, 4);
+    CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 0); /* 1 + 4 ties 5: the lower id */
+    gemma3_sampler_free(s);
+    p.n_logit_bias = 0;
+    p.repeat_penalty = 0.1f;
+    s = make(&p, 4);
+    gemma3_sampler_accept(s, 0);
+    CHECK_EQ_INT(gemma3_sampler_sample(s, l, 0), 0);
+    gemma3_sampler_free(s);
     /* ignore_eos at T = 1: an EOS that would otherwise dominate is never drawn */
     p = plain();
     float e[] = {0, 10, 0};
