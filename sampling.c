@@ -1030,7 +1030,7 @@ AVX512_WIDE("avx512f") static double expf_block_sums_avx512(
 __attribute__((target("fma"))) static double expf_weight_avx2(float l, float lmax) {
     return g3_approx_expf_with(l, lmax, 1);
 }
-#define expf_weight_avx512 expf_weight_avx2
+#define expf_weight_avx512 expf_weight_avx2 /* one fused scalar weight: AVX-512 has FMA too */
 AVX2_LOOPS("avx2") static double exp_rough_sums_avx2(const float *restrict l,
                                                                   float lmax, int n, float at,
                                                                   double *at_least) {
@@ -2197,6 +2197,16 @@ static double sum_in_4(const double *x, int n) {
     return (s0 + s1) + (s2 + s3);
 }
 
+/* The first block b where the running sum of block[0..nb) exceeds target (nb if none), and
+ * *before the sum of the blocks before it. */
+static int crossing_block(const double *block, int nb, double target, double *before) {
+    double sum = 0;
+    int b = 0;
+    for (; b < nb && !(sum + block[b] > target); b++) sum += block[b];
+    *before = sum;
+    return b;
+}
+
 /* A fast walk's token: the block where the running sum of block[] first exceeds `target`, then
  * the token within it, the block's weights computed again (weight(l, lmax), times 1 + tilt in
  * blocks before tilt_at and 1 - tilt from there on: the tests' errors at their bound); *before,
@@ -2206,9 +2216,9 @@ static double sum_in_4(const double *x, int n) {
 static int walk_blocks(const double *block, int n, const float *l, float lmax, double target,
                        double (*weight)(float, float), double tilt, int tilt_at, double *before,
                        double *w, double *after) {
-    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK, b = 0;
-    double sum = 0;
-    for (; b < nb && !(sum + block[b] > target); b++) sum += block[b];
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double sum;
+    int b = crossing_block(block, nb, target, &sum);
     if (b == nb) return -1;
     int end = (b + 1) * DRAW_BLOCK < n ? (b + 1) * DRAW_BLOCK : n;
     double scale = 1 + (b < tilt_at ? tilt : -tilt), wj = 0;
@@ -2232,8 +2242,9 @@ static int walk_blocks(const double *block, int n, const float *l, float lmax, d
  * shows as a wrong token. walk_blocks tilts the weights it computes again the same way from
  * *tilt_at. Returns the new total. */
 static double tilt_blocks(double *block, int n, double target, double *tilt, int *tilt_at) {
-    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK, b = 0;
-    for (double sum = 0; b < nb && !(sum + block[b] > target); b++) sum += block[b];
+    int nb = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double before;
+    int b = crossing_block(block, nb, target, &before);
     *tilt_at = b;
     if (b % 2) *tilt = -*tilt;
     double total = 0;
@@ -2244,8 +2255,8 @@ static double tilt_blocks(double *block, int n, double target, double *tilt, int
 /* The float tier, tried first: weights w'_i = g3_approx_expf_with(l_i, lmax, fused), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
  * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
- * (n 2^-53): every sum of them is within G3_APPROX_EXPF_REL_ERR + 4 2^-24 + 4 n 2^-53 of its
- * exact value, and n 4.5e-38 absolute. Returns -1 when cdf_step_is_sure leaves the token open
+ * (n 2^-53): every sum of them is within g3_expf_block_sums_rel(n) of its exact value, and
+ * n 4.5e-38 absolute. Returns -1 when cdf_step_is_sure leaves the token open
  * (the double tier then answers). */
 static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, double u) {
     int n = s->n_cand;
@@ -2260,8 +2271,8 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
     double before, w, after;
     int j = walk_blocks(block, n, l, lmax, u * total, s->expf_weight, tilt, tilt_at, &before, &w,
                         &after);
-    double rel = G3_APPROX_EXPF_REL_ERR + 4 * 0x1p-24 + 4 * (double)n * 0x1p-53;
-    if (j < 0 || !cdf_step_is_sure(before, w, after, u, rel, n * 4.6e-38, n)) return -1;
+    if (j < 0 || !cdf_step_is_sure(before, w, after, u, g3_expf_block_sums_rel(n), n * 4.6e-38, n))
+        return -1;
     s->float_tier_draws++;
     return (s->cand_lazy ? s->iota : s->cand)[j];
 }
