@@ -1,5 +1,5 @@
 /* amx-tiles.h - what the two AMX kernel files (kernels-amx.inc, quant-amx.inc) share: loading a
- * tile configuration, the per-thread scratch their batched paths pack into, and a 16 x 16 fp32
+ * tile configuration, the per-thread scratch their batched paths (and AVX2's) pack into, and a 16 x 16 fp32
  * transpose (their C tiles hold outputs as rows x tokens, Y is tokens x rows). Include only
  * inside an x86 section, after <immintrin.h>. */
 #ifndef G3_AMX_TILES_H
@@ -21,9 +21,9 @@ g3_amx_configure(const uint8_t rows[8], const uint16_t colsb[8]) {
 }
 
 /* One per thread (defined in kernels.c): a matmul call packs its activations (and, quantized,
- * unpacks its weight rows) here; calls never nest, so the two kernel files share it. */
-enum { G3_AMX_SCRATCH_BYTES = 2 << 20 };
-extern _Thread_local _Alignas(64) unsigned char g3_amx_scratch[G3_AMX_SCRATCH_BYTES];
+ * unpacks its weight rows) here; calls never nest, so every kernel file shares it. */
+enum { G3_MATMUL_SCRATCH_BYTES = 2 << 20 };
+extern _Thread_local _Alignas(64) unsigned char g3_matmul_scratch[G3_MATMUL_SCRATCH_BYTES];
 
 /* v[m] lane n -> v[n] lane m. */
 static inline __attribute__((always_inline, target("avx512f"))) void g3_transpose16_512(__m512 v[16]) {

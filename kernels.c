@@ -247,6 +247,9 @@ void g3_rope(float *x, int n_heads, int head_dim, const float *cos_t, const floa
 
 #if KERNELS_X86 /* up to the dispatch section */
 
+#include "amx-tiles.h"
+_Thread_local _Alignas(64) unsigned char g3_matmul_scratch[G3_MATMUL_SCRATCH_BYTES];
+
 /* ==== AVX2 + FMA ========================================================================== */
 
 /* Every SIMD function carries its own target attribute, so one portable build (no -march)
@@ -288,24 +291,28 @@ INLINE AVX2 __m256 hsum8_avx2(const __m256 v[8]) {
     return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xDD));
 }
 
-/* Reduces the R x C accumulators acc[i*C + c] (R*C <= 8) and stores rows r..r+nr-1 of tokens
- * t..t+nt-1. Unused slots are zero; they cost a few adds and are never stored. */
+/* Reduces the R x C accumulators acc[i*C + c] (R*C <= 16) and stores rows r..r+nr-1 of tokens
+ * t..t+nt-1, eight outputs per hsum8_avx2. Unused slots are zero; they cost a few adds and are
+ * never stored. */
 INLINE AVX2 void store_tile_avx2(float *Y, size_t ldy, int r, int nr, int t, int nt,
                                  const __m256 *acc, int R, int C) {
-    __m256 v[8];
-    for (int i = 0; i < 8; i++) v[i] = _mm256_setzero_ps();
+    __m256 v[2][8];
+    float out[16];
+    for (int g = 0; g < (R * C > 8 ? 2 : 1); g++)
 #pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) v[g][i] = _mm256_setzero_ps();
+#pragma GCC unroll 16
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int c = 0; c < C; c++) {
             int lane = c * R + i; /* output lane: tokens major, rows contiguous */
-            v[2 * (lane % 4) + lane / 4] = acc[i * C + c];
+            v[lane / 8][2 * (lane % 4) + lane % 8 / 4] = acc[i * C + c];
         }
-    float out[8];
-    _mm256_storeu_ps(out, hsum8_avx2(v));
+    _mm256_storeu_ps(out, hsum8_avx2(v[0]));
+    if (R * C > 8) _mm256_storeu_ps(out + 8, hsum8_avx2(v[1]));
     for (int c = 0; c < nt; c++) {
         float *y = Y + (size_t)(t + c) * ldy + r;
-        if (nr == R) memcpy(y, out + c * R, (size_t)R * sizeof(float));
+        if (nr == R) memcpy(y, out + c * R, (size_t)R * sizeof(float)); /* a constant size */
         else memcpy(y, out + c * R, (size_t)nr * sizeof(float));
     }
 }
@@ -426,6 +433,153 @@ INLINE AVX2 void tile_bf16_avx2(float *Y, size_t ldy, const uint16_t *W, const u
     store_tile_avx2(Y, ldy, r, nr, t, nt, acc, R, C);
 }
 
+/* ---- AVX2 prefill from packed activations. The 4 x 2 tile above converts W and X inside its
+ * loop and holds its 8 accumulators, X chunks and W chunk in 15 of the 16 registers: about 60 %
+ * of the FMA peak on Zen 3, its 8 chains of two dependent FMAs per chunk (latency 4) just enough
+ * for 2 FMAs a cycle, so any stall costs. So a batch converts its block of tokens once, into the
+ * per-thread scratch, in the order tile_bf16_avx2 feeds X (per chunk of 16, the 8 even elements
+ * then the 8 odd ones, as fp32; the last chunk zero-padded). A 3 x 4 tile then loads each token
+ * vector once for 3 FMAs: 12 accumulators, 3 weight vectors and the token vector fill the 16
+ * registers. Its 4 tokens' slice of k (at most PACK_KMAX) stays in L1 while the tiles of a block
+ * of rows pass over it, reading W (bf16, half the bytes of fp32) from L2; each FMA then needs
+ * 8 bytes from L2, where X read from L2 would need 11. Every accumulator takes the same products
+ * in the same order as in tile_bf16_avx2, so the results are bitwise those of decode. */
+enum { PACK_R = 3, PACK_C = 4, PACK_TOKENS = 96, PACK_ROWS = 48, PACK_KMAX = 1280 };
+
+/* Tokens [0, n) of X (bf16, row stride ldx) into P at stride ldp floats (n_in rounded up to 16). */
+INLINE AVX2 void pack_split_avx2(float *P, size_t ldp, const uint16_t *X, size_t ldx, int n,
+                                 int n_in) {
+    for (int c = 0; c < n; c++) {
+        const uint16_t *x = X + (size_t)c * ldx;
+        float *p = P + (size_t)c * ldp;
+        int k = 0;
+        __m256 e, o;
+        for (; k + 16 <= n_in; k += 16) {
+            widen16_split_avx2(x + k, &e, &o);
+            _mm256_storeu_ps(p + k, e);
+            _mm256_storeu_ps(p + k + 8, o);
+        }
+        if (k < n_in) {
+            uint16_t tmp[16] = {0};
+            memcpy(tmp, x + k, (size_t)(n_in - k) * sizeof *tmp);
+            widen16_split_avx2(tmp, &e, &o);
+            _mm256_storeu_ps(p + k, e);
+            _mm256_storeu_ps(p + k + 8, o);
+        }
+    }
+}
+
+/* 3 rows' even (odd) products of one chunk with the 4 tokens' packed halves at xk[c]. */
+INLINE AVX2 void fma_3x4_avx2(__m256 *acc, const __m256 *wv, const float *const *x, int k) {
+#pragma GCC unroll 4
+    for (int c = 0; c < PACK_C; c++) {
+        __m256 xv = _mm256_loadu_ps(x[c] + k);
+#pragma GCC unroll 3
+        for (int i = 0; i < PACK_R; i++)
+            acc[i * PACK_C + c] = _mm256_fmadd_ps(wv[i], xv, acc[i * PACK_C + c]);
+    }
+}
+
+/* One 3 x 4 tile over k in [k0, k1) (k0 a multiple of 16) from the packed tokens Xp (stride ldp,
+ * indexed by k): with k0 > 0 the accumulators resume from save[], with k1 < n_in they are parked
+ * there (k-blocking; parking a register is exact), else reduced and stored. Rows past nr and
+ * tokens past nt repeat the last valid one. The odd halves of W come from two shifts rather
+ * than a mask, which would need a 17th register. */
+INLINE AVX2 void tile_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const float *Xp,
+                                  size_t ldp, int n_in, int r, int nr, int t, int nt, int k0,
+                                  int k1, __m256 *save) {
+    const uint16_t *w[PACK_R];
+    const float *x[PACK_C];
+#pragma GCC unroll 3
+    for (int i = 0; i < PACK_R; i++) w[i] = W + (size_t)(r + clamp_to_last(i, nr)) * n_in;
+#pragma GCC unroll 4
+    for (int c = 0; c < PACK_C; c++) x[c] = Xp + (size_t)clamp_to_last(c, nt) * ldp;
+    __m256 acc[PACK_R * PACK_C], wv[PACK_R];
+#pragma GCC unroll 12
+    for (int i = 0; i < PACK_R * PACK_C; i++) acc[i] = k0 > 0 ? save[i] : _mm256_setzero_ps();
+    int k = k0;
+    for (; k + 16 <= k1; k += 16) {
+#pragma GCC unroll 3
+        for (int i = 0; i < PACK_R; i++)
+            wv[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(w[i] + k)), 16));
+        fma_3x4_avx2(acc, wv, x, k);
+#pragma GCC unroll 3
+        for (int i = 0; i < PACK_R; i++)
+            wv[i] = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(w[i] + k)), 16), 16));
+        fma_3x4_avx2(acc, wv, x, k + 8);
+    }
+    if (k < k1) { /* the tail chunk (k1 == n_in): W through zero-padded copies */
+        uint16_t tmp[PACK_R][16] = {{0}};
+        __m256 wo[PACK_R];
+        for (int i = 0; i < PACK_R; i++) {
+            memcpy(tmp[i], w[i] + k, (size_t)(n_in - k) * sizeof(uint16_t));
+            widen16_split_avx2(tmp[i], &wv[i], &wo[i]);
+        }
+        fma_3x4_avx2(acc, wv, x, k);
+        fma_3x4_avx2(acc, wo, x, k + 8);
+    }
+    if (k1 < n_in) {
+#pragma GCC unroll 12
+        for (int i = 0; i < PACK_R * PACK_C; i++) save[i] = acc[i];
+        return;
+    }
+    store_tile_avx2(Y, ldy, r, nr, t, nt, acc, PACK_R, PACK_C);
+}
+
+/* Part `part` of `parts` of the W slice rows [r, r1) x k [k0, k1) asked into L2. */
+INLINE AVX2 void prefetch_slice_part_avx2(const uint16_t *W, int n_in, int r, int r1, int k0,
+                                          int k1, int part, int parts) {
+    size_t per_row = ((size_t)(k1 - k0) * sizeof *W + 63) / 64, lines = per_row * (size_t)(r1 - r);
+    for (size_t l = lines * (size_t)part / (size_t)parts; l < lines * (size_t)(part + 1) / (size_t)parts; l++)
+        _mm_prefetch((const char *)(W + (size_t)(r + (int)(l / per_row)) * n_in + k0) + l % per_row * 64,
+                     _MM_HINT_T1);
+}
+
+/* A batch of bf16 X: blocks of up to PACK_TOKENS tokens packed into the scratch, then per block
+ * of PACK_ROWS rows and slice of k, each token tile's slice (in L1) meets the block's row tiles
+ * in turn (their W slice in L2), the accumulators parked in the scratch between slices. W is
+ * read from memory once per block of tokens: the first token tile alone would wait for it (its
+ * 3 x 4 tiles need W faster than one core reads memory), so each token tile asks for its share
+ * of the next slice while it computes. Returns 0 (nothing done) when not even PACK_C packed
+ * tokens fit the scratch. */
+INLINE AVX2 int matmul_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
+                                   size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    enum { PARK = PACK_ROWS / PACK_R * (PACK_TOKENS / PACK_C) * PACK_R * PACK_C };
+    __m256 *park = (__m256 *)(void *)g3_matmul_scratch;
+    float *Xp = (float *)(park + PARK);
+    size_t ldp = ((size_t)n_in + 15) / 16 * 16;
+    size_t fit = (G3_MATMUL_SCRATCH_BYTES - PARK * sizeof(__m256)) / (ldp * sizeof(float));
+    if (fit < PACK_C) return 0;
+    int tb = fit < PACK_TOKENS ? (int)fit / PACK_C * PACK_C : PACK_TOKENS;
+    int n_slices = (n_in + PACK_KMAX - 1) / PACK_KMAX;
+    int slice = ((n_in + n_slices - 1) / n_slices + 15) / 16 * 16;
+    for (int t0 = 0; t0 < n_tok; t0 += tb) {
+        int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;
+        pack_split_avx2(Xp, ldp, X + (size_t)t0 * ldx, ldx, t1 - t0, n_in);
+        for (int rb = r0; rb < r1; rb += PACK_ROWS) {
+            int rb1 = r1 - rb < PACK_ROWS ? r1 : rb + PACK_ROWS;
+            for (int k0 = 0; k0 < n_in; k0 += slice) {
+                int k1 = n_in - k0 <= slice ? n_in : k0 + slice;
+                /* the next slice: on along k, else the next block of rows, else the first again */
+                int nk0 = k1 < n_in ? k1 : 0, nrb = k1 < n_in ? rb : rb1 < r1 ? rb1 : r0;
+                int nrb1 = r1 - nrb < PACK_ROWS ? r1 : nrb + PACK_ROWS;
+                int nk1 = n_in - nk0 <= slice ? n_in : nk0 + slice;
+                int parts = (t1 - t0 + PACK_C - 1) / PACK_C;
+                for (int t = t0; t < t1; t += PACK_C) {
+                    int nt = t1 - t < PACK_C ? t1 - t : PACK_C;
+                    prefetch_slice_part_avx2(W, n_in, nrb, nrb1, nk0, nk1, (t - t0) / PACK_C, parts);
+                    __m256 *save = park + (t - t0) / PACK_C * (PACK_ROWS / PACK_R) * PACK_R * PACK_C;
+                    for (int r = rb; r < rb1; r += PACK_R, save += PACK_R * PACK_C)
+                        tile_packed_avx2(Y, ldy, W, Xp + (size_t)(t - t0) * ldp, ldp, n_in, r,
+                                         rb1 - r < PACK_R ? rb1 - r : PACK_R, t, nt, k0, k1, save);
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 /* XBF16: X holds bf16 (tile_bf16_avx2), or fp32 (tile_f32_avx2, exact mode). */
 INLINE AVX2 void tile_avx2(float *Y, size_t ldy, const uint16_t *W, const void *X, size_t ldx,
                            int xbf16, int n_in, int r, int nr, int t, int nt, int R, int C) {
@@ -433,17 +587,20 @@ INLINE AVX2 void tile_avx2(float *Y, size_t ldy, const uint16_t *W, const void *
     else tile_f32_avx2(Y, ldy, W, X, ldx, n_in, r, nr, t, nt, R, C);
 }
 
-/* Tiles: 8 rows x 1 token for decode (8 independent FMA chains stream 8 rows), 4 x 2 for
- * batches. Tokens are blocked so a block of X stays in L2 while every row tile of the thread's
- * share passes over it. */
+/* Tiles: 8 rows x 1 token for decode (8 independent FMA chains stream 8 rows); batches of bf16
+ * X through matmul_packed_avx2 (token by token, as decode, the rare X too wide for the
+ * scratch); 4 x 2 for batches of fp32 X (exact mode), tokens blocked so a block of X stays in
+ * L2 while every row tile of the thread's share passes over it. */
 INLINE AVX2 void matmul_avx2(float *Y, size_t ldy, const uint16_t *W, const void *X, size_t ldx,
                              int xbf16, int n_tok, int n_in, int r0, int r1) {
-    if (n_tok == 1) {
-        for (int r = r0; r < r1; r += 8)
-            tile_avx2(Y, ldy, W, X, ldx, xbf16, n_in, r, r1 - r < 8 ? r1 - r : 8, 0, 1, 8, 1);
+    if (n_tok > 1 && xbf16 && matmul_packed_avx2(Y, ldy, W, X, ldx, n_tok, n_in, r0, r1)) return;
+    if (n_tok == 1 || xbf16) {
+        for (int t = 0; t < n_tok; t++)
+            for (int r = r0; r < r1; r += 8)
+                tile_avx2(Y, ldy, W, X, ldx, xbf16, n_in, r, r1 - r < 8 ? r1 - r : 8, t, 1, 8, 1);
         return;
     }
-    size_t x_row_bytes = (size_t)n_in * (xbf16 ? 2 : 4);
+    size_t x_row_bytes = (size_t)n_in * sizeof(float);
     int tb = (int)((256u << 10) / x_row_bytes) & ~1;
     if (tb < 2) tb = 2;
     for (int t0 = 0; t0 < n_tok; t0 += tb) {
@@ -1106,9 +1263,6 @@ static AVX512BF16 void matmul_dpbf16_512(float *Y, size_t ldy, const uint16_t *W
                                          int r0, int r1) {
     MATMUL_TILES_512(tile_dpbf16_512, 2, 8);
 }
-
-#include "amx-tiles.h"
-_Thread_local _Alignas(64) unsigned char g3_amx_scratch[G3_AMX_SCRATCH_BYTES];
 
 #include "kernels-amx.inc"
 
