@@ -444,7 +444,7 @@ INLINE AVX2 void tile_bf16_avx2(float *Y, size_t ldy, const uint16_t *W, const u
  * of rows pass over it, reading W (bf16, half the bytes of fp32) from L2; each FMA then needs
  * 8 bytes from L2, where X read from L2 would need 11. Every accumulator takes the same products
  * in the same order as in tile_bf16_avx2, so the results are bitwise those of decode. */
-enum { PACK_R = 3, PACK_C = 4, PACK_TOKENS = 96, PACK_ROWS = 48, PACK_KMAX = 1280 };
+enum { PACK_R = 3, PACK_C = 4, PACK_TOKENS = 96, PACK_ROWS = 48, PACK_KMAX = 1280, PACK_L2 = 384 << 10 };
 
 /* Tokens [0, n) of X (bf16, row stride ldx) into P at stride ldp floats (n_in rounded up to 16). */
 INLINE AVX2 void pack_split_avx2(float *P, size_t ldp, const uint16_t *X, size_t ldx, int n,
@@ -536,13 +536,15 @@ INLINE AVX2 void prefetch_slice_part_avx2(const uint16_t *W, int n_in, int r, in
                      _MM_HINT_T1);
 }
 
-/* A batch of bf16 X: blocks of up to PACK_TOKENS tokens packed into the scratch, then per block
- * of PACK_ROWS rows and slice of k, each token tile's slice (in L1) meets the block's row tiles
- * in turn (their W slice in L2), the accumulators parked in the scratch between slices. W is
- * read from memory once per block of tokens: the first token tile alone would wait for it (its
- * 3 x 4 tiles need W faster than one core reads memory), so each token tile asks for its share
- * of the next slice while it computes. Returns 0 (nothing done) when not even PACK_C packed
- * tokens fit the scratch. */
+/* A batch of bf16 X: blocks of tokens packed into the scratch, then per block of PACK_ROWS rows
+ * and slice of k, each token tile's slice (in L1) meets the block's row tiles in turn (their W
+ * slice in L2), the accumulators parked in the scratch between slices. A block holds up to
+ * PACK_TOKENS tokens, fewer where its slice of X and the rows' slice of W would not fit PACK_L2
+ * (three quarters of Zen 3's L2: 4B's 2560-wide products ran slower with 96 tokens than with
+ * 52). W is read from memory once per block: the first token tile alone would wait for it (its
+ * tiles need W faster than one core reads memory), so each token tile asks for its share of the
+ * next slice while it computes. Returns 0 (nothing done) when not even PACK_C packed tokens fit
+ * the scratch. */
 INLINE AVX2 int matmul_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                    size_t ldx, int n_tok, int n_in, int r0, int r1) {
     enum { PARK = PACK_ROWS / PACK_R * (PACK_TOKENS / PACK_C) * PACK_R * PACK_C };
@@ -551,9 +553,11 @@ INLINE AVX2 int matmul_packed_avx2(float *Y, size_t ldy, const uint16_t *W, cons
     size_t ldp = ((size_t)n_in + 15) / 16 * 16;
     size_t fit = (G3_MATMUL_SCRATCH_BYTES - PARK * sizeof(__m256)) / (ldp * sizeof(float));
     if (fit < PACK_C) return 0;
-    int tb = fit < PACK_TOKENS ? (int)fit / PACK_C * PACK_C : PACK_TOKENS;
     int n_slices = (n_in + PACK_KMAX - 1) / PACK_KMAX;
     int slice = ((n_in + n_slices - 1) / n_slices + 15) / 16 * 16;
+    size_t in_l2 = (PACK_L2 - (size_t)PACK_ROWS * slice * sizeof *W) / ((size_t)slice * sizeof(float));
+    if (fit > in_l2) fit = in_l2 > PACK_C ? in_l2 : PACK_C;
+    int tb = fit < PACK_TOKENS ? (int)fit / PACK_C * PACK_C : PACK_TOKENS;
     for (int t0 = 0; t0 < n_tok; t0 += tb) {
         int t1 = t0 + tb < n_tok ? t0 + tb : n_tok;
         pack_split_avx2(Xp, ldp, X + (size_t)t0 * ldx, ldx, t1 - t0, n_in);
