@@ -2105,12 +2105,14 @@ static void dry(gemma3_sampler *s) {
     int32_t *c = s->dry_ctx;
     n = history_tail(s, n, c);
     if (n < 2) return;
-    /* the match may not reach back past the newest breaker occurrence */
+    /* the match may not reach back past the newest breaker occurrence (its last token tried
+     * first: most positions end no breaker, and a call per breaker and position was a twentieth
+     * of a DRY draw over 262,144 logits) */
     int limit = n;
     for (int e = n - 1; e >= 0 && limit == n; e--)
         for (int b = 0; b < p->n_dry_breakers; b++) {
             int len = p->dry_breaker_len[b];
-            if (len > e + 1) continue;
+            if (len > e + 1 || c[e] != p->dry_breakers[b][len - 1]) continue;
             if (memcmp(c + e - len + 1, p->dry_breakers[b], (size_t)len * sizeof *c) == 0) {
                 limit = n - 1 - e;
                 break;
