@@ -469,7 +469,7 @@ INLINE AVX2 void pack_split_avx2(float *P, size_t ldp, const uint16_t *X, size_t
     }
 }
 
-/* 3 rows' even (odd) products of one chunk with the 4 tokens' packed halves at xk[c]. */
+/* 3 rows' even (odd) products of one chunk with the 4 tokens' packed halves at x[c] + k. */
 INLINE AVX2 void fma_3x4_avx2(__m256 *acc, const __m256 *wv, const float *const *x, int k) {
 #pragma GCC unroll 4
     for (int c = 0; c < PACK_C; c++) {
@@ -540,8 +540,7 @@ INLINE AVX2 void prefetch_slice_part_avx2(const uint16_t *W, int n_in, int r, in
  * and slice of k, each token tile's slice (in L1) meets the block's row tiles in turn (their W
  * slice in L2), the accumulators parked in the scratch between slices. A block holds up to
  * PACK_TOKENS tokens, fewer where its slice of X and the rows' slice of W would not fit PACK_L2
- * (three quarters of Zen 3's L2: 4B's 2560-wide products ran slower with 96 tokens than with
- * 52). W is read from memory once per block: the first token tile alone would wait for it (its
+ * (three quarters of Zen 3's L2; 96 tokens' slice of 1,280 alone would take 480 KB). W is read from memory once per block: the first token tile alone would wait for it (its
  * tiles need W faster than one core reads memory), so each token tile asks for its share of the
  * next slice while it computes. Returns 0 (nothing done) when not even PACK_C packed tokens fit
  * the scratch. */
