@@ -527,13 +527,17 @@ INLINE AVX2 void tile_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const
     store_tile_avx2(Y, ldy, r, nr, t, nt, acc, PACK_R, PACK_C);
 }
 
-/* Part `part` of `parts` of the W slice rows [r, r1) x k [k0, k1) asked into L2. */
+/* Part `part` of `parts` of the W slice rows [r, r1) x k [k0, k1) asked into L2, line by line
+ * (each line starts inside its row's slice). */
 INLINE AVX2 void prefetch_slice_part_avx2(const uint16_t *W, int n_in, int r, int r1, int k0,
                                           int k1, int part, int parts) {
     size_t per_row = ((size_t)(k1 - k0) * sizeof *W + 63) / 64, lines = per_row * (size_t)(r1 - r);
-    for (size_t l = lines * (size_t)part / (size_t)parts; l < lines * (size_t)(part + 1) / (size_t)parts; l++)
-        _mm_prefetch((const char *)(W + (size_t)(r + (int)(l / per_row)) * n_in + k0) + l % per_row * 64,
-                     _MM_HINT_T1);
+    size_t l = lines * (size_t)part / (size_t)parts, end = lines * (size_t)(part + 1) / (size_t)parts;
+    size_t row = l / per_row, col = l % per_row;
+    for (; l < end; l++) {
+        _mm_prefetch((const char *)(W + (r + row) * (size_t)n_in + k0) + col * 64, _MM_HINT_T1);
+        if (++col == per_row) col = 0, row++;
+    }
 }
 
 /* A batch of bf16 X: blocks of tokens packed into the scratch, then per block of PACK_ROWS rows
