@@ -527,27 +527,14 @@ INLINE AVX2 void tile_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const
     store_tile_avx2(Y, ldy, r, nr, t, nt, acc, PACK_R, PACK_C);
 }
 
-/* Part `part` of `parts` of the W slice rows [r, r1) x k [k0, k1) asked into L2, line by line
- * (each line starts inside its row's slice). */
-INLINE AVX2 void prefetch_slice_part_avx2(const uint16_t *W, int n_in, int r, int r1, int k0,
-                                          int k1, int part, int parts) {
-    size_t per_row = ((size_t)(k1 - k0) * sizeof *W + 63) / 64, lines = per_row * (size_t)(r1 - r);
-    size_t l = lines * (size_t)part / (size_t)parts, end = lines * (size_t)(part + 1) / (size_t)parts;
-    size_t row = l / per_row, col = l % per_row;
-    for (; l < end; l++) {
-        _mm_prefetch((const char *)(W + (r + row) * (size_t)n_in + k0) + col * 64, _MM_HINT_T1);
-        if (++col == per_row) col = 0, row++;
-    }
-}
-
 /* A batch of bf16 X: blocks of tokens packed into the scratch, then per block of PACK_ROWS rows
  * and slice of k, each token tile's slice (in L1) meets the block's row tiles in turn (their W
  * slice in L2), the accumulators parked in the scratch between slices. A block holds up to
  * PACK_TOKENS tokens, fewer where its slice of X and the rows' slice of W would not fit PACK_L2
- * (three quarters of Zen 3's L2; 96 tokens' slice of 1,280 alone would take 480 KB). W is read from memory once per block: the first token tile alone would wait for it (its
- * tiles need W faster than one core reads memory), so each token tile asks for its share of the
- * next slice while it computes. Returns 0 (nothing done) when not even PACK_C packed tokens fit
- * the scratch. */
+ * (three quarters of Zen 3's L2; 96 tokens' slice of 1,280 alone would take 480 KB). W is read
+ * from memory once per block of tokens. (Prefetching the next W slice in shares over the token
+ * tiles gained nothing measurable and cost 3-5 % of 4B prefill in its own instructions.)
+ * Returns 0 (nothing done) when not even PACK_C packed tokens fit the scratch. */
 INLINE AVX2 int matmul_packed_avx2(float *Y, size_t ldy, const uint16_t *W, const uint16_t *X,
                                    size_t ldx, int n_tok, int n_in, int r0, int r1) {
     enum { PARK = PACK_ROWS / PACK_R * (PACK_TOKENS / PACK_C) * PACK_R * PACK_C };
@@ -568,14 +555,8 @@ INLINE AVX2 int matmul_packed_avx2(float *Y, size_t ldy, const uint16_t *W, cons
             int rb1 = r1 - rb < PACK_ROWS ? r1 : rb + PACK_ROWS;
             for (int k0 = 0; k0 < n_in; k0 += slice) {
                 int k1 = n_in - k0 <= slice ? n_in : k0 + slice;
-                /* the next slice: on along k, else the next block of rows, else the first again */
-                int nk0 = k1 < n_in ? k1 : 0, nrb = k1 < n_in ? rb : rb1 < r1 ? rb1 : r0;
-                int nrb1 = r1 - nrb < PACK_ROWS ? r1 : nrb + PACK_ROWS;
-                int nk1 = n_in - nk0 <= slice ? n_in : nk0 + slice;
-                int parts = (t1 - t0 + PACK_C - 1) / PACK_C;
                 for (int t = t0; t < t1; t += PACK_C) {
                     int nt = t1 - t < PACK_C ? t1 - t : PACK_C;
-                    prefetch_slice_part_avx2(W, n_in, nrb, nrb1, nk0, nk1, (t - t0) / PACK_C, parts);
                     __m256 *save = park + (t - t0) / PACK_C * (PACK_ROWS / PACK_R) * PACK_R * PACK_C;
                     for (int r = rb; r < rb1; r += PACK_R, save += PACK_R * PACK_C)
                         tile_packed_avx2(Y, ldy, W, Xp + (size_t)(t - t0) * ldp, ldp, n_in, r,
