@@ -702,7 +702,7 @@ static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
 }
 
 /* The float tier's block sums (g3_expf_block_sums_get): one simple loop per operation over 16
- * lanes, so that each vectorises; `fused` as g3_approx_expf_with takes it. */
+ * lanes, so that each vectorises; `fused` as g3_approx_expf takes it. */
 __attribute__((always_inline)) static inline double expf_block_sums_body(const float *restrict l,
                                                                          float lmax, int n,
                                                                          double *restrict blocks,
@@ -714,7 +714,7 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
         for (int q = 0; q < 4; q++) {
             const float *x = l + (size_t)b * 64 + q * 16;
             float w[16];
-            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf_with(x[k], lmax, fused);
+            for (int k = 0; k < 16; k++) w[k] = g3_approx_expf(x[k], lmax, fused);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
         }
         double lane[16];
@@ -725,7 +725,7 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
     }
     if (nb * 64 < n) {
         double sum = 0;
-        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf_with(l[i], lmax, fused);
+        for (int i = nb * 64; i < n; i++) sum += g3_approx_expf(l[i], lmax, fused);
         blocks[nb] = sum;
         total += sum;
     }
@@ -778,7 +778,7 @@ double g3_expf_block_sums_fused(const float *restrict l, float lmax, int n,
                                 double *restrict blocks) {
     return expf_block_sums_body(l, lmax, n, blocks, 1);
 }
-static double expf_weight_scalar(float l, float lmax) { return g3_approx_expf_with(l, lmax, 0); }
+static double expf_weight_scalar(float l, float lmax) { return g3_approx_expf(l, lmax, 0); }
 
 static void sigma_sums_n_scalar(const float *restrict l, int n, double *out) {
     sigma_sums_n_body(l, n, out);
@@ -1028,7 +1028,7 @@ AVX512_WIDE("avx512f") static double expf_block_sums_avx512(
     return expf_block_sums_body(l, lmax, n, blocks, 1);
 }
 __attribute__((target("fma"))) static double expf_weight_avx2(float l, float lmax) {
-    return g3_approx_expf_with(l, lmax, 1);
+    return g3_approx_expf(l, lmax, 1);
 }
 #define expf_weight_avx512 expf_weight_avx2 /* one fused scalar weight: AVX-512 has FMA too */
 AVX2_LOOPS("avx2") static double exp_rough_sums_avx2(const float *restrict l,
@@ -2254,7 +2254,7 @@ static double tilt_blocks(double *block, int n, double target, double *tilt, int
     return total;
 }
 
-/* The float tier, tried first: weights w'_i = g3_approx_expf_with(l_i, lmax, fused), within
+/* The float tier, tried first: weights w'_i = g3_approx_expf(l_i, lmax, fused), within
  * G3_APPROX_EXPF_REL_ERR of w_i (or 4.5e-38 absolute where clamped), summed per block of 64 in
  * float lanes of 4 terms (3 roundings: 3 2^-24 relative) and the lanes and blocks in double
  * (n 2^-53): every sum of them is within g3_expf_block_sums_rel(n) of its exact value, and

@@ -165,7 +165,7 @@ static inline float g3_madd(float a, float b, float c, int fused) {
  * G3_APPROX_EXPF_REL_ERR = 2^-20 (9.5e-7); test-sampling-chains checks the observed error of
  * each form on a million inputs against half of it. */
 #define G3_APPROX_EXPF_REL_ERR 0x1p-20
-static inline float g3_approx_expf_with(float l, float lmax, int fused) {
+static inline float g3_approx_expf(float l, float lmax, int fused) {
     float x = l - lmax;
     float lb = x + lmax, mb = x - lb;                  /* TwoSum of l and -lmax */
     float err = (l - lb) - (lmax + mb);                /* (l - lmax) - x, exactly */
@@ -193,7 +193,6 @@ static inline float g3_approx_expf_with(float l, float lmax, int fused) {
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }
-static inline float g3_approx_expf(float l, float lmax) { return g3_approx_expf_with(l, lmax, 0); }
 
 /* A rough e^(l - lmax) for bounds that only have to decide the clear cases (XTC's count and
  * top-p's membership of a Gumbel winner, in Gumbel mode): 2^y, y = (l - lmax) log2 e, as 2^f
@@ -235,7 +234,7 @@ static inline double g3_exp_rough_sums_rel(int n) {
     return G3_EXP_ROUGH_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
 }
 
-/* blocks[b] = sum of g3_approx_expf_with(l[i], lmax, fused) over i in [64 b, 64 b + 64) (the
+/* blocks[b] = sum of g3_approx_expf(l[i], lmax, fused) over i in [64 b, 64 b + 64) (the
  * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double as a
  * tree (k with k + 8, k + 4, k + 2, k + 1); returns the sum of the blocks. Compiled per
  * instruction set like g3_approx_exp_n_get: scalar unfused, AVX2 and AVX-512 fused (the same
