@@ -8,7 +8,11 @@
  *
  *   build/tools/bench-sampling            every row
  *   build/tools/bench-sampling top-p      the rows whose name contains "top-p"
- *   build/tools/bench-sampling top-p cdf  ... in one mode only (cdf or gumbel) */
+ *   build/tools/bench-sampling top-p cdf  ... in one mode only (cdf or gumbel)
+ *
+ * A second table (not printed when a mode is named) times each pass over the whole vocabulary
+ * that the chains are made of, alone, in each instruction set this CPU has: where a row's time
+ * goes, and what an instruction set's build of a pass costs against another's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include <time.h>
 
 #include "gemma3.h"
+#include "rng.h"
 #include "sampling.h"
 #include "util.h"
 
@@ -180,6 +185,152 @@ static gemma3_sampler_params row_params(int row, const char **name) {
     return p;
 }
 
+/* ---- the passes over the whole vocabulary, each alone ---- */
+
+enum { PASS_CALLS = 101 };
+#define PASS_SECONDS 0.3
+
+/* Scratch for the passes: the outputs each one writes, sized for the vocabulary. */
+struct pass_bufs {
+    float *dst;
+    uint16_t *bucket;
+    struct g3_view_sum *sums;
+    uint64_t *hashes, *q, *tie;
+    uint8_t *pass;
+    int32_t *ids;
+    double *blocks;
+};
+
+/* One call of pass `which` in instruction set isa on l; 0 when that build does not exist here. */
+static int run_pass(int which, int isa, const float *l, float lmax, struct pass_bufs *b) {
+    float mx;
+    int first, inner;
+    double at_least, out[5];
+    switch (which) {
+    case 0: {
+        g3_check_max_fn f = g3_check_max_get(isa);
+        return f ? (f(l, V, &mx, &first), 1) : 0;
+    }
+    case 1: {
+        g3_copy_divide_fn f = g3_copy_divide_get(isa);
+        return f ? (f(b->dst, l, V, 0.7f, &mx, &first), 1) : 0;
+    }
+    case 2: {
+        g3_copy_check_fn f = g3_copy_check_get(isa);
+        return f ? (f(b->dst, l, V), 1) : 0;
+    }
+    case 3: {
+        g3_exp_rough_sums_fn f = g3_exp_rough_sums_get(isa);
+        return f ? (f(l, lmax, V, lmax - 3.0f, &at_least), 1) : 0;
+    }
+    case 4: {
+        g3_expf_block_sums_fn f = g3_expf_block_sums_get(isa);
+        return f ? (f(l, lmax, V, b->blocks), 1) : 0;
+    }
+    case 5: {
+        g3_expf_block_sums_fn f = g3_exp_block_sums_get(isa);
+        return f ? (f(l, lmax, V, b->blocks), 1) : 0;
+    }
+    case 6:
+    case 7: {
+        g3_rank_view_fn f = g3_rank_view_get(isa);
+        if (!f) return 0;
+        memset(b->sums, 0, G3_VIEW_BUCKETS * sizeof *b->sums);
+        f(l, lmax, V, b->bucket, b->sums, which == 7);
+        return 1;
+    }
+    case 8: { /* over the view's bucket array, which print_passes builds first */
+        g3_band_scan_fn f = g3_band_scan_get(isa);
+        return f ? (f(b->bucket, V, 700, 700, 0, 699, b->ids, &inner), 1) : 0;
+    }
+    case 9: { /* a threshold a draw has after its first token: nearly every token fails */
+        g3_gumbel_screen_n_fn f = g3_gumbel_screen_n_get(isa);
+        if (!f) return 0;
+        for (int c = 0; c < V; c += 256) f(42, b->hashes + c, l + c, lmax, 0.5f, b->pass, 256);
+        return 1;
+    }
+    case 10: {
+        g3_mass_round_n_fn f = g3_mass_round_n_get(isa);
+        return f ? (f(l, lmax, b->q, b->tie, V), 1) : 0;
+    }
+    case 11: {
+        g3_sigma_sums_n_fn f = g3_sigma_sums_n_get(isa);
+        return f ? (f(l, V, out), 1) : 0;
+    }
+    }
+    return 0;
+}
+
+static const char *const pass_names[] = {
+    "check (NaN/inf) + maximum", "dividing copy (temperature)", "checking copy (penalties)",
+    "rough sums",                "float tier block sums",       "double tier block sums",
+    "rank view",                 "rank view with moments",      "band scan (one bucket)",
+    "Gumbel screen",             "fixed masses (top-p exact)",  "top-n-sigma sums",
+};
+enum { N_PASSES = (int)(sizeof pass_names / sizeof pass_names[0]) };
+
+static int any_pass_matches(const char *filter) {
+    for (int i = 0; i < N_PASSES; i++)
+        if (!filter || strstr(pass_names[i], filter)) return 1;
+    return 0;
+}
+
+static void print_passes(const float *l, const char *filter) {
+    struct pass_bufs b = {
+        .dst = malloc(V * sizeof(float)),
+        .bucket = malloc(V * sizeof(uint16_t)),
+        .sums = malloc(G3_VIEW_BUCKETS * sizeof(struct g3_view_sum)),
+        .hashes = malloc(V * sizeof(uint64_t)),
+        .q = malloc(V * sizeof(uint64_t)),
+        .tie = malloc(V * sizeof(uint64_t)),
+        .pass = malloc(256),
+        .ids = malloc(V * sizeof(int32_t)),
+        .blocks = malloc((V / 64 + 1) * sizeof(double)),
+    };
+    if (!b.dst || !b.bucket || !b.sums || !b.hashes || !b.q || !b.tie || !b.pass || !b.ids ||
+        !b.blocks) {
+        fprintf(stderr, "bench-sampling: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < V; i++) b.hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i);
+    float lmax = -INFINITY;
+    for (int i = 0; i < V; i++) lmax = l[i] > lmax ? l[i] : lmax;
+    run_pass(6, 0, l, lmax, &b); /* the bucket array the band scan reads */
+    printf("\n# each pass over the %d logits alone, CPU ms: median (min)\n", V);
+    printf("| pass | scalar | avx2 | avx512 |\n|---|---|---|---|\n");
+    static double t[PASS_CALLS];
+    for (int which = 0; which < N_PASSES; which++) {
+        if (filter && !strstr(pass_names[which], filter)) continue;
+        printf("| %-28s |", pass_names[which]);
+        for (int isa = 0; isa <= 2; isa++) {
+            int n = 0;
+            double start = g3_now();
+            while (n < PASS_CALLS && (n < 5 || g3_now() - start < PASS_SECONDS)) {
+                double t0 = cpu_now();
+                if (!run_pass(which, isa, l, lmax, &b)) break;
+                t[n++] = cpu_now() - t0;
+            }
+            if (n == 0) {
+                printf(" - |");
+                continue;
+            }
+            qsort(t, (size_t)n, sizeof t[0], cmp_double);
+            printf(" %.4f (%.4f) |", t[n / 2] * 1e3, t[0] * 1e3);
+            fflush(stdout);
+        }
+        printf("\n");
+    }
+    free(b.dst);
+    free(b.bucket);
+    free(b.sums);
+    free(b.hashes);
+    free(b.q);
+    free(b.tie);
+    free(b.pass);
+    free(b.ids);
+    free(b.blocks);
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL, *only = argc > 2 ? argv[2] : NULL;
     enum { NL = 8 };
@@ -213,6 +364,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    if (!only && any_pass_matches(filter)) print_passes(logits[0], filter);
     for (int i = 0; i < NL; i++) free(logits[i]);
     return 0;
 }
