@@ -951,12 +951,15 @@ static int copy_divide_scalar(float *restrict dst, const float *restrict src, in
 #endif
 /* AVX2 functions whose bodies are loops over 16 lanes: GCC vectorises such a loop as two 8-lane
  * iterations that it does not unroll at -O2, and keeps the lanes in memory between the loops;
- * unrolled, they stay in registers (the float tier's block sums 1.1x, the double tier's 1.4-1.8x,
- * the NaN check with the maximum 1.5-2x on Zen 3). Unrolling reorders no arithmetic. */
+ * unrolled, they stay in registers (the float tier's block sums 1.1x, the double tier's 1.4-1.8x
+ * on Zen 3). Unrolling reorders no arithmetic. `optimize` comes first: GCC 13 builds a function
+ * whose `target` comes before its `optimize` for the command line's instruction set (SSE2, and
+ * libm's fmaf for every fused multiply-add: the float tier's sums took 6.4 ms on 262,144 logits
+ * instead of 0.1); tests/test-isa-builds.sh looks for that in the objects. */
 #ifdef __clang__
 #define AVX2_LOOPS(features) __attribute__((target(features)))
 #else
-#define AVX2_LOOPS(features) __attribute__((target(features), optimize("unroll-loops")))
+#define AVX2_LOOPS(features) __attribute__((optimize("unroll-loops"), target(features)))
 #endif
 AVX2_LOOPS("avx2") static int copy_check_avx2(float *restrict dst,
                                                             const float *restrict src, int n) {
