@@ -67,6 +67,19 @@ uint16_t g3_f32_to_f16(float f) {
 
 /* ---- reference quantizers (llama.cpp's rounding rules) -------------------------------------- */
 
+/* The int8 a quantizer stores for a float p that is a whole number (or whose fraction the cast
+ * drops): p's truncation to int32, read as its low byte, and for p outside the int32 range or
+ * NaN the low byte of INT32_MIN, 0. C leaves (int8_t)p undefined there, which happens only where
+ * 1 / d overflows (a block whose values all lie below ~3.7e-37: its fp16 scale is 0 anyway).
+ * These are the bytes x86's truncating conversion gives, so llama.cpp's quantizers built by GCC
+ * on x86, and our SIMD quantizers; clang's build of a plain cast stored 0x80 there, an ARM
+ * build would store 0xff for +inf. */
+static inline int8_t quant_int8(float p) {
+    int32_t i = p >= -0x1p31f && p < 0x1p31f ? (int32_t)p : INT32_MIN;
+    int low = (int)((uint32_t)i & 0xffu);
+    return (int8_t)(low > 127 ? low - 256 : low);
+}
+
 /* Q8_0: d = amax / 127, q = round-half-away(x / d). */
 void g3_quantize_row_q8_0(const float *x, g3_block_q8_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
@@ -75,7 +88,7 @@ void g3_quantize_row_q8_0(const float *x, g3_block_q8_0 *y, int64_t n) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = g3_f32_to_f16(d);
-        for (int j = 0; j < G3_QK; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < G3_QK; j++) y[b].qs[j] = quant_int8(roundf(x[j] * id));
     }
 }
 
@@ -93,7 +106,7 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = g3_f32_to_f16(d);
         for (int j = 0; j < G3_QK / 2; j++) {
-            int lo = (int8_t)(x[j] * id + 8.5f), hi = (int8_t)(x[j + G3_QK / 2] * id + 8.5f);
+            int lo = quant_int8(x[j] * id + 8.5f), hi = quant_int8(x[j + G3_QK / 2] * id + 8.5f);
             if (lo > 15) lo = 15;
             if (hi > 15) hi = 15;
             y[b].qs[j] = (uint8_t)(lo | hi << 4);

@@ -87,6 +87,27 @@ static void test_reference_blocks(void) {
     free(x), free(want8), free(got8), free(want4), free(got4);
 }
 
+/* Blocks whose values all lie so low that 1 / d overflows to infinity (below ~3.7e-37): every
+ * product x * id is +-inf or NaN (0 * inf), whose conversion C leaves undefined; the reference
+ * stores x86's bytes, 0 for each (quant_int8 in quant.c), whatever the compiler, and a zero
+ * scale. A plain cast gave 0x80 from clang. */
+static void test_tiny_blocks(void) {
+    float x[2 * G3_QK];
+    for (int j = 0; j < 2 * G3_QK; j++) /* subnormals of both signs, a zero */
+        x[j] = j == 7 ? 0.0f : (float)((j % 5) - 2 + (j % 5 >= 2)) * (float)(j + 1) * 1e-41f;
+    g3_block_q8_0 y8[2];
+    g3_block_q4_0 y4[2];
+    g3_quantize_row_q8_0(x, y8, 2 * G3_QK);
+    g3_quantize_row_q4_0(x, y4, 2 * G3_QK);
+    int bad = 0;
+    for (int b = 0; b < 2; b++) {
+        bad += (y8[b].d & 0x7fff) != 0 || (y4[b].d & 0x7fff) != 0;
+        for (int j = 0; j < G3_QK; j++) bad += y8[b].qs[j] != 0;
+        for (int j = 0; j < G3_QK / 2; j++) bad += y4[b].qs[j] != 0;
+    }
+    CHECK_MSG(bad == 0, "blocks whose 1/d overflows: %d bytes other than zero", bad);
+}
+
 /* Dequantizing and quantizing again reproduces the blocks (each q maps back to itself: the
  * values d*q are exact grid points), and the dequantized values are within d/2 of the input
  * (Q4_0: within d, as q = 16, the opposite extreme, is clamped to 15). */
@@ -523,6 +544,7 @@ static void test_tables(void) {
 
 int main(void) {
     test_reference_blocks();
+    test_tiny_blocks();
     test_roundtrip();
     test_f16_fixed();
     test_f16_hw();
