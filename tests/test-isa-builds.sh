@@ -13,7 +13,7 @@ case "$(objdump -f "$1" 2>/dev/null)" in *x86-64*) ;; *) echo "not x86-64: skipp
 
 for o in "$@"; do
     # per ISA function: how many instructions, and the first legacy-SSE one or fma call
-    objdump -d --no-show-raw-insn "$o" | awk -v obj="$(basename "$o")" '
+    objdump -dr --no-show-raw-insn "$o" | awk -v obj="$(basename "$o")" '
         /^[0-9a-f]+ <[^>]*>:$/ {
             fn = $2; gsub(/[<>:]/, "", fn)
             isa = fn ~ /avx2|avx512/
@@ -21,10 +21,13 @@ for o in "$@"; do
             next
         }
         !isa || NF < 2 { next }
+        $2 ~ /^R_X86_64/ { # a relocation: a call into libm names its target here
+            if ($3 ~ /^fmaf?([-+@]|$)/ && !(fn in why)) why[fn] = "calls libm " $3
+            next
+        }
         {
             n[fn]++
             op = $2 == "{vex}" || $2 == "{evex}" ? $3 : $2
-            if (op ~ /^call/ && $0 ~ /<fmaf?(@plt)?>/ && !(fn in why)) why[fn] = "calls libm fma: " $0
             if ($0 ~ /%[xy]mm/ && op !~ /^(v|k)/ && !(fn in why)) why[fn] = "legacy SSE: " $0
         }
         END {
