@@ -144,7 +144,7 @@ omp-test: all
 CROSS ?= aarch64-linux-gnu-
 QEMU ?= qemu-aarch64
 CROSS_SUITES := test-kernels test-threads test-tokenizer test-sampling test-sampling-equiv \
-                test-sampling-gof test-config test-safetensors test-forward
+                test-sampling-gof test-config test-safetensors test-forward test-quant
 cross-test:
 	@command -v $(CROSS)gcc >/dev/null && command -v $(QEMU) >/dev/null && \
 	  [ -f "$$($(CROSS)gcc -print-file-name=libcjson.so)" ] || \
