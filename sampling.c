@@ -854,6 +854,18 @@ static inline int first_at_max(const float *l, int n, float m, const float *lane
     return first < n ? first : -1;
 }
 
+/* The end of a pass that kept 16 lanes (lane, lane_at as first_at_max reads them) over l[0, tail):
+ * *max = the lanes' maximum, lane 0 first, then l[tail..n) in order (max_n_body's order, so a
+ * -0 against a +0 comes out the same), and *first the first position at it. */
+static inline void lanes16_finish(const float *l, int n, int tail, const float *lane,
+                                  const int32_t *lane_at, float *max, int *first) {
+    float m = -INFINITY;
+    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
+    for (int j = tail; j < n; j++) m = l[j] > m ? l[j] : m;
+    *max = m;
+    *first = first_at_max(l, n, m, lane, lane_at, tail);
+}
+
 /* max_n_body and copy_check_body's test in one read-only pass: returns 1 if every value is
  * finite, and *max = max_n_body(l, n) (meaningless otherwise): the call's first look at the
  * caller's logits finds their maximum on the way. */
@@ -874,15 +886,8 @@ __attribute__((always_inline)) static inline int check_max_body(const float *l, 
         }
         bad |= b;
     }
-    float m = -INFINITY;
-    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
-    int tail = j;
-    for (; j < n; j++) {
-        m = l[j] > m ? l[j] : m;
-        bad |= g3_non_finite(l[j]);
-    }
-    *max = m;
-    *first = first_at_max(l, n, m, lane, lane_at, tail);
+    for (int k = j; k < n; k++) bad |= g3_non_finite(l[k]);
+    lanes16_finish(l, n, j, lane, lane_at, max, first);
     return bad == 0;
 }
 
@@ -913,17 +918,12 @@ __attribute__((always_inline)) static inline int copy_divide_body(float *restric
         }
         bad |= b;
     }
-    float m = -INFINITY;
-    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
-    int tail = i;
-    for (; i < n; i++) {
-        bad |= g3_non_finite(src[i]);
-        float v = src[i] / t;
-        dst[i] = v > FLT_MAX ? FLT_MAX : v;
-        m = dst[i] > m ? dst[i] : m;
+    for (int k = i; k < n; k++) {
+        bad |= g3_non_finite(src[k]);
+        float v = src[k] / t;
+        dst[k] = v > FLT_MAX ? FLT_MAX : v;
     }
-    *max = m;
-    *first = first_at_max(dst, n, m, lane, lane_at, tail);
+    lanes16_finish(dst, n, i, lane, lane_at, max, first);
     return bad == 0;
 }
 
@@ -1119,19 +1119,8 @@ __attribute__((target("avx2"))) static inline __m256i non_finite8_avx2(__m256 v)
     const __m256i expo = _mm256_set1_epi32(0x7f800000);
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), expo), expo);
 }
-/* check_max_body's lanes: per lane the running maximum and where it first occurred (a strictly
- * larger value moves it), positions 0-7 and 8-15 of every 16; the positions of the next 16. */
-struct lanes16_avx2 {
-    __m256 max0, max1;
-    __m256i at0, at1, pos0, pos1;
-};
-__attribute__((target("avx2"))) static inline struct lanes16_avx2 lanes16_start_avx2(void) {
-    struct lanes16_avx2 a;
-    a.max0 = a.max1 = _mm256_set1_ps(-INFINITY);
-    a.at0 = a.pos0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    a.at1 = a.pos1 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
-    return a;
-}
+/* One vector of the lanes: the running maximum and where it first occurred (a strictly larger
+ * value moves it). */
 __attribute__((target("avx2"))) static inline void lane8_update_avx2(__m256 *lane_max,
                                                                      __m256i *lane_at, __m256 v,
                                                                      __m256i pos) {
@@ -1140,76 +1129,58 @@ __attribute__((target("avx2"))) static inline void lane8_update_avx2(__m256 *lan
     *lane_at = _mm256_castps_si256(
         _mm256_blendv_ps(_mm256_castsi256_ps(*lane_at), _mm256_castsi256_ps(pos), above));
 }
-/* the next 16 values, v0 then v1 */
-__attribute__((target("avx2"))) static inline void lanes16_update_avx2(struct lanes16_avx2 *a,
-                                                                       __m256 v0, __m256 v1) {
-    lane8_update_avx2(&a->max0, &a->at0, v0, a->pos0);
-    lane8_update_avx2(&a->max1, &a->at1, v1, a->pos1);
-    a->pos0 = _mm256_add_epi32(a->pos0, _mm256_set1_epi32(16));
-    a->pos1 = _mm256_add_epi32(a->pos1, _mm256_set1_epi32(16));
-}
-/* The lanes' maximum in check_max_body's order (lane 0 first, then the scalar tail l[tail..n),
- * which the caller has checked) and the first position at it, into *max and *first. */
-__attribute__((target("avx2"))) static void lanes16_finish_avx2(const struct lanes16_avx2 *a,
-                                                                const float *l, int n, int tail,
-                                                                float *max, int *first) {
-    float lane[16];
-    int32_t lane_at[16];
-    _mm256_storeu_ps(lane, a->max0);
-    _mm256_storeu_ps(lane + 8, a->max1);
-    _mm256_storeu_si256((__m256i *)lane_at, a->at0);
-    _mm256_storeu_si256((__m256i *)(lane_at + 8), a->at1);
-    _mm256_zeroupper(); /* scalar code follows */
-    float m = -INFINITY;
-    for (int k = 0; k < 16; k++) m = lane[k] > m ? lane[k] : m;
-    for (int j = tail; j < n; j++) m = l[j] > m ? l[j] : m;
-    *max = m;
-    *first = first_at_max(l, n, m, lane, lane_at, tail);
-}
-
-__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max,
-                                                          int *first) {
-    struct lanes16_avx2 a = lanes16_start_avx2();
-    __m256i bad = _mm256_setzero_si256();
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m256 v0 = _mm256_loadu_ps(l + j), v1 = _mm256_loadu_ps(l + j + 8);
-        bad = _mm256_or_si256(bad, _mm256_or_si256(non_finite8_avx2(v0), non_finite8_avx2(v1)));
-        lanes16_update_avx2(&a, v0, v1);
-    }
-    int finite = _mm256_testz_si256(bad, bad);
-    for (int k = j; k < n; k++) finite &= !g3_non_finite(l[k]);
-    lanes16_finish_avx2(&a, l, n, j, max, first);
-    return finite;
-}
-
-__attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
-                                                            const float *restrict src, int n,
-                                                            float t, float *max, int *first) {
+/* check_max_body (dst NULL: the maximum of src) or copy_divide_body (dst = min(src / t,
+ * FLT_MAX), its maximum): returns 1 if every src value is finite. Inlined into both callers, so
+ * that dst's test folds away. */
+__attribute__((target("avx2"), always_inline)) static inline int scan_max_avx2(
+    float *restrict dst, const float *restrict src, int n, float t, float *max, int *first) {
     const __m256 tv = _mm256_set1_ps(t), big = _mm256_set1_ps(FLT_MAX);
-    struct lanes16_avx2 a = lanes16_start_avx2();
+    __m256 max0 = _mm256_set1_ps(-INFINITY), max1 = max0;
+    __m256i at0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i at1 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15), pos0 = at0, pos1 = at1;
     __m256i bad = _mm256_setzero_si256();
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 v0 = _mm256_loadu_ps(src + i), v1 = _mm256_loadu_ps(src + i + 8);
         bad = _mm256_or_si256(bad, _mm256_or_si256(non_finite8_avx2(v0), non_finite8_avx2(v1)));
-        v0 = _mm256_div_ps(v0, tv);
-        v1 = _mm256_div_ps(v1, tv);
-        /* min(v, FLT_MAX) as a compare and a blend: a NaN stays itself, as in the body */
-        v0 = _mm256_blendv_ps(v0, big, _mm256_cmp_ps(v0, big, _CMP_GT_OQ));
-        v1 = _mm256_blendv_ps(v1, big, _mm256_cmp_ps(v1, big, _CMP_GT_OQ));
-        _mm256_storeu_ps(dst + i, v0);
-        _mm256_storeu_ps(dst + i + 8, v1);
-        lanes16_update_avx2(&a, v0, v1);
+        if (dst) {
+            v0 = _mm256_div_ps(v0, tv);
+            v1 = _mm256_div_ps(v1, tv);
+            /* min(v, FLT_MAX) as a compare and a blend: a NaN stays itself, as in the body */
+            v0 = _mm256_blendv_ps(v0, big, _mm256_cmp_ps(v0, big, _CMP_GT_OQ));
+            v1 = _mm256_blendv_ps(v1, big, _mm256_cmp_ps(v1, big, _CMP_GT_OQ));
+            _mm256_storeu_ps(dst + i, v0);
+            _mm256_storeu_ps(dst + i + 8, v1);
+        }
+        lane8_update_avx2(&max0, &at0, v0, pos0);
+        lane8_update_avx2(&max1, &at1, v1, pos1);
+        pos0 = _mm256_add_epi32(pos0, _mm256_set1_epi32(16));
+        pos1 = _mm256_add_epi32(pos1, _mm256_set1_epi32(16));
     }
+    float lane[16];
+    int32_t lane_at[16];
+    _mm256_storeu_ps(lane, max0);
+    _mm256_storeu_ps(lane + 8, max1);
+    _mm256_storeu_si256((__m256i *)lane_at, at0);
+    _mm256_storeu_si256((__m256i *)(lane_at + 8), at1);
     int finite = _mm256_testz_si256(bad, bad);
+    _mm256_zeroupper(); /* scalar code follows */
     for (int k = i; k < n; k++) {
         finite &= !g3_non_finite(src[k]);
         float v = src[k] / t;
-        dst[k] = v > FLT_MAX ? FLT_MAX : v;
+        if (dst) dst[k] = v > FLT_MAX ? FLT_MAX : v;
     }
-    lanes16_finish_avx2(&a, dst, n, i, max, first);
+    lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
     return finite;
+}
+__attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max,
+                                                          int *first) {
+    return scan_max_avx2(NULL, l, n, 1.0f, max, first);
+}
+__attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
+                                                            const float *restrict src, int n,
+                                                            float t, float *max, int *first) {
+    return scan_max_avx2(dst, src, n, t, max, first);
 }
 
 AVX2_LOOPS("avx2") static uint64_t mass_round_n_avx2(const float *restrict l,
