@@ -1045,30 +1045,42 @@ AVX512_WIDE("avx512f,avx512dq") static void sigma_sums_n_avx512(
 
 /* ---- AVX2: the screen by hand (GCC's vectorisation of the body is a fifth slower). AVX2 has
  * no 64-bit multiply: z c mod 2^64 = lo(z) lo(c) + 2^32 (lo(z) hi(c) + hi(z) lo(c)), the cross
- * terms mod 2^32 from one 32-bit multiply of z by c with its halves swapped. The second
- * product's top half is all the screen reads, and the finaliser's last step on it is
- * h ^ (h >> 31), done on 8 narrowed lanes. */
+ * terms mod 2^32 from one 32-bit multiply of z by c with its halves swapped. Of the second
+ * product the screen reads only the top half, so its three terms are added where the 32-bit
+ * lanes are gathered. The finaliser's last step, h ^ (h >> 31), changes only the lowest bit of
+ * the top half, which g3_gumbel_upper drops (~b >> 1), so it is left out. */
+__attribute__((target("avx2"))) static inline __m256i cross_avx2(__m256i z, uint64_t c) {
+    /* 32-bit lanes lo(z) hi(c), hi(z) lo(c) */
+    return _mm256_mullo_epi32(z, _mm256_set1_epi64x((long long)(c << 32 | c >> 32)));
+}
+__attribute__((target("avx2"))) static inline __m256i mul_lo_avx2(__m256i z, uint64_t c) {
+    return _mm256_mul_epu32(z, _mm256_set1_epi64x((long long)(c & 0xffffffffu)));
+}
 __attribute__((target("avx2"))) static inline __m256i mul64_avx2(__m256i z, uint64_t c) {
-    const __m256i c_lo = _mm256_set1_epi64x((long long)(c & 0xffffffffu));
-    const __m256i c_swapped = _mm256_set1_epi64x((long long)(c << 32 | c >> 32));
-    __m256i cross = _mm256_mullo_epi32(z, c_swapped); /* lanes lo(z) hi(c), hi(z) lo(c) */
+    __m256i cross = cross_avx2(z, c);
     __m256i high = _mm256_add_epi32(cross, _mm256_slli_epi64(cross, 32)); /* upper: the sum */
     high = _mm256_and_si256(high, _mm256_set1_epi64x((long long)0xffffffff00000000ull));
-    return _mm256_add_epi64(_mm256_mul_epu32(z, c_lo), high);
+    return _mm256_add_epi64(mul_lo_avx2(z, c), high);
 }
-/* g3_mix64 up to its last shift and xor */
-__attribute__((target("avx2"))) static inline __m256i mix64_unfinished_avx2(__m256i z) {
+/* g3_mix64 up to its last multiply */
+__attribute__((target("avx2"))) static inline __m256i mix64_to_last_avx2(__m256i z) {
     z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 30));
     z = mul64_avx2(z, 0xbf58476d1ce4e5b9ull);
-    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
-    return mul64_avx2(z, 0x94d049bb133111ebull);
+    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
 }
-/* the top halves of a's and b's four 64-bit lanes, in order, finished: g3_mix64(...) >> 32 */
+/* The top halves of g3_mix64's results for a's and b's four lanes (mix64_to_last_avx2's), in
+ * order, but for their lowest bit: the last multiply's top half, hi(lo(z) lo(c)) + hi(z) lo(c)
+ * from the odd 32-bit lanes and lo(z) hi(c) from the even ones. */
 __attribute__((target("avx2"))) static inline __m256i top_bits_avx2(__m256i a, __m256i b) {
-    __m256 odd = _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b),
-                                   _MM_SHUFFLE(3, 1, 3, 1)); /* a0 a1 b0 b1 | a2 a3 b2 b3 */
-    __m256i h = _mm256_permute4x64_epi64(_mm256_castps_si256(odd), _MM_SHUFFLE(3, 1, 2, 0));
-    return _mm256_xor_si256(h, _mm256_srli_epi32(h, 31));
+    const uint64_t c = 0x94d049bb133111ebull;
+    __m256i cross_a = cross_avx2(a, c), cross_b = cross_avx2(b, c);
+    __m256 odd_a = _mm256_castsi256_ps(_mm256_add_epi32(cross_a, mul_lo_avx2(a, c)));
+    __m256 odd_b = _mm256_castsi256_ps(_mm256_add_epi32(cross_b, mul_lo_avx2(b, c)));
+    __m256 odd = _mm256_shuffle_ps(odd_a, odd_b, _MM_SHUFFLE(3, 1, 3, 1));
+    __m256 even = _mm256_shuffle_ps(_mm256_castsi256_ps(cross_a), _mm256_castsi256_ps(cross_b),
+                                    _MM_SHUFFLE(2, 0, 2, 0));
+    __m256i h = _mm256_add_epi32(_mm256_castps_si256(odd), _mm256_castps_si256(even));
+    return _mm256_permute4x64_epi64(h, _MM_SHUFFLE(3, 1, 2, 0)); /* a0 a1 a2 a3 b0 b1 b2 b3 */
 }
 /* (l - lmax) + g3_gumbel_upper(b) >= thr on 8 lanes, as all-ones masks */
 __attribute__((target("avx2"))) static inline __m256i screen8_avx2(__m256i b, const float *l,
@@ -1090,9 +1102,10 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i z[4];
+#pragma GCC unroll 4 /* else GCC keeps a loop that stores z and loads it back */
         for (int q = 0; q < 4; q++) {
             __m256i h = _mm256_loadu_si256((const __m256i *)(hashes + i + 4 * q));
-            z[q] = mix64_unfinished_avx2(_mm256_xor_si256(kv, h));
+            z[q] = mix64_to_last_avx2(_mm256_xor_si256(kv, h));
         }
         __m256i m0 = screen8_avx2(top_bits_avx2(z[0], z[1]), l + i, lm, th);
         __m256i m1 = screen8_avx2(top_bits_avx2(z[2], z[3]), l + i + 8, lm, th);
@@ -1285,14 +1298,15 @@ __attribute__((target("avx512f,avx512bw,bmi"))) static int band_scan_avx512(
 
 /* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
  * half this speed). Step for step the scalar body: splitmix64's finaliser on 8 lanes twice,
- * the top halves narrowed to 16 32-bit lanes, then g3_gumbel_upper and the comparison. */
+ * the top halves gathered into 16 32-bit lanes, then g3_gumbel_upper and the comparison. The
+ * finaliser's last step, h ^ (h >> 31), is left out: it changes only the lowest bit of the top
+ * half, which g3_gumbel_upper drops (~b >> 1). */
 #define SAMPLING_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-SAMPLING_AVX512 static inline __m512i mix64_avx512(__m512i z) {
+SAMPLING_AVX512 static inline __m512i mix64_unfinished_avx512(__m512i z) {
     z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
     z = _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull));
     z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 27));
-    z = _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0x94d049bb133111ebull));
-    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    return _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0x94d049bb133111ebull));
 }
 
 SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t *restrict hashes,
@@ -1301,13 +1315,16 @@ SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t 
     const __m512i kv = _mm512_set1_epi64((long long)key), c159 = _mm512_set1_epi32(159);
     const __m512 lm = _mm512_set1_ps(lmax), th = _mm512_set1_ps(thr);
     const __m512 ln2 = _mm512_set1_ps(0x1.62e43p-1f);
+    /* the odd 32-bit lanes of two vectors: their 64-bit lanes' top halves, in order */
+    const __m512i top_halves = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25,
+                                                 27, 29, 31);
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512i lo = mix64_avx512(_mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i)));
-        __m512i hi = mix64_avx512(_mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i + 8)));
-        __m256i blo = _mm512_cvtepi64_epi32(_mm512_srli_epi64(lo, 32));
-        __m256i bhi = _mm512_cvtepi64_epi32(_mm512_srli_epi64(hi, 32));
-        __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(blo), bhi, 1);
+        __m512i lo = _mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i));
+        __m512i hi = _mm512_xor_si512(kv, _mm512_loadu_si512(hashes + i + 8));
+        lo = mix64_unfinished_avx512(lo);
+        hi = mix64_unfinished_avx512(hi);
+        __m512i b = _mm512_permutex2var_epi32(lo, top_halves, hi);
         /* g3_gumbel_upper: y = ~b >> 1, e + 127 = the float's exponent bits, (159 - them) ln 2 */
         __m512i y = _mm512_srli_epi32(_mm512_xor_si512(b, _mm512_set1_epi32(-1)), 1);
         __m512i e = _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(y)), 23);
