@@ -394,6 +394,7 @@ static int parse_alternates(parser *P, int rule, int nested);
  * copies, then nested optionals. */
 static int repeat_last(parser *P, int rule, int start, int m, int n) {
     int len = P->rules[rule].n_el - start;
+    if (len == 0) return 0; /* "" repeated: still nothing to match */
     elem *sym = malloc((size_t)len * sizeof *sym);
     if (!sym) return nomem(P);
     memcpy(sym, P->rules[rule].el + start, (size_t)len * sizeof *sym);

@@ -178,6 +178,10 @@ static void test_semantics(void) {
         {"root ::= x\nx ::= y | \"z\"\ny ::= x", "z", 1},
         {"root ::= [\\x00-\\x1f]", "\t", 1},
         {"root ::= \"\\U0001F600\"", "😀", 1},
+        /* a repeated empty string is the empty string, whatever the count */
+        {"root ::= \"\"* \"a\" \"\"{2,5} \"\"+ \"\"? \"\"{3}", "a", 1},
+        {"root ::= \"\"* \"a\" \"\"{2,5} \"\"+ \"\"? \"\"{3}", "", 0},
+        {"root ::= \"\"*", "", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gemma3_grammar *g = byte_grammar(cases[i].grammar);
