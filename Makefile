@@ -172,9 +172,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
                             chat.c sampling.c sampling-select.c sampling-rank.c rng.c grammar.c \
                             json-schema.c,$(LIB_SRCS))
+# -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
+# undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+	clang $(STD) -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -o $@ $^ $(LDLIBS)
 fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do \
 	  name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
