@@ -249,6 +249,7 @@ static void default_text(const cli_option *o, const void *group, char *buf, size
         snprintf(buf, n, "%s", o->default_text);
         return;
     }
+    if (o->offset == CLI_NOWHERE) return; /* group + it would point outside the group */
     const void *p = (const char *)group + o->offset;
     const gemma3_param_range *r;
     switch (o->kind) {
