@@ -80,7 +80,8 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/tools/%)
 LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
-.PHONY: clang-ubsan all test asan tsan omp-test cross-test bench bench-omp fuzz models mutation clean FORCE
+.PHONY: all test asan clang-ubsan tsan omp-test cross-test bench bench-omp fuzz models mutation \
+        clean FORCE
 
 test asan tsan omp-test cross-test: WERROR = 1
 
@@ -122,9 +123,10 @@ asan:
 
 # clang's UBSan over every suite (not in CI: clang takes about ten minutes over kernels.c with
 # it). It checks what GCC's leaves out, such as pointer arithmetic that overflows.
+CLANG_UBSAN_FLAGS := -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all \
+                     -fno-omit-frame-pointer
 clang-ubsan:
-	$(MAKE) BUILD=build/clang-ubsan CC=clang SAN=1 \
-	  SAN_FLAGS="-fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+	$(MAKE) BUILD=build/clang-ubsan CC=clang SAN=1 SAN_FLAGS="$(CLANG_UBSAN_FLAGS)" test
 
 # ThreadSanitizer over the suites that run threads.c: the pool itself, the kernels' threaded
 # matmuls and the forward pass's thread-count determinism.
