@@ -1180,8 +1180,10 @@ __attribute__((target("avx2"), always_inline)) static inline int scan_max_avx2(
     _mm256_zeroupper(); /* scalar code follows */
     for (int k = i; k < n; k++) {
         finite &= !g3_non_finite(src[k]);
-        float v = src[k] / t;
-        if (dst) dst[k] = v > FLT_MAX ? FLT_MAX : v;
+        if (dst) {
+            float v = src[k] / t;
+            dst[k] = v > FLT_MAX ? FLT_MAX : v;
+        }
     }
     lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
     return finite;
