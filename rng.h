@@ -14,16 +14,19 @@ enum g3_rng_purpose {
     G3_RNG_XTC = 3,    /* XTC's coin, index 0 */
 };
 
-/* splitmix64's output function: a bijection of 64-bit words whose every output bit depends on
- * every input bit. */
-static inline uint64_t g3_mix64(uint64_t z) {
-    z ^= z >> 30;
+/* splitmix64's output function, g3_mix64 = g3_mix64_rest(g3_mix64_first(z)): a bijection of
+ * 64-bit words whose every output bit depends on every input bit. Its first step is linear over
+ * xor, first(a ^ b) = first(a) ^ first(b), so a table of first(hash) serves every key: the
+ * Gumbel screen applies it to the key once per draw. */
+static inline uint64_t g3_mix64_first(uint64_t z) { return z ^ (z >> 30); }
+static inline uint64_t g3_mix64_rest(uint64_t z) {
     z *= 0xbf58476d1ce4e5b9ull;
     z ^= z >> 27;
     z *= 0x94d049bb133111ebull;
     z ^= z >> 31;
     return z;
 }
+static inline uint64_t g3_mix64(uint64_t z) { return g3_mix64_rest(g3_mix64_first(z)); }
 
 /* splitmix64's golden-ratio increment. */
 #define G3_SPLITMIX64_GAMMA 0x9e3779b97f4a7c15ull

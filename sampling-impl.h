@@ -65,7 +65,7 @@ struct gemma3_sampler {
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
     int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
-    uint64_t *gumbel_hash; /* g3_rng_index_hash(G3_RNG_GUMBEL, id) by token id */
+    uint64_t *gumbel_hash; /* g3_mix64_first(g3_rng_index_hash(G3_RNG_GUMBEL, id)) by id */
     uint32_t *keys, *keys_tmp; /* radix keys; keys_tmp also top-p's uint16 buckets */
     uint64_t *mass, *mass_tmp; /* top-p's fixed masses (parallel to the list), scratch */
     double *w;        /* weights for the CDF walk, probabilities for typical/XTC */

@@ -346,7 +346,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     }
     for (int i = 0; i < n_vocab; i++) {
         s->iota[i] = i;
-        s->gumbel_hash[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i);
+        s->gumbel_hash[i] = g3_mix64_first(g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i));
     }
     s->gumbel_screen_n = g3_gumbel_screen_n_get(isa_detect());
     s->block_scan = g3_block_scan_get(isa_detect());
@@ -543,15 +543,16 @@ static uint64_t mass_round_n_scalar(const float *restrict l, float lmax, uint64_
 __attribute__((always_inline)) static inline void gumbel_screen_n_body(
     uint64_t key, const uint64_t *restrict hashes, const float *restrict l, float lmax,
     float thr, uint8_t *restrict pass, int n) {
+    const uint64_t k1 = g3_mix64_first(key);
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         uint32_t b[16];
-        for (int k = 0; k < 16; k++) b[k] = (uint32_t)(g3_mix64(key ^ hashes[i + k]) >> 32);
+        for (int k = 0; k < 16; k++) b[k] = (uint32_t)(g3_mix64_rest(k1 ^ hashes[i + k]) >> 32);
         for (int k = 0; k < 16; k++)
             pass[i + k] = (l[i + k] - lmax) + g3_gumbel_upper(b[k]) >= thr;
     }
     for (; i < n; i++) {
-        uint32_t b = (uint32_t)(g3_mix64(key ^ hashes[i]) >> 32);
+        uint32_t b = (uint32_t)(g3_mix64_rest(k1 ^ hashes[i]) >> 32);
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
 }
@@ -1062,9 +1063,8 @@ __attribute__((target("avx2"))) static inline __m256i mul64_avx2(__m256i z, uint
     high = _mm256_and_si256(high, _mm256_set1_epi64x((long long)0xffffffff00000000ull));
     return _mm256_add_epi64(mul_lo_avx2(z, c), high);
 }
-/* g3_mix64 up to its last multiply */
+/* g3_mix64_rest up to its last multiply */
 __attribute__((target("avx2"))) static inline __m256i mix64_to_last_avx2(__m256i z) {
-    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 30));
     z = mul64_avx2(z, 0xbf58476d1ce4e5b9ull);
     return _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
 }
@@ -1095,7 +1095,7 @@ __attribute__((target("avx2"))) static inline __m256i screen8_avx2(__m256i b, co
 __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     uint64_t key, const uint64_t *restrict hashes, const float *restrict l, float lmax,
     float thr, uint8_t *restrict pass, int n) {
-    const __m256i kv = _mm256_set1_epi64x((long long)key);
+    const __m256i kv = _mm256_set1_epi64x((long long)g3_mix64_first(key));
     const __m256 lm = _mm256_set1_ps(lmax), th = _mm256_set1_ps(thr);
     /* the bytes of two packed masks are in the order 0-3 8-11 4-7 12-15 */
     const __m128i order = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
@@ -1116,7 +1116,7 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
     }
     _mm256_zeroupper(); /* as in the AVX-512 screen: the scalar tail, then SSE code */
     for (; i < n; i++) {
-        uint32_t b = (uint32_t)(g3_mix64(key ^ hashes[i]) >> 32);
+        uint32_t b = (uint32_t)(g3_mix64_rest(g3_mix64_first(key) ^ hashes[i]) >> 32);
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
 }
@@ -1299,13 +1299,12 @@ __attribute__((target("avx512f,avx512bw,bmi"))) static int band_scan_avx512(
 }
 
 /* ---- AVX-512: the screen by hand (GCC's vectorisation of the mixed 64/32-bit body runs at
- * half this speed). Step for step the scalar body: splitmix64's finaliser on 8 lanes twice,
+ * half this speed). Step for step the scalar body: g3_mix64_rest on 8 lanes twice,
  * the top halves gathered into 16 32-bit lanes, then g3_gumbel_upper and the comparison. The
  * finaliser's last step, h ^ (h >> 31), is left out: it changes only the lowest bit of the top
  * half, which g3_gumbel_upper drops (~b >> 1). */
 #define SAMPLING_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 SAMPLING_AVX512 static inline __m512i mix64_unfinished_avx512(__m512i z) {
-    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
     z = _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull));
     z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 27));
     return _mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0x94d049bb133111ebull));
@@ -1314,7 +1313,8 @@ SAMPLING_AVX512 static inline __m512i mix64_unfinished_avx512(__m512i z) {
 SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t *restrict hashes,
                                                    const float *restrict l, float lmax,
                                                    float thr, uint8_t *restrict pass, int n) {
-    const __m512i kv = _mm512_set1_epi64((long long)key), c159 = _mm512_set1_epi32(159);
+    const __m512i kv = _mm512_set1_epi64((long long)g3_mix64_first(key));
+    const __m512i c159 = _mm512_set1_epi32(159);
     const __m512 lm = _mm512_set1_ps(lmax), th = _mm512_set1_ps(thr);
     const __m512 ln2 = _mm512_set1_ps(0x1.62e43p-1f);
     /* the odd 32-bit lanes of two vectors: their 64-bit lanes' top halves, in order */
@@ -1339,7 +1339,7 @@ SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t 
      * libm calls after a dirty state crawl (a typical-p row went from 7 ms to 120 ms) */
     _mm256_zeroupper();
     for (; i < n; i++) {
-        uint32_t b = (uint32_t)(g3_mix64(key ^ hashes[i]) >> 32);
+        uint32_t b = (uint32_t)(g3_mix64_rest(g3_mix64_first(key) ^ hashes[i]) >> 32);
         pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
     }
 }

@@ -299,8 +299,9 @@ static inline float g3_gumbel_upper(uint32_t b) {
 }
 
 /* The Gumbel draw's screen: pass[i] = ((l[i] - lmax) + g3_gumbel_upper(top 32 bits of
- * g3_mix64(key ^ hashes[i])) >= thr), in float, hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL,
- * id) of the token (so the top bits are those of g3_rng_bits(key, G3_RNG_GUMBEL, id)). The
+ * g3_mix64_rest(g3_mix64_first(key) ^ hashes[i]))) >= thr), in float, hashes[i] =
+ * g3_mix64_first(g3_rng_index_hash(G3_RNG_GUMBEL, id)) of the token (so the top bits are those
+ * of g3_rng_bits(key, G3_RNG_GUMBEL, id); the first step is the table's, not every draw's). The
  * scalar reference, an AVX2 build of it and AVX-512 intrinsics: the same operations, the same
  * bits (test-sampling-chains compares them). */
 typedef void (*g3_gumbel_screen_n_fn)(uint64_t key, const uint64_t *restrict hashes,

@@ -765,7 +765,7 @@ static void check_gumbel_screen(void) {
         float lmax = round == 3 ? 1e30f : 4.0f;
         for (int i = 0; i < N; i++) {
             ids[i] = (int32_t)(next() % 262144);
-            hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)ids[i]);
+            hashes[i] = g3_mix64_first(g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)ids[i]));
             double u = unif();
             l[i] = round == 3 ? lmax * (float)(1 - 1e-6 * u) : lmax - (float)(30 * u);
             if (i % 97 == 0) l[i] = -INFINITY;

@@ -292,7 +292,8 @@ static void print_passes(const float *l, const char *filter) {
         fprintf(stderr, "bench-sampling: out of memory\n");
         exit(1);
     }
-    for (int i = 0; i < V; i++) b.hashes[i] = g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i);
+    for (int i = 0; i < V; i++)
+        b.hashes[i] = g3_mix64_first(g3_rng_index_hash(G3_RNG_GUMBEL, (uint32_t)i));
     float lmax = -INFINITY;
     for (int i = 0; i < V; i++) lmax = l[i] > lmax ? l[i] : lmax;
     run_pass(6, 0, l, lmax, &b); /* the bucket array the band scan reads */
