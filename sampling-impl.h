@@ -28,6 +28,7 @@ struct gemma3_sampler {
     int float_tier_draws;   /* tests: CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
+    int xtc_winner_draws;              /* tests: XTC's answers by the winner first, no Z */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */

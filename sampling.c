@@ -432,6 +432,7 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
 }
 int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ.on ? s->typ.first : -1; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
+int g3_sampler_xtc_winner_draws(const gemma3_sampler *s) { return s->xtc_winner_draws; }
 void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
 void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on) { s->perturb_float_draw = on; }
@@ -1599,6 +1600,9 @@ static uint64_t scale_floor(float p, uint64_t q) {
 }
 
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos);
+static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
+                                    int n_skip, int32_t start, double *second);
+static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id);
 
 /* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
  * the tokens before it in the total order below floor(p Q), Q the total. The rough sums bound
@@ -1960,6 +1964,14 @@ static void typical_settle(gemma3_sampler *s) {
 
 enum { XTC_TOP = 258 }; /* the most tokens XTC's count examines */
 
+/* How many of the first tokens of the total order XTC's count examines: m = 1/thr + 2 (at most
+ * XTC_TOP and n), xtc_count_with_z. */
+static int xtc_top_count(float thr, int n) {
+    double m_mass = floor(1.0 / (double)thr) + 2;
+    int m = m_mass < XTC_TOP ? (int)m_mass : XTC_TOP;
+    return m < n ? m : n;
+}
+
 /* How many candidates of a list that is the whole vocabulary have p = exp(l - lmax) / Z >= thr
  * (in doubles, Z in id order, as cand_probs computes them), from an approximate Z' within rel_z
  * of the exact sum. p >= thr iff l >= lmax + ln thr + ln Z up to the roundings of exp, the
@@ -1990,13 +2002,10 @@ static int xtc_count_with_z(gemma3_sampler *s, float lmax, float thr, double z, 
  * tier's time, which decide unless a token lies within about 2^-8 of the limit), then the float
  * tier's (g3_expf_block_sums_rel, as in surprise_limit). Returns -1 when
  * none decides (or thr is 0): the caller then computes every p. On a count, the first
- * max(count, 1) tokens of the total order are in ids_tmp. */
-static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
+ * max(count, 1) tokens of the total order are in ids_tmp (selected: they already are). */
+static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, int selected) {
     if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
-    int n = s->n_cand, selected = 0;
-    double m_mass = floor(1.0 / (double)thr) + 2;
-    int m = m_mass < XTC_TOP ? (int)m_mass : XTC_TOP;
-    m = m < n ? m : n;
+    int n = s->n_cand, m = xtc_top_count(thr, n);
     for (int tier = view ? 0 : s->skip_rough ? 2 : 1; tier <= 2; tier++) {
         double rel_z = 0, z = 0, unused;
         if (tier == 0) {
@@ -2016,6 +2025,51 @@ static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view) {
     return -1;
 }
 
+/* XTC over a whole vocabulary when the Gumbel draw comes next: XTC may drop only tokens among
+ * the first m of the total order (xtc_top_count), so the draw's winner among the rest (the
+ * screen's draw over all but those m) and each of the m decide it: when the rest's winner beats
+ * all m, it wins whatever XTC drops, and no Z is needed; else XTC's count says which of the m
+ * stay. The draw over what XTC keeps takes values relative to the kept maximum, the logit of
+ * the first token kept, not yet known here; another maximum shifts every value alike up to
+ * roundings below 2^-52 of their magnitudes, so orders decided by more than `slack` hold for
+ * any. The list becomes the winner (1), or stays as it was when a margin or the count leaves it
+ * open or the m are the whole list (0). */
+static int xtc_winner_first(gemma3_sampler *s, int64_t pos, float lmax, float thr) {
+    int n = s->n_cand, m = xtc_top_count(thr, n);
+    if (!(thr > 0.0f) || m >= n) return 0;
+    g3_cand_select_top(s, m + 1);
+    const int32_t *top = s->ids_tmp;
+    uint64_t key = g3_rng_key(s->seed, pos);
+    double second;
+    int32_t rest = draw_gumbel_skipping(s, pos, top, m, top[m], &second);
+    double rest_v = gumbel_value(s, key, lmax, rest);
+    double spread = (double)lmax - (double)s->logits[top[m - 1]];
+    double slack = 0x1p-46 * (fabs(rest_v) + spread + 64);
+    if (!(rest_v - second > slack)) return 0;
+    int sure = 1;
+    for (int i = 0; i < m && sure; i++) sure = gumbel_value(s, key, lmax, top[i]) < rest_v - slack;
+    int32_t winner = rest;
+    if (sure) {
+        s->xtc_winner_draws++;
+    } else {
+        int q = xtc_count_fast(s, lmax, thr, 0, 1), last = q - 1;
+        if (q < 0) return 0;
+        int drop = last >= 1 && n - last >= s->p.min_keep ? last : 0;
+        float kept_max = s->logits[top[drop]];
+        double best_v = gumbel_value(s, key, kept_max, rest);
+        for (int i = drop; i < m; i++) {
+            double v = gumbel_value(s, key, kept_max, top[i]);
+            if (v > best_v || (v == best_v && top[i] < winner)) {
+                best_v = v;
+                winner = top[i];
+            }
+        }
+    }
+    s->ids_tmp[0] = winner;
+    g3_cand_keep_selected(s, 1);
+    return 1;
+}
+
 /* XTC: with probability xtc_probability (its own coin), remove every token with p >= threshold
  * except the least probable of them, when at least two qualify and min_keep allows. The
  * qualifying tokens are the first of the total order (p falls along it). The CDF walk reads the
@@ -2028,7 +2082,10 @@ static void xtc(gemma3_sampler *s, int64_t pos, int draw_next) {
     if (coin > prob) return;
     int full = s->id_order && s->n_cand == s->n_vocab && s->n_cand >= FAST_DRAW_MIN;
     float lmax = full ? g3_cand_max(s) : -INFINITY;
-    int q = full ? xtc_count_fast(s, lmax, thr, draw_next && !gumbel_mode(s)) : -1;
+    if (full && draw_next && gumbel_mode(s) && lmax != -INFINITY &&
+        xtc_winner_first(s, pos, lmax, thr))
+        return;
+    int q = full ? xtc_count_fast(s, lmax, thr, draw_next && !gumbel_mode(s), 0) : -1;
     int last = q - 1;
     if (q >= 0) { /* the whole vocabulary: a window after its first `last` */
         int drop = last >= 1 && s->n_cand - last >= s->p.min_keep ? last : 0;
@@ -2444,11 +2501,29 @@ enum { GUMBEL_CHUNK = 256 };
  * by less than 2^-24 * 4 * 140 < 4e-5, far inside the 1/64 slack: such a token always passes. */
 static float gumbel_screen_threshold(double best) { return (float)(best - 0.015625); }
 
+/* Whether id is one of list[0..n). */
+static int listed(const int32_t *list, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == id) return 1;
+    return 0;
+}
+
+/* A token's Gumbel value relative to the maximum lmax: what the draw compares. */
+static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id) {
+    return ((double)s->logits[id] - (double)lmax) +
+           g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+}
+
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
  * lowest id. A vectorised screen (g3_gumbel_screen_n: the random bits, and the bound
  * g3_gumbel_upper on the noise they can give, 16 tokens at a time) passes every token that
- * could still reach the best value so far; only those take the two logs. */
-static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
+ * could still reach the best value so far; only those take the two logs. The n_skip ids of
+ * skip are left out; start, when not -1, is a token of the rest to begin from (else the first
+ * of the total order). *second (not NULL) gets the best value among the other tokens whose
+ * values were computed (-inf if none); every other token's lies more than 1/64 - 4e-5 below
+ * the winner's (gumbel_screen_threshold). */
+static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
+                                    int n_skip, int32_t start, double *second) {
     const float *l = s->logits;
     int n = s->n_cand;
     if (n == 0) return -1;
@@ -2459,7 +2534,9 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     float lmax_f = g3_cand_max(s);
     if (lmax_f == -INFINITY) return -1;
     int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
-    if (implicit) {
+    if (start >= 0) {
+        top = start;
+    } else if (implicit) {
         top = s->win.on ? s->win.first : s->typ.first;
         s->typ_fast_draws += s->typ.on;
     } else if (full) {
@@ -2470,9 +2547,8 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     }
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
-    double lmax = lmax_f;
     int32_t best = top;
-    double best_v = g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)top));
+    double best_v = gumbel_value(s, key, lmax_f, top), second_v = -INFINITY;
     uint8_t pass[GUMBEL_CHUNK];
     uint64_t hashes[GUMBEL_CHUNK];
     float *g = s->gathered;
@@ -2498,15 +2574,23 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
             if (implicit && !g3_implicit_contains(s, lc[j], id)) continue;
-            double v = ((double)lc[j] - lmax) +
-                       g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+            if (n_skip > 0 && listed(skip, n_skip, id)) continue;
+            double v = gumbel_value(s, key, lmax_f, id);
             if (v > best_v || (v == best_v && id < best)) {
+                second_v = best_v;
                 best_v = v;
                 best = id;
+            } else if (v > second_v) {
+                second_v = v;
             }
         }
     }
+    if (second) *second = second_v;
     return best;
+}
+
+static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
+    return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
 }
 
 static int32_t draw(gemma3_sampler *s, int64_t pos) {
@@ -2624,7 +2708,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p, pos, draws && !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
-        case GEMMA3_SAMPLER_XTC: xtc(s, pos, !acts_after(p, i)); break;
+        case GEMMA3_SAMPLER_XTC: xtc(s, pos, draws && !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_TEMPERATURE: temperature(s, p->temperature); break;
         }
     }

@@ -62,8 +62,10 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
  * in Gumbel mode. */
 int32_t g3_sampler_typical_first(const gemma3_sampler *s);
 /* Tests: how many top-p calls in Gumbel mode the whole vocabulary's winner answered since init
- * (top_p's winner-first path in sampling.c; the rest built the nucleus). */
+ * (top_p's winner-first path in sampling.c; the rest built the nucleus), and how many XTC calls
+ * the winner among the tokens XTC cannot drop answered without XTC's count (xtc_winner_first). */
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s);
+int g3_sampler_xtc_winner_draws(const gemma3_sampler *s);
 /* Tests: 1 turns the rough sums (g3_exp_rough_sums) off: XTC's count takes the float tier's Z,
  * top-p in Gumbel mode builds the nucleus; 0 back on. */
 void g3_sampler_skip_rough(gemma3_sampler *s, int on);

@@ -1489,71 +1489,6 @@ static void ref_load(struct ref *r, const float *l, int V) {
     r->n = V;
 }
 
-/* XTC over a whole vocabulary: a low bulk and a few leaders whose probabilities straddle the
- * threshold. Its count takes Z from the rank view when XTC is last in CDF mode, else from the
- * rough sums or, with them off on a third of the vectors, the float tier (Gumbel mode, or a
- * temperature after it); the kept set of both modes against the reference's, which computes
- * every p. */
-static void check_xtc_whole_vocab(struct ref *r, float *l) {
-    static const int sizes[] = {262144, 32768};
-    int32_t *kept = malloc(262144 * sizeof *kept), *want = malloc(262144 * sizeof *want);
-    if (!kept || !want) {
-        CHECK(0);
-        return;
-    }
-    int wrong = 0, dropped = 0, cases = 0;
-    for (int si = 0; si < 2; si++) {
-        int V = sizes[si];
-        gemma3_sampler_params p = all_off();
-        gemma3_sampler *s = sampler_all_off(V);
-        if (!s) continue;
-        for (int v = 0; v < 24; v++) {
-            for (int i = 0; i < V; i++) l[i] = (float)(-12 + 2 * unif());
-            int leaders = 2 + (int)(next() % 7);
-            for (int j = 0; j < leaders; j++) l[next() % V] = (float)(2.5 * unif());
-            p = all_off();
-            p.xtc_probability = 1.0f;
-            p.xtc_threshold = (float)(0.02 + 0.45 * unif());
-            /* a temperature before XTC (the default order) or after it (llama.cpp's) */
-            p.temperature = v % 4 == 0 ? 1.0f : 0.8f;
-            gemma3_sampler_chain_from_seq(v % 2 ? GEMMA3_SAMPLER_SEQ_LLAMA
-                                                : GEMMA3_SAMPLER_SEQ_DEFAULT,
-                                          &p);
-            p.seed = (uint32_t)next();
-            r->p = &p;
-            r->seed = p.seed;
-            r->V = V;
-            ref_load(r, l, V);
-            for (int i = 0; i < p.n_samplers; i++) {
-                if (p.samplers[i] == GEMMA3_SAMPLER_XTC) ref_xtc(r, 0);
-                if (p.samplers[i] == GEMMA3_SAMPLER_TEMPERATURE) ref_temperature(r, p.temperature);
-            }
-            int n_want = r->n;
-            memcpy(want, r->c, (size_t)n_want * sizeof *want);
-            qsort(want, (size_t)n_want, sizeof *want, cmp_id);
-            dropped += n_want < V;
-            for (int mode = 0; mode < 2; mode++) {
-                if (!restart_in_mode(s, &p, mode, r, V)) continue;
-                g3_sampler_skip_rough(s, v % 3 == 1); /* the float tier's Z, not the rough one */
-                int n_kept = g3_sampler_kept(s, l, 0, kept);
-                int bad = n_kept != n_want || memcmp(kept, want, (size_t)n_want * sizeof *kept);
-                if (bad && wrong < 5)
-                    printf("xtc V %d vector %d thr %.3f T %.1f mode %d: kept %d, want %d\n", V,
-                           v, p.xtc_threshold, p.temperature, mode, n_kept, n_want);
-                wrong += bad;
-                cases++;
-            }
-        }
-        gemma3_sampler_free(s);
-    }
-    printf("XTC over the whole vocabulary: %d cases (%d vectors drop tokens), %d wrong\n", cases,
-           dropped, wrong);
-    CHECK(wrong == 0);
-    CHECK(dropped >= 8); /* the leaders make XTC act */
-    free(kept);
-    free(want);
-}
-
 /* The reference's set after its samplers (r->c, r->n: in its order, for its draws) and the same
  * ids ascending without the banned ones (the form of g3_sampler_kept's answer), with room for
  * the engine's kept set. */
@@ -1614,6 +1549,72 @@ static int compare_set_and_draws(struct ref *r, gemma3_sampler *s, const float *
         }
     }
     return wrong;
+}
+
+/* XTC over a whole vocabulary: a low bulk and a few leaders whose probabilities straddle the
+ * threshold. Its count takes Z from the rank view when XTC is last in CDF mode, else from the
+ * rough sums or, with them off on a third of the vectors, the float tier (Gumbel mode, or a
+ * temperature after it); the kept set and the draws of both modes against the reference's,
+ * which computes every p. In Gumbel mode with XTC last, the winner among the tokens XTC cannot
+ * drop answers some draws without the count (xtc_winner_first in sampling.c) and the leaders
+ * win the others, or the comparison would not test both ways. */
+static void check_xtc_whole_vocab(struct ref *r, float *l) {
+    static const int sizes[] = {262144, 32768};
+    enum { POSITIONS = 12 };
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, 262144)) return;
+    int wrong = 0, dropped = 0, cases = 0, printed = 0, winner = 0, last_gumbel = 0;
+    for (int si = 0; si < 2; si++) {
+        int V = sizes[si];
+        gemma3_sampler_params p = all_off();
+        gemma3_sampler *s = sampler_all_off(V);
+        if (!s) continue;
+        for (int v = 0; v < 24; v++) {
+            for (int i = 0; i < V; i++) l[i] = (float)(-12 + 2 * unif());
+            int leaders = 2 + (int)(next() % 7);
+            for (int j = 0; j < leaders; j++) l[next() % V] = (float)(2.5 * unif());
+            p = all_off();
+            p.xtc_probability = 1.0f;
+            p.xtc_threshold = (float)(0.02 + 0.45 * unif());
+            /* a temperature before XTC (the default order) or after it (llama.cpp's) */
+            p.temperature = v % 4 == 0 ? 1.0f : 0.8f;
+            gemma3_sampler_chain_from_seq(v % 2 ? GEMMA3_SAMPLER_SEQ_LLAMA
+                                                : GEMMA3_SAMPLER_SEQ_DEFAULT,
+                                          &p);
+            p.seed = (uint32_t)next();
+            r->p = &p;
+            r->seed = p.seed;
+            r->V = V;
+            ref_load(r, l, V);
+            for (int i = 0; i < p.n_samplers; i++) {
+                if (p.samplers[i] == GEMMA3_SAMPLER_XTC) ref_xtc(r, 0);
+                if (p.samplers[i] == GEMMA3_SAMPLER_TEMPERATURE) ref_temperature(r, p.temperature);
+            }
+            ref_set_take(&rs, r, l);
+            dropped += rs.n < V;
+            for (int mode = 0; mode < 2; mode++) {
+                if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                g3_sampler_skip_rough(s, v % 3 == 1); /* the float tier's Z, not the rough one */
+                char label[96];
+                snprintf(label, sizeof label, "xtc V %d vector %d thr %.3f T %.1f mode %d", V, v,
+                         p.xtc_threshold, p.temperature, mode);
+                int winner0 = g3_sampler_xtc_winner_draws(s);
+                wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
+                winner += g3_sampler_xtc_winner_draws(s) - winner0;
+                last_gumbel += mode == 1 && (v % 2 == 0 || p.temperature == 1.0f) ? POSITIONS : 0;
+                cases++;
+            }
+        }
+        gemma3_sampler_free(s);
+    }
+    printf("XTC over the whole vocabulary: %d cases (%d vectors drop tokens), %d wrong; the "
+           "winner without the count answered %d of %d Gumbel draws with XTC last\n",
+           cases, dropped, wrong, winner, last_gumbel);
+    CHECK(wrong == 0);
+    CHECK(dropped >= 8); /* the leaders make XTC act */
+    CHECK_MSG(winner > 0 && winner < last_gumbel, "XTC's winner first answered %d of %d", winner,
+              last_gumbel);
+    ref_set_free(&rs);
 }
 
 /* Top-p over a whole vocabulary against the reference in both modes, at many positions: in
