@@ -32,7 +32,6 @@
 /* ================================ limits ==================================================== */
 
 #define MAX_ELEMS (1 << 20)  /* elements after expanding repetitions */
-#define MAX_REPEAT 10000     /* the m, n of {m,n} */
 #define MAX_FRAMES (1 << 23) /* interned stack frames */
 #define MAX_SETS (1 << 20)   /* interned stack sets */
 #define MAX_SET_SIZE 65536   /* stacks in one set (a very ambiguous grammar) */
@@ -429,7 +428,8 @@ static int parse_int(parser *P, int *v) {
     long x = 0;
     while (peek(P, 0) >= '0' && peek(P, 0) <= '9') {
         x = x * 10 + (peek(P, 0) - '0');
-        if (x > MAX_REPEAT) return perr(P, "repetition count larger than %d", MAX_REPEAT);
+        if (x > G3_GRAMMAR_MAX_REPEAT)
+            return perr(P, "repetition count larger than %d", G3_GRAMMAR_MAX_REPEAT);
         P->pos++;
     }
     *v = (int)x;

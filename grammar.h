@@ -9,6 +9,9 @@
 
 #include "gemma3.h"
 
+/* The largest m and n of a repetition {m,n}: each copy is expanded into the grammar. */
+#define G3_GRAMMAR_MAX_REPEAT 10000
+
 /* What the mask computation did so far (for the benchmark and the tests). */
 typedef struct g3_grammar_stats {
     int64_t n_masks;      /* gemma3_grammar_mask calls */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "json-schema.h"
 #include "utf8.h"
 #include "util.h"
@@ -137,13 +138,14 @@ static int json_literal(conv *c, const cJSON *v, sbuf *out) {
     return 0;
 }
 
+/* A count (minItems, maxLength, ...): it becomes a repetition's bound, which the grammar caps. */
 static int get_count(conv *c, const cJSON *s, const char *key, const char *path, long *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble > 100000)
-        return fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be an integer in [0, 100000]", key,
-                    at(path));
+        v->valuedouble > G3_GRAMMAR_MAX_REPEAT)
+        return fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be an integer in [0, %d]", key, at(path),
+                    G3_GRAMMAR_MAX_REPEAT);
     *out = (long)v->valuedouble;
     return 1;
 }

@@ -400,6 +400,12 @@ static void test_json_schema(void) {
          GEMMA3_ERR_UNSUPPORTED},
         {"{\"type\": \"array\", \"minItems\": -1}", "minItems at / must be an integer",
          GEMMA3_ERR_FORMAT},
+        /* counts past the grammar's largest repetition (the fuzzer's schema once converted to a
+         * grammar the parser refused) */
+        {"{\"anyOf\": [{\"type\": \"string\", \"minLength\": 1, \"maxLength\": 40963}]}",
+         "maxLength at /anyOf/0 must be an integer in [0, 10000]", GEMMA3_ERR_FORMAT},
+        {"{\"type\": \"array\", \"maxItems\": 10001}",
+         "maxItems at / must be an integer in [0, 10000]", GEMMA3_ERR_FORMAT},
         {"{\"type\": \"object\",\n \"properties\": {\"a\" 1}}",
          "json-schema:2:21: expected valid JSON", GEMMA3_ERR_FORMAT},
         {"{} x", "json-schema:1:4: expected the end of the schema", GEMMA3_ERR_FORMAT},
@@ -415,6 +421,20 @@ static void test_json_schema(void) {
         CHECK_MSG(strstr(gemma3_last_error(), refused[i].want) != NULL,
                   "refused %zu: '%s' lacks '%s'", i, gemma3_last_error(), refused[i].want);
         CHECK(gbnf == NULL);
+    }
+    /* the largest counts convert to grammars the parser takes */
+    static const char *const largest[] = {
+        "{\"type\": \"string\", \"minLength\": 10000, \"maxLength\": 10000}",
+        "{\"type\": \"array\", \"minItems\": 10000, \"maxItems\": 10000}",
+    };
+    for (size_t i = 0; i < sizeof largest / sizeof largest[0]; i++) {
+        char *gbnf = NULL;
+        int rc = gemma3_json_schema_to_grammar(largest[i], strlen(largest[i]), &gbnf);
+        CHECK_MSG(rc == GEMMA3_OK, "largest %zu: %s", i, gemma3_last_error());
+        if (rc == GEMMA3_OK)
+            CHECK_MSG(gemma3_grammar_check(gbnf, strlen(gbnf)) == GEMMA3_OK, "largest %zu: %s", i,
+                      gemma3_last_error());
+        free(gbnf);
     }
 }
 
