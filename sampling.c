@@ -2074,7 +2074,9 @@ static int xtc_winner_first(gemma3_sampler *s, int64_t pos, float lmax, float th
  * except the least probable of them, when at least two qualify and min_keep allows. The
  * qualifying tokens are the first of the total order (p falls along it). The CDF walk reads the
  * list in order, so there the list is sorted whatever XTC removes; the Gumbel draw does not,
- * so there a whole vocabulary only loses its first tokens (found by the count's selection). */
+ * so there a whole vocabulary only loses its first tokens (found by the count's selection).
+ * draw_next: the draw comes next (never for the kept set); in Gumbel mode it may answer first
+ * (xtc_winner_first). */
 static void xtc(gemma3_sampler *s, int64_t pos, int draw_next) {
     float prob = s->p.xtc_probability, thr = s->p.xtc_threshold;
     if (prob <= 0.0f || thr > 0.5f || s->n_cand < 2) return;
