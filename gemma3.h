@@ -548,7 +548,8 @@ typedef struct gemma3_grammar_vocab {
 
 /* Parses and checks the grammar (GEMMA3_ERR_FORMAT, message "grammar:LINE:COLUMN: expected ..."
  * for a syntax error; also for an undefined rule, no root, left recursion, a grammar that can
- * never finish, or one no token can start) and prepares the masks for vocab (copied). */
+ * never finish, or one no token can start; GEMMA3_ERR_UNSUPPORTED, in the same form, for one whose
+ * repetitions expand past the engine's 2^20 elements) and prepares the masks for vocab (copied). */
 int gemma3_grammar_init(const char *text, size_t len, const gemma3_grammar_vocab *vocab,
                         gemma3_grammar **out);
 /* The same with a tokenizer's pieces as they decode (gemma3_tokenizer_token_bytes); control

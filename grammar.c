@@ -77,7 +77,7 @@ typedef struct {
     cp_range *rng;
     int n_rng, cap_rng;
     long n_elems; /* all rules together, for MAX_ELEMS */
-    int failed;
+    int failed;   /* 1 a FORMAT error, 2 out of memory, 3 past MAX_ELEMS (UNSUPPORTED) */
 } parser;
 
 /* ================================ the compiled grammar and its state ======================= */
@@ -291,10 +291,12 @@ static int new_helper(parser *P, int parent) {
 }
 
 static int push_el(parser *P, int rule, int type, int32_t arg) {
-    if (++P->n_elems > MAX_ELEMS)
-        return perr(P,
-                    "the grammar expands to more than %d elements (repetition counts too large?)",
-                    MAX_ELEMS);
+    if (++P->n_elems > MAX_ELEMS) {
+        perr(P, "the grammar expands to more than %d elements (repetition counts too large?)",
+             MAX_ELEMS);
+        P->failed = 3; /* well-formed, but more than the engine expands: UNSUPPORTED */
+        return -1;
+    }
     prule *r = &P->rules[rule];
     if (grow((void **)&r->el, &r->cap_el, r->n_el + 1, sizeof *r->el)) return nomem(P);
     r->el[r->n_el++] = (elem){(uint8_t)type, arg};
@@ -1470,14 +1472,18 @@ static int init_matcher(gemma3_grammar *g) {
     return GEMMA3_OK;
 }
 
-/* Parses text into P and finds root; GEMMA3_OK or a FORMAT error naming line:column. */
+/* Parses text into P and finds root; GEMMA3_OK or a FORMAT (UNSUPPORTED past MAX_ELEMS) error
+ * naming line:column. */
 static int parse_text(parser *P, const char *text, size_t len, int *root) {
     memset(P, 0, sizeof *P);
     P->src = text;
     P->len = len;
     skip_space(P, 1);
     while (P->pos < P->len && !P->failed) parse_rule(P);
-    if (P->failed) return P->failed == 2 ? GEMMA3_ERR_NOMEM : GEMMA3_ERR_FORMAT;
+    if (P->failed)
+        return P->failed == 2   ? GEMMA3_ERR_NOMEM
+               : P->failed == 3 ? GEMMA3_ERR_UNSUPPORTED
+                                : GEMMA3_ERR_FORMAT;
     for (int r = 0; r < P->n_rules; r++)
         if (!P->rules[r].defined) {
             perr_at(P, P->rules[r].ref_off, "undefined rule '%s'", P->rules[r].name);

@@ -130,6 +130,14 @@ static void test_errors(void) {
         int rc = gemma3_grammar_check(ok[i], strlen(ok[i]));
         CHECK_MSG(rc == GEMMA3_OK, "ok %zu: %s", i, gemma3_last_error());
     }
+    /* well-formed, but past the elements the engine expands: UNSUPPORTED, not FORMAT (a JSON
+     * schema's converted grammar may be refused this way and no other) */
+    char huge[2048] = "root ::=";
+    for (int i = 0; i < 110; i++) strcat(huge, " \"a\"{10000}"); /* 1.1M elements */
+    CHECK(gemma3_grammar_check(huge, strlen(huge)) == GEMMA3_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(gemma3_last_error(), "grammar:1:") != NULL &&
+                  strstr(gemma3_last_error(), "expands to more than") != NULL,
+              "'%s'", gemma3_last_error());
     /* no token of the vocabulary can start it */
     const char *pieces[2] = {"a", "b"};
     int32_t lens[2] = {1, 1}, end = 1;
