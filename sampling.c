@@ -1116,10 +1116,7 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
         _mm_storeu_si128((__m128i *)(pass + i), m8);
     }
     _mm256_zeroupper(); /* as in the AVX-512 screen: the scalar tail, then SSE code */
-    for (; i < n; i++) {
-        uint32_t b = (uint32_t)(g3_mix64_rest(g3_mix64_first(key) ^ hashes[i]) >> 32);
-        pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
-    }
+    gumbel_screen_n_scalar(key, hashes + i, l + i, lmax, thr, pass + i, n - i);
 }
 
 /* ---- check_max_body and copy_divide_body in AVX2 intrinsics: their 16 lanes as two vectors
@@ -1339,10 +1336,7 @@ SAMPLING_AVX512 static void gumbel_screen_n_avx512(uint64_t key, const uint64_t 
     /* clean upper halves before SSE code runs: GCC leaves out its own vzeroupper here, and the
      * libm calls after a dirty state crawl (a typical-p row went from 7 ms to 120 ms) */
     _mm256_zeroupper();
-    for (; i < n; i++) {
-        uint32_t b = (uint32_t)(g3_mix64_rest(g3_mix64_first(key) ^ hashes[i]) >> 32);
-        pass[i] = (l[i] - lmax) + g3_gumbel_upper(b) >= thr;
-    }
+    gumbel_screen_n_scalar(key, hashes + i, l + i, lmax, thr, pass + i, n - i);
 }
 AVX2_LOOPS("avx2") static void approx_exp_n_avx2(double *restrict w,
                                                               const float *restrict l,
@@ -2035,8 +2029,9 @@ static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, in
  * any. The list becomes the winner (1), or stays as it was when a margin or the count leaves it
  * open or the m are the whole list (0). */
 static int xtc_winner_first(gemma3_sampler *s, int64_t pos, float lmax, float thr) {
+    if (!(thr > 0.0f)) return 0;
     int n = s->n_cand, m = xtc_top_count(thr, n);
-    if (!(thr > 0.0f) || m >= n) return 0;
+    if (m >= n) return 0;
     g3_cand_select_top(s, m + 1);
     const int32_t *top = s->ids_tmp;
     uint64_t key = g3_rng_key(s->seed, pos);
