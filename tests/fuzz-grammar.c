@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (gemma3_json_schema_to_grammar(text, len, &gbnf) == GEMMA3_OK) {
         int rc = gemma3_grammar_check(gbnf, strlen(gbnf));
         if (rc != GEMMA3_OK && rc != GEMMA3_ERR_UNSUPPORTED) abort();
-        walk(gbnf, strlen(gbnf), data, size);
+        if (rc == GEMMA3_OK) walk(gbnf, strlen(gbnf), data, size);
     }
     free(gbnf);
     return 0;
