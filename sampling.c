@@ -1621,11 +1621,14 @@ static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
 static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     int n = s->n_cand;
     if (p >= 1.0f || n <= 1) return;
+    int whole = s->id_order && n == s->n_vocab && n > 4096;
+    /* the draw checks the logits on its way */
+    int32_t w = whole && draw_next && gumbel_mode(s) && !s->skip_rough ? draw_gumbel(s, pos) : -1;
+    check_finite(s);
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (s->id_order && n == s->n_vocab && n > 4096) {
-        int32_t w = draw_next && gumbel_mode(s) && !s->skip_rough ? draw_gumbel(s, pos) : -1;
+    if (whole) {
         if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
             s->top_p_winner_draws++;
             s->ids_tmp[0] = w;
@@ -2505,10 +2508,12 @@ static int listed(const int32_t *list, int n, int32_t id) {
     return 0;
 }
 
-/* A token's Gumbel value relative to the maximum lmax: what the draw compares. */
+/* A token's Gumbel noise, and its value relative to the maximum lmax: what the draw compares. */
+static double gumbel_noise(uint64_t key, int32_t id) {
+    return g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+}
 static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id) {
-    return ((double)s->logits[id] - (double)lmax) +
-           g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
+    return ((double)s->logits[id] - (double)lmax) + gumbel_noise(key, id);
 }
 
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
@@ -2586,7 +2591,96 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     return best;
 }
 
+enum { CHECK_BLOCK = 4096 }; /* 16 KB of logits: checked, then screened while in L1 */
+
+/* Keeps token id with its noise (kept[*n_kept], noise[*n_kept]) and makes it the lead when its
+ * value relative to ref beats *lead_v; 0 when the cap is reached (a token is kept at most twice,
+ * as a new maximum and as passing the screen, and the screen passes few). */
+static int keep_gumbel(uint64_t key, const float *l, float ref, int32_t id, int32_t *kept,
+                       double *noise, int *n_kept, int cap, int *lead, double *lead_v) {
+    if (*n_kept == cap) return 0;
+    int k = (*n_kept)++;
+    kept[k] = id;
+    noise[k] = gumbel_noise(key, id);
+    double v = ((double)l[id] - ref) + noise[k];
+    if (v > *lead_v) {
+        *lead_v = v;
+        *lead = k;
+    }
+    return 1;
+}
+
+/* The Gumbel draw over the whole vocabulary of unchecked logits, in one pass instead of the
+ * check's and then the screen's (the next block's logits are fetched while this one is
+ * screened, so the read of a vector that is not in cache hides behind the hashing). Each block
+ * is checked and its maximum taken, then screened relative to the maximum so far, ref: every
+ * screened token has l <= ref <= the final maximum, so the bounds of gumbel_screen_threshold
+ * hold as they do relative to the maximum, and a token the screen rejects lies more than
+ * 1/64 - 4e-5 below the best value so far: it cannot win or tie. The tokens it passes keep their
+ * noise (s->ids_tmp, s->w); the winner is chosen among them at the end, relative to the final
+ * maximum, as the exact draw compares. The maximum and its first position are left known, as
+ * the check leaves them. Returns -2, nothing changed, at a NaN or an infinity (or should the
+ * passed tokens not fit). */
+static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
+    const float *l = s->logits;
+    int n = s->n_vocab, n_kept = 0, lead = -1; /* lead: the best so far, an index into kept */
+    int32_t *kept = s->ids_tmp, top = -1;
+    double *noise = s->w, lead_v = -INFINITY;
+    uint64_t key = g3_rng_key(s->seed, pos);
+    float ref = -INFINITY;
+    uint8_t pass[GUMBEL_CHUNK];
+    for (int b0 = 0; b0 < n; b0 += CHECK_BLOCK) {
+        int nb = n - b0 < CHECK_BLOCK ? n - b0 : CHECK_BLOCK, bfirst;
+        float bmax;
+        if (!s->check_max(l + b0, nb, &bmax, &bfirst)) return -2;
+        if (bmax > ref) { /* a new maximum, valued first; the lead's value moves down */
+            ref = bmax;
+            top = b0 + bfirst;
+            if (lead >= 0) lead_v = ((double)l[kept[lead]] - ref) + noise[lead];
+            if (!keep_gumbel(key, l, ref, top, kept, noise, &n_kept, n, &lead, &lead_v))
+                return -2;
+        }
+        for (int c = b0; c < b0 + nb; c += GUMBEL_CHUNK) {
+            int m = b0 + nb - c < GUMBEL_CHUNK ? b0 + nb - c : GUMBEL_CHUNK;
+            for (int k = 0; k < GUMBEL_CHUNK && c + CHECK_BLOCK + k < n; k += 16)
+                __builtin_prefetch(l + c + CHECK_BLOCK + k); /* the next block's check */
+            s->gumbel_screen_n(key, s->gumbel_hash + c, l + c, ref,
+                               gumbel_screen_threshold(lead_v), pass, m);
+            for (int j = 0; j < m; j++) {
+                if (j % 32 == 0 && j + 32 <= m && none_passed_32(pass + j)) {
+                    j += 31;
+                    continue;
+                }
+                if (pass[j] &&
+                    !keep_gumbel(key, l, ref, c + j, kept, noise, &n_kept, n, &lead, &lead_v))
+                    return -2;
+            }
+        }
+    }
+    int32_t best = -1;
+    double best_v = -INFINITY;
+    for (int j = 0; j < n_kept; j++) {
+        double v = ((double)l[kept[j]] - ref) + noise[j];
+        if (best < 0 || v > best_v || (v == best_v && kept[j] < best)) {
+            best_v = v;
+            best = kept[j];
+        }
+    }
+    s->unchecked = 0;
+    s->max_known = 1;
+    s->max_value = ref;
+    s->max_first = top;
+    return best;
+}
+
+/* The Gumbel draw; the logits checked first (on the way, over a whole vocabulary). */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
+    if (s->unchecked && s->cand_lazy && s->id_order && s->n_cand == s->n_vocab && !s->win.on &&
+        !s->typ.on) {
+        int32_t tok = draw_gumbel_checking(s, pos);
+        if (tok != -2) return tok;
+    }
+    check_finite(s);
     return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
 }
 
@@ -2693,9 +2787,11 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         if (s->win.on && sampler_on(p, t)) g3_cand_materialise(s); /* only the draws read one */
         /* an implicit list stays implicit: every sampler reads it as iota (a megabyte's copy
          * for nothing at 262k tokens) and writes its own list out when it keeps fewer.
-         * Penalties, DRY and temperature check as they copy; top-k's heap as it scans */
+         * Penalties, DRY and temperature check as they copy; top-k's heap as it scans;
+         * top-p's Gumbel draw as it screens */
         if (t != GEMMA3_SAMPLER_PENALTIES && t != GEMMA3_SAMPLER_DRY &&
-            t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE && sampler_on(p, t))
+            t != GEMMA3_SAMPLER_TOP_K && t != GEMMA3_SAMPLER_TEMPERATURE &&
+            t != GEMMA3_SAMPLER_TOP_P && sampler_on(p, t))
             check_finite(s);
         switch (t) {
         case GEMMA3_SAMPLER_PENALTIES: penalties(s); break;
@@ -2822,7 +2918,7 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
             tok = mirostat(s, position); /* reads an implicit list straight */
         } else {
             run_chain(s, position, 0, 1);
-            check_finite(s);
+            if (!(s->n_cand > 1 && gumbel_mode(s))) check_finite(s); /* else the draw checks */
             if (s->n_cand == 1) g3_cand_materialise(s); /* the draws read an implicit list */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */

@@ -1622,6 +1622,20 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
  * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
  * and leave some, or the comparison would not test both paths. */
+/* A vector whose maximum (10) lies past the first 4096 ids, at the offset within its block of
+ * a token of the first block just below it (9), over a bulk far below. Top-p 0.9 keeps both:
+ * the maximum's Gumbel win over the whole vocabulary answers at once (its mass, 1/1.37 of the
+ * whole, is below 0.9), the runner-up's sends top-p to the view. Top-p 0.5 keeps the maximum
+ * alone, and every draw goes to the view. The draw that checks the logits block by block
+ * (draw_gumbel_checking in sampling.c) meets the maximum only after a first block with a
+ * maximum of its own, and values the tokens it kept before relative to the final one. */
+static void max_past_first_block(float *l, int V) {
+    for (int i = 0; i < V; i++) l[i] = l[i] * 0.1f - 30.0f;
+    int o = (int)(next() % 4096), k = 1 + (int)(next() % (uint64_t)(V / 4096 - 1));
+    l[o] = 9.0f;
+    l[k * 4096 + o] = 10.0f;
+}
+
 static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768};
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
@@ -1630,8 +1644,9 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     struct ref_set rs;
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
+    int past_gumbel = 0, past_winner = 0;
     for (int si = 0; si < 2; si++) {
-        int V = sizes[si], nv = si == 0 ? 8 : 16;
+        int V = sizes[si], nv = si == 0 ? 12 : 20; /* the last 4: max_past_first_block */
         gemma3_sampler_params p = all_off();
         gemma3_sampler *s = sampler_all_off(V);
         if (!s) continue;
@@ -1641,6 +1656,11 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
             p = all_off();
             p.top_p = ps[v % 6];
             p.min_keep = v % 4 == 3 ? 1 + (int)(next() % 300) : 0;
+            if (v >= nv - 4) {
+                max_past_first_block(l, V);
+                p.top_p = v % 2 ? 0.9f : 0.5f;
+                p.min_keep = 0;
+            }
             p.seed = (uint32_t)next();
             r->p = &p;
             ref_load(r, l, V);
@@ -1656,7 +1676,10 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
                 calls += POSITIONS;
                 int won = g3_sampler_top_p_winner_draws(s) - winner0;
                 winner += won;
-                if (mode == 1 && kind == 0) {
+                if (mode == 1 && v >= nv - 4) {
+                    past_gumbel += POSITIONS;
+                    past_winner += won;
+                } else if (mode == 1 && kind == 0) {
                     gauss_gumbel += POSITIONS;
                     gauss_winner += won;
                 }
@@ -1665,12 +1688,15 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
         gemma3_sampler_free(s);
     }
     printf("top-p over the whole vocabulary: %d draws, %d wrong; the Gumbel winner answered %d "
-           "(Gaussian vectors: %d of %d)\n",
-           calls, wrong, winner, gauss_winner, gauss_gumbel);
+           "(Gaussian vectors: %d of %d, maximum past the first block: %d of %d)\n",
+           calls, wrong, winner, gauss_winner, gauss_gumbel, past_winner, past_gumbel);
     CHECK_MSG(wrong == 0, "top-p: %d differences from the reference", wrong);
     CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
               "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
               gauss_gumbel);
+    CHECK_MSG(past_winner > 0 && past_winner < past_gumbel,
+              "maximum past the first block: the winner answered %d of %d draws", past_winner,
+              past_gumbel);
     ref_set_free(&rs);
 }
 

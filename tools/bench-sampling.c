@@ -1,6 +1,7 @@
 /* bench-sampling.c - time per call of the sampler on 262,144 random logits, single thread: one
- * row per sampler alone (every other sampler off, so the draw is over what that sampler keeps)
- * and per chain users run, each in CDF and Gumbel mode. Median of up to 301 calls (fewer when a
+ * row per sampler alone (every other sampler off, so the draw is over what that sampler keeps),
+ * per chain users run, and the draw with every sampler off (what a row that keeps most of the
+ * vocabulary pays for the draw alone), each in CDF and Gumbel mode. Median of up to 301 calls (fewer when a
  * row is slow: at least 21, about 2 s per row) and the fastest call, printed as a markdown
  * table. Each call is timed
  * in the thread's CPU time, so that a busy shared machine (time spent descheduled) does not
@@ -117,7 +118,7 @@ static gemma3_sampler_params llama_defaults(void) {
     return p;
 }
 
-enum { N_ROWS = 17 };
+enum { N_ROWS = 18 };
 
 static gemma3_sampler_params row_params(int row, const char **name) {
     gemma3_sampler_params p = all_off();
@@ -181,6 +182,7 @@ static gemma3_sampler_params row_params(int row, const char **name) {
         p.xtc_threshold = 0.1f;
         p.xtc_probability = 1.0f;
         break;
+    case 17: *name = "the draw alone (every sampler off)"; break;
     }
     return p;
 }
