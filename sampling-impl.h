@@ -54,6 +54,7 @@ struct gemma3_sampler {
     const float *logits; /* by token id: the caller's until a sampler writes, then own */
     float *own;          /* the writable copy (writable_logits in sampling.c) */
     int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
+    float defer_divide;  /* temperature's division, left to the Gumbel draw's pass (0: none) */
     int max_known;       /* max_value is the largest of logits[0..n_vocab): set by the copy that
                           * divides and by check_finite (each finds the maximum on the way),
                           * cleared by every change of the logits (logits_rewritten) */

@@ -2186,10 +2186,23 @@ static void keep_argmax(gemma3_sampler *s) {
     s->sorted = s->id_order = 1;
 }
 
+/* Whether the list is the whole vocabulary, implicit: what the Gumbel draw can check and take
+ * the maximum of on its way (draw_gumbel_checking). */
+static int whole_list(const gemma3_sampler *s) {
+    return s->cand_lazy && s->id_order && s->n_cand == s->n_vocab && !s->win.on && !s->typ.on;
+}
+
 /* Temperature, with llama.cpp's dynamic temperature when dynatemp_range > 0: the entropy of the
- * current candidates, normalised by ln N, picks T' in [max(0, T-d), T+d]. */
-static void temperature(gemma3_sampler *s, float t) {
+ * current candidates, normalised by ln N, picks T' in [max(0, T-d), T+d]. draw_next: the draw
+ * comes next (never for the kept set); a Gumbel draw over the whole vocabulary then divides as
+ * it checks, block by block, instead of in a copy of its own. */
+static void temperature(gemma3_sampler *s, float t, int draw_next) {
     if (t == 1.0f && s->p.dynatemp_range <= 0.0f) return;
+    if (draw_next && gumbel_mode(s) && t > 0.0f && s->p.dynatemp_range <= 0.0f &&
+        s->unchecked && whole_list(s)) {
+        s->defer_divide = t;
+        return;
+    }
     if (t <= 0.0f || s->p.dynatemp_range > 0.0f) check_finite(s); /* else divide copies */
     if (s->p.dynatemp_range > 0.0f && s->n_cand > 1) {
         float lo = fmaxf(0.0f, t - s->p.dynatemp_range), hi = t + s->p.dynatemp_range;
@@ -2591,7 +2604,7 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     return best;
 }
 
-enum { CHECK_BLOCK = 4096 }; /* 16 KB of logits: checked, then screened while in L1 */
+enum { CHECK_BLOCK = 16384 }; /* 64 KB of logits: checked, then screened while in L2 */
 
 /* Keeps token id with its noise (kept[*n_kept], noise[*n_kept]) and makes it the lead when its
  * value relative to ref beats *lead_v; 0 when the cap is reached (a token is kept at most twice,
@@ -2610,19 +2623,23 @@ static int keep_gumbel(uint64_t key, const float *l, float ref, int32_t id, int3
     return 1;
 }
 
-/* The Gumbel draw over the whole vocabulary of unchecked logits, in one pass instead of the
- * check's and then the screen's (the next block's logits are fetched while this one is
- * screened, so the read of a vector that is not in cache hides behind the hashing). Each block
- * is checked and its maximum taken, then screened relative to the maximum so far, ref: every
- * screened token has l <= ref <= the final maximum, so the bounds of gumbel_screen_threshold
- * hold as they do relative to the maximum, and a token the screen rejects lies more than
- * 1/64 - 4e-5 below the best value so far: it cannot win or tie. The tokens it passes keep their
- * noise (s->ids_tmp, s->w); the winner is chosen among them at the end, relative to the final
- * maximum, as the exact draw compares. The maximum and its first position are left known, as
- * the check leaves them. Returns -2, nothing changed, at a NaN or an infinity (or should the
- * passed tokens not fit). */
+/* The Gumbel draw over the whole vocabulary of unchecked logits (or of rewritten ones whose
+ * maximum nobody took: penalties', DRY's, the bias's), in one pass instead of the check's or
+ * the maximum's (or temperature's dividing copy's, when it left its division here:
+ * defer_divide) and then the screen's; the next block's logits are fetched while this one is
+ * screened, so the read of a vector that is not in cache hides behind the hashing. Each block
+ * is checked (or divided into s->own) and its maximum taken, then screened relative to the
+ * maximum so far, ref: every screened token has l <= ref <= the final maximum, so the bounds of
+ * gumbel_screen_threshold hold as they do relative to the maximum, and a token the screen
+ * rejects lies more than 1/64 - 4e-5 below the best value so far: it cannot win or tie. The
+ * tokens it passes keep their noise (s->ids_tmp, s->w); the winner is chosen among them at the
+ * end, relative to the final maximum, as the exact draw compares. The maximum and its first
+ * position are left known, as the check leaves them. Returns -2, the logits as they were, at a
+ * NaN or an infinity (or should the passed tokens not fit). */
 static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
-    const float *l = s->logits;
+    const float *src = s->logits; /* the caller's; divided into s->own first when deferred */
+    float t = s->defer_divide, *dst = t > 0.0f ? s->own : NULL;
+    const float *l = dst ? dst : src;
     int n = s->n_vocab, n_kept = 0, lead = -1; /* lead: the best so far, an index into kept */
     int32_t *kept = s->ids_tmp, top = -1;
     double *noise = s->w, lead_v = -INFINITY;
@@ -2632,7 +2649,9 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
     for (int b0 = 0; b0 < n; b0 += CHECK_BLOCK) {
         int nb = n - b0 < CHECK_BLOCK ? n - b0 : CHECK_BLOCK, bfirst;
         float bmax;
-        if (!s->check_max(l + b0, nb, &bmax, &bfirst)) return -2;
+        int clean = dst ? s->copy_divide(dst + b0, src + b0, nb, t, &bmax, &bfirst)
+                        : s->check_max(src + b0, nb, &bmax, &bfirst);
+        if (!clean) return -2;
         if (bmax > ref) { /* a new maximum, valued first; the lead's value moves down */
             ref = bmax;
             top = b0 + bfirst;
@@ -2643,7 +2662,7 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
         for (int c = b0; c < b0 + nb; c += GUMBEL_CHUNK) {
             int m = b0 + nb - c < GUMBEL_CHUNK ? b0 + nb - c : GUMBEL_CHUNK;
             for (int k = 0; k < GUMBEL_CHUNK && c + CHECK_BLOCK + k < n; k += 16)
-                __builtin_prefetch(l + c + CHECK_BLOCK + k); /* the next block's check */
+                __builtin_prefetch(src + c + CHECK_BLOCK + k); /* the next block's check */
             s->gumbel_screen_n(key, s->gumbel_hash + c, l + c, ref,
                                gumbel_screen_threshold(lead_v), pass, m);
             for (int j = 0; j < m; j++) {
@@ -2666,6 +2685,10 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
             best = kept[j];
         }
     }
+    if (dst) {
+        s->logits = dst;
+        s->defer_divide = 0;
+    }
     s->unchecked = 0;
     s->max_known = 1;
     s->max_value = ref;
@@ -2675,10 +2698,14 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
 
 /* The Gumbel draw; the logits checked first (on the way, over a whole vocabulary). */
 static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
-    if (s->unchecked && s->cand_lazy && s->id_order && s->n_cand == s->n_vocab && !s->win.on &&
-        !s->typ.on) {
+    if (whole_list(s) && (s->unchecked || !s->max_known)) {
         int32_t tok = draw_gumbel_checking(s, pos);
         if (tok != -2) return tok;
+    }
+    if (s->defer_divide > 0.0f) { /* a NaN or an infinity: the rules, then the division */
+        float t = s->defer_divide;
+        s->defer_divide = 0;
+        divide_logits(s, t);
     }
     check_finite(s);
     return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
@@ -2710,6 +2737,7 @@ static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allo
     int V = s->n_vocab;
     s->logits = logits;
     s->unchecked = 1;
+    s->defer_divide = 0;
     logits_rewritten(s);
     list_whole_vocabulary(s);
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
@@ -2802,7 +2830,9 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p, pos, draws && !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
         case GEMMA3_SAMPLER_XTC: xtc(s, pos, draws && !acts_after(p, i)); break;
-        case GEMMA3_SAMPLER_TEMPERATURE: temperature(s, p->temperature); break;
+        case GEMMA3_SAMPLER_TEMPERATURE:
+            temperature(s, p->temperature, draws && !acts_after(p, i));
+            break;
         }
     }
 }

@@ -1622,18 +1622,20 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
  * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
  * and leave some, or the comparison would not test both paths. */
-/* A vector whose maximum (10) lies past the first 4096 ids, at the offset within its block of
- * a token of the first block just below it (9), over a bulk far below. Top-p 0.9 keeps both:
+/* A vector whose maximum (10) lies past the first 16,384 ids (the first block of the Gumbel
+ * draw that checks as it goes, draw_gumbel_checking in sampling.c), at the offset within its
+ * block of a token of the first block just below it (9), over a bulk far below. Top-p 0.9 keeps both:
  * the maximum's Gumbel win over the whole vocabulary answers at once (its mass, 1/1.37 of the
  * whole, is below 0.9), the runner-up's sends top-p to the view. Top-p 0.5 keeps the maximum
- * alone, and every draw goes to the view. The draw that checks the logits block by block
- * (draw_gumbel_checking in sampling.c) meets the maximum only after a first block with a
- * maximum of its own, and values the tokens it kept before relative to the final one. */
+ * alone, and every draw goes to the view. The draw meets the maximum only after a first
+ * block with a maximum of its own, and values the tokens it kept before relative to the final
+ * one. */
 static void max_past_first_block(float *l, int V) {
     for (int i = 0; i < V; i++) l[i] = l[i] * 0.1f - 30.0f;
-    int o = (int)(next() % 4096), k = 1 + (int)(next() % (uint64_t)(V / 4096 - 1));
+    enum { BLOCK = 16384 };
+    int o = (int)(next() % BLOCK), k = 1 + (int)(next() % (uint64_t)(V / BLOCK - 1));
     l[o] = 9.0f;
-    l[k * 4096 + o] = 10.0f;
+    l[k * BLOCK + o] = 10.0f;
 }
 
 static void check_top_p_whole_vocab(struct ref *r, float *l) {

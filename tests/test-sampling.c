@@ -295,6 +295,30 @@ static void test_min_p(void) {
     EXPECT_PROBS(p, lp, 4, 1e-5, 0.1, 0.2, 0.3, 0.4);
 }
 
+/* Temperature alone before a Gumbel draw over a whole vocabulary: the draw divides block by
+ * block as it checks (sampling.c, draw_gumbel_checking), and the working logits after the call
+ * are the divided ones, as the dividing copy leaves them; a NaN sends it to the rules first. */
+static void test_temperature_left_to_gumbel_draw(void) {
+    enum { V = 2 * 16384 + 17 }; /* blocks of 16,384: two and a bit */
+    static float l[V];
+    gemma3_sampler_params p = plain();
+    p.temperature = 0.7f;
+    p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
+    gemma3_sampler *s = make(&p, V);
+    for (int nan_at = -1; nan_at < V; nan_at += V / 2 + 1) {
+        for (int i = 0; i < V; i++) l[i] = (float)(g3_mix64((uint64_t)i) % 1000) * 0.01f;
+        if (nan_at >= 0) l[nan_at] = NAN;
+        int32_t tok = gemma3_sampler_sample(s, l, 5);
+        CHECK(tok >= 0 && tok < V && tok != nan_at);
+        const float *w = g3_sampler_work_logits(s);
+        int wrong = 0;
+        for (int i = 0; i < V; i++)
+            wrong += i == nan_at ? w[i] != -INFINITY : w[i] != l[i] / p.temperature;
+        CHECK_MSG(wrong == 0, "NaN at %d: %d working logits are not l / T", nan_at, wrong);
+    }
+    gemma3_sampler_free(s);
+}
+
 static void test_temperature_and_order(void) {
     gemma3_sampler_params p = plain();
     float l[] = {0, -1, -2, -3};
@@ -965,6 +989,7 @@ int main(void) {
     test_many_candidates();
     test_min_p();
     test_temperature_and_order();
+    test_temperature_left_to_gumbel_draw();
     test_typical();
     test_top_n_sigma();
     test_xtc();

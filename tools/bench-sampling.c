@@ -1,11 +1,10 @@
 /* bench-sampling.c - time per call of the sampler on 262,144 random logits, single thread: one
  * row per sampler alone (every other sampler off, so the draw is over what that sampler keeps),
  * per chain users run, and the draw with every sampler off (what a row that keeps most of the
- * vocabulary pays for the draw alone), each in CDF and Gumbel mode. Median of up to 301 calls (fewer when a
- * row is slow: at least 21, about 2 s per row) and the fastest call, printed as a markdown
- * table. Each call is timed
- * in the thread's CPU time, so that a busy shared machine (time spent descheduled) does not
- * count; caches shared with other work still do.
+ * vocabulary pays for the draw alone), each in CDF and Gumbel mode. Median of up to 301 calls
+ * (fewer when a row is slow: at least 21, about 2 s per row) and the fastest call, printed as a
+ * markdown table. Each call is timed in the thread's CPU time, so that a busy shared machine
+ * (time spent descheduled) does not count; caches shared with other work still do.
  *
  *   build/tools/bench-sampling            every row
  *   build/tools/bench-sampling top-p      the rows whose name contains "top-p"
