@@ -44,6 +44,7 @@ struct gemma3_sampler {
     g3_copy_divide_fn copy_divide;         /* the best of g3_copy_divide_get */
     g3_max_n_fn max_n;                     /* the best of g3_max_n_get */
     g3_check_max_fn check_max;             /* the best of g3_check_max_get */
+    int check_block; /* tokens per block of the Gumbel draw that checks on its way (sampling.c) */
     g3_band_scan_fn band_scan;             /* the best of g3_band_scan_get */
 
     /* history ring for penalties and DRY */

@@ -1622,9 +1622,10 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
  * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
  * and leave some, or the comparison would not test both paths. */
-/* A vector whose maximum (10) lies past the first 16,384 ids (the first block of the Gumbel
- * draw that checks as it goes, draw_gumbel_checking in sampling.c), at the offset within its
- * block of a token of the first block just below it (9), over a bulk far below. Top-p 0.9 keeps both:
+/* A vector whose maximum (10) lies in its second, third or last quarter, at the offset within
+ * the quarter of a token of the first 4,096 just below it (9), over a bulk far below: at
+ * 262,144 tokens, past the first block of the Gumbel draw that checks as it goes (blocks of
+ * 4,096 to 65,536 tokens: draw_gumbel_checking in sampling.c). Top-p 0.9 keeps both:
  * the maximum's Gumbel win over the whole vocabulary answers at once (its mass, 1/1.37 of the
  * whole, is below 0.9), the runner-up's sends top-p to the view. Top-p 0.5 keeps the maximum
  * alone, and every draw goes to the view. The draw meets the maximum only after a first
@@ -1632,10 +1633,9 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
  * one. */
 static void max_past_first_block(float *l, int V) {
     for (int i = 0; i < V; i++) l[i] = l[i] * 0.1f - 30.0f;
-    enum { BLOCK = 16384 };
-    int o = (int)(next() % BLOCK), k = 1 + (int)(next() % (uint64_t)(V / BLOCK - 1));
+    int o = (int)(next() % 4096), k = 1 + (int)(next() % 3);
     l[o] = 9.0f;
-    l[k * BLOCK + o] = 10.0f;
+    l[k * (V / 4) + o] = 10.0f;
 }
 
 static void check_top_p_whole_vocab(struct ref *r, float *l) {

@@ -299,7 +299,7 @@ static void test_min_p(void) {
  * block as it checks (sampling.c, draw_gumbel_checking), and the working logits after the call
  * are the divided ones, as the dividing copy leaves them; a NaN sends it to the rules first. */
 static void test_temperature_left_to_gumbel_draw(void) {
-    enum { V = 2 * 16384 + 17 }; /* blocks of 16,384: two and a bit */
+    enum { V = 2 * 65536 + 17 }; /* blocks of 4,096 to 65,536 tokens: at least two */
     static float l[V];
     gemma3_sampler_params p = plain();
     p.temperature = 0.7f;
