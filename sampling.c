@@ -2617,29 +2617,38 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     return best;
 }
 
-/* Keeps token id with its noise (kept[*n_kept], noise[*n_kept]) and makes it the lead when its
- * value relative to ref beats *lead_v; 0 when the cap is reached (a token is kept at most twice,
- * as a new maximum and as passing the screen, and the screen passes few). */
-static int keep_gumbel(uint64_t key, const float *l, float ref, int32_t id, int32_t *kept,
-                       double *noise, int *n_kept, int cap, int *lead, double *lead_v) {
-    if (*n_kept == cap) return 0;
-    int k = (*n_kept)++;
-    kept[k] = id;
-    noise[k] = gumbel_noise(key, id);
-    double v = ((double)l[id] - ref) + noise[k];
-    if (v > *lead_v) {
-        *lead_v = v;
-        *lead = k;
+/* The tokens the checking draw's screen passed, with their noise, and the best of them so far
+ * (lead, an index into ids) with its value relative to the current reference. */
+struct gumbel_kept {
+    int32_t *ids;
+    double *noise;
+    int n, cap, lead;
+    double lead_v;
+};
+
+/* Keeps token id with its noise and makes it the lead when its value relative to ref beats the
+ * lead's; 0 when the cap is reached (a token is kept at most twice, as a new maximum and as
+ * passing the screen, and the screen passes few). */
+static int keep_gumbel(struct gumbel_kept *k, uint64_t key, const float *l, float ref,
+                       int32_t id) {
+    if (k->n == k->cap) return 0;
+    k->ids[k->n] = id;
+    k->noise[k->n] = gumbel_noise(key, id);
+    double v = ((double)l[id] - ref) + k->noise[k->n];
+    if (v > k->lead_v) {
+        k->lead_v = v;
+        k->lead = k->n;
     }
+    k->n++;
     return 1;
 }
 
 /* The Gumbel draw over the whole vocabulary of unchecked logits, in one pass instead of the
  * check's (or temperature's dividing copy's, when it left its division here: defer_divide)
- * and then the screen's; the next block's logits are fetched while this one is
- * screened, so the read of a vector that is not in cache hides behind the hashing. Each block
- * is checked (or divided into s->own) and its maximum taken, then screened relative to the
- * maximum so far, ref: every screened token has l <= ref <= the final maximum, so the bounds of
+ * and then the screen's; the next block's logits are fetched while this one is screened, so
+ * the read of a vector that is not in cache hides behind the hashing. Each block is checked
+ * (or divided into s->own) and its maximum taken, then screened relative to the maximum so
+ * far, ref: every screened token has l <= ref <= the final maximum, so the bounds of
  * gumbel_screen_threshold hold as they do relative to the maximum, and a token the screen
  * rejects lies more than 1/64 - 4e-5 below the best value so far: it cannot win or tie. The
  * tokens it passes keep their noise (s->ids_tmp, s->w); the winner is chosen among them at the
@@ -2650,13 +2659,12 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
     const float *src = s->logits; /* the caller's; divided into s->own first when deferred */
     float t = s->defer_divide, *dst = t > 0.0f ? s->own : NULL;
     const float *l = dst ? dst : src;
-    int n = s->n_vocab, n_kept = 0, lead = -1; /* lead: the best so far, an index into kept */
-    int32_t *kept = s->ids_tmp, top = -1;
-    double *noise = s->w, lead_v = -INFINITY;
+    int n = s->n_vocab, block = s->check_block;
+    struct gumbel_kept k = {s->ids_tmp, s->w, 0, n, -1, -INFINITY};
     uint64_t key = g3_rng_key(s->seed, pos);
     float ref = -INFINITY;
+    int32_t top = -1;
     uint8_t pass[GUMBEL_CHUNK];
-    int block = s->check_block;
     for (int b0 = 0; b0 < n; b0 += block) {
         int nb = n - b0 < block ? n - b0 : block, bfirst;
         float bmax;
@@ -2666,34 +2674,31 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
         if (bmax > ref) { /* a new maximum, valued first; the lead's value moves down */
             ref = bmax;
             top = b0 + bfirst;
-            if (lead >= 0) lead_v = ((double)l[kept[lead]] - ref) + noise[lead];
-            if (!keep_gumbel(key, l, ref, top, kept, noise, &n_kept, n, &lead, &lead_v))
-                return -2;
+            if (k.lead >= 0) k.lead_v = ((double)l[k.ids[k.lead]] - ref) + k.noise[k.lead];
+            if (!keep_gumbel(&k, key, l, ref, top)) return -2;
         }
         for (int c = b0; c < b0 + nb; c += GUMBEL_CHUNK) {
             int m = b0 + nb - c < GUMBEL_CHUNK ? b0 + nb - c : GUMBEL_CHUNK;
-            for (int k = 0; k < GUMBEL_CHUNK && c + block + k < n; k += 16)
-                __builtin_prefetch(src + c + block + k); /* the next block's check */
+            for (int j = 0; j < GUMBEL_CHUNK && c + block + j < n; j += 16)
+                __builtin_prefetch(src + c + block + j); /* the next block's check */
             s->gumbel_screen_n(key, s->gumbel_hash + c, l + c, ref,
-                               gumbel_screen_threshold(lead_v), pass, m);
+                               gumbel_screen_threshold(k.lead_v), pass, m);
             for (int j = 0; j < m; j++) {
                 if (j % 32 == 0 && j + 32 <= m && none_passed_32(pass + j)) {
                     j += 31;
                     continue;
                 }
-                if (pass[j] &&
-                    !keep_gumbel(key, l, ref, c + j, kept, noise, &n_kept, n, &lead, &lead_v))
-                    return -2;
+                if (pass[j] && !keep_gumbel(&k, key, l, ref, c + j)) return -2;
             }
         }
     }
     int32_t best = -1;
     double best_v = -INFINITY;
-    for (int j = 0; j < n_kept; j++) {
-        double v = ((double)l[kept[j]] - ref) + noise[j];
-        if (best < 0 || v > best_v || (v == best_v && kept[j] < best)) {
+    for (int j = 0; j < k.n; j++) {
+        double v = ((double)l[k.ids[j]] - ref) + k.noise[j];
+        if (best < 0 || v > best_v || (v == best_v && k.ids[j] < best)) {
             best_v = v;
-            best = kept[j];
+            best = k.ids[j];
         }
     }
     if (dst) {
