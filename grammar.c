@@ -77,7 +77,7 @@ typedef struct {
     cp_range *rng;
     int n_rng, cap_rng;
     long n_elems; /* all rules together, for MAX_ELEMS */
-    int failed;   /* 1 a FORMAT error, 2 out of memory, 3 past MAX_ELEMS (UNSUPPORTED) */
+    int failed;   /* the first error's GEMMA3_ERR_* code, 0 while none */
 } parser;
 
 /* ================================ the compiled grammar and its state ======================= */
@@ -196,9 +196,11 @@ struct gemma3_grammar {
 
 /* ================================ 1. parser ================================================= */
 
-static int perr_at(parser *P, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int perr_at(parser *P, size_t off, const char *fmt, ...) {
+/* Records the first error, code (a GEMMA3_ERR_*), as "grammar:LINE:COLUMN: message" for the
+ * source offset off; returns -1. */
+static int perr_code(parser *P, int code, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int perr_code(parser *P, int code, size_t off, const char *fmt, ...) {
     if (P->failed) return -1;
     char msg[400];
     va_list ap;
@@ -207,15 +209,14 @@ static int perr_at(parser *P, size_t off, const char *fmt, ...) {
     va_end(ap);
     int line, col;
     g3_utf8_line_col(P->src, off > P->len ? P->len : off, &line, &col);
-    g3_error(GEMMA3_ERR_FORMAT, "grammar:%d:%d: %s", line, col, msg);
-    P->failed = 1;
+    P->failed = g3_error(code, "grammar:%d:%d: %s", line, col, msg);
     return -1;
 }
+#define perr_at(P, off, ...) perr_code(P, GEMMA3_ERR_FORMAT, off, __VA_ARGS__)
 #define perr(P, ...) perr_at(P, (P)->pos, __VA_ARGS__)
 
 static int nomem(parser *P) {
-    if (!P->failed) g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
-    P->failed = 2;
+    if (!P->failed) P->failed = g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     return -1;
 }
 
@@ -291,12 +292,11 @@ static int new_helper(parser *P, int parent) {
 }
 
 static int push_el(parser *P, int rule, int type, int32_t arg) {
-    if (++P->n_elems > MAX_ELEMS) {
-        perr(P, "the grammar expands to more than %d elements (repetition counts too large?)",
-             MAX_ELEMS);
-        P->failed = 3; /* well-formed, but more than the engine expands: UNSUPPORTED */
-        return -1;
-    }
+    if (++P->n_elems > MAX_ELEMS) /* well-formed, but more than the engine expands */
+        return perr_code(P, GEMMA3_ERR_UNSUPPORTED, P->pos,
+                         "the grammar expands to more than %d elements (repetition counts too "
+                         "large?)",
+                         MAX_ELEMS);
     prule *r = &P->rules[rule];
     if (grow((void **)&r->el, &r->cap_el, r->n_el + 1, sizeof *r->el)) return nomem(P);
     r->el[r->n_el++] = (elem){(uint8_t)type, arg};
@@ -1480,10 +1480,7 @@ static int parse_text(parser *P, const char *text, size_t len, int *root) {
     P->len = len;
     skip_space(P, 1);
     while (P->pos < P->len && !P->failed) parse_rule(P);
-    if (P->failed)
-        return P->failed == 2   ? GEMMA3_ERR_NOMEM
-               : P->failed == 3 ? GEMMA3_ERR_UNSUPPORTED
-                                : GEMMA3_ERR_FORMAT;
+    if (P->failed) return P->failed;
     for (int r = 0; r < P->n_rules; r++)
         if (!P->rules[r].defined) {
             perr_at(P, P->rules[r].ref_off, "undefined rule '%s'", P->rules[r].name);

@@ -1610,6 +1610,7 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos);
 static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
                                     int n_skip, int32_t start, double *second);
 static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id);
+static int gumbel_beats(double v, int32_t id, double best_v, int32_t best);
 
 /* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
  * the tokens before it in the total order below floor(p Q), Q the total. The rough sums bound
@@ -2070,7 +2071,7 @@ static int xtc_winner_first(gemma3_sampler *s, int64_t pos, float lmax, float th
         double best_v = gumbel_value(s, key, kept_max, rest);
         for (int i = drop; i < m; i++) {
             double v = gumbel_value(s, key, kept_max, top[i]);
-            if (v > best_v || (v == best_v && top[i] < winner)) {
+            if (gumbel_beats(v, top[i], best_v, winner)) {
                 best_v = v;
                 winner = top[i];
             }
@@ -2534,12 +2535,20 @@ static int listed(const int32_t *list, int n, int32_t id) {
     return 0;
 }
 
-/* A token's Gumbel noise, and its value relative to the maximum lmax: what the draw compares. */
+/* A token's Gumbel noise, and its value relative to the maximum lmax: what the draw compares
+ * (gumbel_sum from the noise, gumbel_value from the key); the greater value wins, a tie goes to
+ * the lower id (gumbel_beats). */
 static double gumbel_noise(uint64_t key, int32_t id) {
     return g3_gumbel(g3_rng_bits(key, G3_RNG_GUMBEL, (uint32_t)id));
 }
+static double gumbel_sum(float l, float lmax, double noise) {
+    return ((double)l - (double)lmax) + noise;
+}
 static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id) {
-    return ((double)s->logits[id] - (double)lmax) + gumbel_noise(key, id);
+    return gumbel_sum(s->logits[id], lmax, gumbel_noise(key, id));
+}
+static int gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
+    return v > best_v || (v == best_v && id < best);
 }
 
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
@@ -2604,7 +2613,7 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
             if (implicit && !g3_implicit_contains(s, lc[j], id)) continue;
             if (n_skip > 0 && listed(skip, n_skip, id)) continue;
             double v = gumbel_value(s, key, lmax_f, id);
-            if (v > best_v || (v == best_v && id < best)) {
+            if (gumbel_beats(v, id, best_v, best)) {
                 second_v = best_v;
                 best_v = v;
                 best = id;
@@ -2634,7 +2643,7 @@ static int keep_gumbel(struct gumbel_kept *k, uint64_t key, const float *l, floa
     if (k->n == k->cap) return 0;
     k->ids[k->n] = id;
     k->noise[k->n] = gumbel_noise(key, id);
-    double v = ((double)l[id] - ref) + k->noise[k->n];
+    double v = gumbel_sum(l[id], ref, k->noise[k->n]);
     if (v > k->lead_v) {
         k->lead_v = v;
         k->lead = k->n;
@@ -2674,7 +2683,7 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
         if (bmax > ref) { /* a new maximum, valued first; the lead's value moves down */
             ref = bmax;
             top = b0 + bfirst;
-            if (k.lead >= 0) k.lead_v = ((double)l[k.ids[k.lead]] - ref) + k.noise[k.lead];
+            if (k.lead >= 0) k.lead_v = gumbel_sum(l[k.ids[k.lead]], ref, k.noise[k.lead]);
             if (!keep_gumbel(&k, key, l, ref, top)) return -2;
         }
         for (int c = b0; c < b0 + nb; c += GUMBEL_CHUNK) {
@@ -2695,8 +2704,8 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
     int32_t best = -1;
     double best_v = -INFINITY;
     for (int j = 0; j < k.n; j++) {
-        double v = ((double)l[k.ids[j]] - ref) + k.noise[j];
-        if (best < 0 || v > best_v || (v == best_v && k.ids[j] < best)) {
+        double v = gumbel_sum(l[k.ids[j]], ref, k.noise[j]);
+        if (best < 0 || gumbel_beats(v, k.ids[j], best_v, best)) {
             best_v = v;
             best = k.ids[j];
         }
