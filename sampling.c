@@ -990,15 +990,6 @@ AVX2_LOOPS("avx2") static float max_n_avx2(const float *l, int n) {
 AVX512_WIDE("avx512f") static float max_n_avx512(const float *l, int n) {
     return max_n_body(l, n);
 }
-AVX512_WIDE("avx512f") static int check_max_avx512(const float *l, int n, float *max,
-                                                   int *first) {
-    return check_max_body(l, n, max, first);
-}
-AVX512_WIDE("avx512f") static int copy_divide_avx512(float *restrict dst,
-                                                     const float *restrict src, int n, float t,
-                                                     float *max, int *first) {
-    return copy_divide_body(dst, src, n, t, max, first);
-}
 AVX2_LOOPS("avx2") static void gumbel_bits_n_avx2(uint64_t key,
                                                                const int32_t *restrict ids,
                                                                uint32_t *restrict out, int n) {
@@ -1207,6 +1198,57 @@ __attribute__((target("avx2"))) static int copy_divide_avx2(float *restrict dst,
                                                             const float *restrict src, int n,
                                                             float t, float *max, int *first) {
     return scan_max_avx2(dst, src, n, t, max, first);
+}
+
+/* ---- The same in AVX-512: the 16 lanes are one vector. max(v, lane) is `v > lane ? v : lane`
+ * and min(FLT_MAX, v) is `v > FLT_MAX ? FLT_MAX : v` as the instructions define them (a NaN v
+ * leaves the lane; a NaN quotient stays), so the maximum's chain is one instruction per step and
+ * the positions move beside it. GCC's 512-bit builds of the bodies took 2.7x (the check) and 1.9x
+ * (the dividing copy) the AVX2 build's time on Zen 4. */
+__attribute__((target("avx512f"), always_inline)) static inline int scan_max_avx512(
+    float *restrict dst, const float *restrict src, int n, float t, float *max, int *first) {
+    const __m512 tv = _mm512_set1_ps(t), big = _mm512_set1_ps(FLT_MAX);
+    const __m512i expo = _mm512_set1_epi32(0x7f800000), step = _mm512_set1_epi32(16);
+    __m512 lane_max = _mm512_set1_ps(-INFINITY);
+    __m512i pos = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i lane_pos = pos;
+    __mmask16 bad = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(src + i);
+        bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), expo), expo);
+        if (dst) {
+            v = _mm512_min_ps(big, _mm512_div_ps(v, tv));
+            _mm512_storeu_ps(dst + i, v);
+        }
+        lane_pos = _mm512_mask_mov_epi32(lane_pos, _mm512_cmp_ps_mask(v, lane_max, _CMP_GT_OQ), pos);
+        lane_max = _mm512_max_ps(v, lane_max);
+        pos = _mm512_add_epi32(pos, step);
+    }
+    float lane[16];
+    int32_t lane_at[16];
+    _mm512_storeu_ps(lane, lane_max);
+    _mm512_storeu_si512(lane_at, lane_pos);
+    int finite = bad == 0;
+    _mm256_zeroupper(); /* scalar code follows */
+    for (int k = i; k < n; k++) {
+        finite &= !g3_non_finite(src[k]);
+        if (dst) {
+            float v = src[k] / t;
+            dst[k] = v > FLT_MAX ? FLT_MAX : v;
+        }
+    }
+    lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
+    return finite;
+}
+__attribute__((target("avx512f"))) static int check_max_avx512(const float *l, int n, float *max,
+                                                              int *first) {
+    return scan_max_avx512(NULL, l, n, 1.0f, max, first);
+}
+__attribute__((target("avx512f"))) static int copy_divide_avx512(float *restrict dst,
+                                                                const float *restrict src, int n,
+                                                                float t, float *max, int *first) {
+    return scan_max_avx512(dst, src, n, t, max, first);
 }
 
 AVX2_LOOPS("avx2") static uint64_t mass_round_n_avx2(const float *restrict l,

@@ -1280,7 +1280,8 @@ static void check_copy_kernels(void) {
         if (round % 8 == 4) src[(round * 131) % n] = INFINITY;
         if (round % 8 == 5) src[(round * 131) % n] = 3e38f;
         if (round % 8 == 6)
-            for (int i = 0; i < n; i++) src[i] = (i * 7 + round) % 5 ? -1.0f : i % 2 ? 0.0f : -0.0f;
+            for (int i = 0; i < n; i++) /* both signs of zero in every lane, in both orders */
+                src[i] = (i * 7 + round) % 5 ? -1.0f : unif() < 0.5 ? 0.0f : -0.0f;
         float t = temps[round % 4];
         int finite = 1, nan = 0; /* the maximum counts where no value is NaN: -inf is a ban */
         float want_max = -INFINITY;
