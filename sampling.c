@@ -1142,6 +1142,23 @@ __attribute__((target("avx2"))) static void gumbel_screen_n_avx2(
  * values and kept the lanes in memory: on Zen 3 the check with the maximum took twice this
  * build's time, the dividing copy 1.3-1.9x. */
 
+/* The scans' scalar end: the values from i on checked (and divided into dst when there is
+ * one), then the lanes' maximum and its first position (lanes16_finish). Returns 1 if those
+ * values are finite. */
+static int scan_max_finish(float *restrict dst, const float *restrict src, int n, int i, float t,
+                           const float *lane, const int32_t *lane_at, float *max, int *first) {
+    int finite = 1;
+    for (int k = i; k < n; k++) {
+        finite &= !g3_non_finite(src[k]);
+        if (dst) {
+            float v = src[k] / t;
+            dst[k] = v > FLT_MAX ? FLT_MAX : v;
+        }
+    }
+    lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
+    return finite;
+}
+
 /* all-ones in the lanes of v that are NaN or +-inf (exponent bits all ones) */
 __attribute__((target("avx2"))) static inline __m256i non_finite8_avx2(__m256 v) {
     const __m256i expo = _mm256_set1_epi32(0x7f800000);
@@ -1193,15 +1210,7 @@ __attribute__((target("avx2"), always_inline)) static inline int scan_max_avx2(
     _mm256_storeu_si256((__m256i *)(lane_at + 8), at1);
     int finite = _mm256_testz_si256(bad, bad);
     _mm256_zeroupper(); /* scalar code follows */
-    for (int k = i; k < n; k++) {
-        finite &= !g3_non_finite(src[k]);
-        if (dst) {
-            float v = src[k] / t;
-            dst[k] = v > FLT_MAX ? FLT_MAX : v;
-        }
-    }
-    lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
-    return finite;
+    return scan_max_finish(dst, src, n, i, t, lane, lane_at, max, first) && finite;
 }
 __attribute__((target("avx2"))) static int check_max_avx2(const float *l, int n, float *max,
                                                           int *first) {
@@ -1242,17 +1251,8 @@ __attribute__((target("avx512f"), always_inline)) static inline int scan_max_avx
     int32_t lane_at[16];
     _mm512_storeu_ps(lane, lane_max);
     _mm512_storeu_si512(lane_at, lane_pos);
-    int finite = bad == 0;
     _mm256_zeroupper(); /* scalar code follows */
-    for (int k = i; k < n; k++) {
-        finite &= !g3_non_finite(src[k]);
-        if (dst) {
-            float v = src[k] / t;
-            dst[k] = v > FLT_MAX ? FLT_MAX : v;
-        }
-    }
-    lanes16_finish(dst ? dst : src, n, i, lane, lane_at, max, first);
-    return finite;
+    return scan_max_finish(dst, src, n, i, t, lane, lane_at, max, first) && bad == 0;
 }
 __attribute__((target("avx512f"))) static int check_max_avx512(const float *l, int n, float *max,
                                                               int *first) {
