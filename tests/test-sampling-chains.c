@@ -1618,11 +1618,6 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
     ref_set_free(&rs);
 }
 
-/* Top-p over a whole vocabulary against the reference in both modes, at many positions: in
- * Gumbel mode, when the draw comes next, the winner over the whole vocabulary answers when it
- * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
- * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
- * and leave some, or the comparison would not test both paths. */
 /* A vector whose maximum (10) lies in its second, third or last quarter, at the offset within
  * the quarter of a token of the first 4,096 just below it (9), over a bulk far below: at
  * 262,144 tokens, past the first block of the Gumbel draw that checks as it goes (blocks of
@@ -1639,6 +1634,12 @@ static void max_past_first_block(float *l, int V) {
     l[k * (V / 4) + o] = 10.0f;
 }
 
+/* Top-p over a whole vocabulary against the reference in both modes, at many positions: in
+ * Gumbel mode, when the draw comes next, the winner over the whole vocabulary answers when it
+ * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
+ * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
+ * and leave some, or the comparison would not test both paths; on the last four vectors of each
+ * size (max_past_first_block) it must answer some draws and leave some too. */
 static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768};
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
