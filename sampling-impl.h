@@ -109,13 +109,14 @@ struct gemma3_sampler {
         int32_t id_b, first;
     } typ;
     /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
-     * from while valid: bucket by token; per bucket the sum of units, of moments (when
-     * has_moments), and the view weight. */
+     * from while valid: bucket by token; per bucket the sum of units and the view weight; the
+     * sum of the tokens' g3_view_moment (when has_moments). */
     uint16_t *view_bucket; /* [n_vocab] */
     int view_valid, view_has_moments;
     int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
     int edge_below;          /* how many tokens lie in earlier buckets */
     float view_lmax;
+    double view_moment;
     struct g3_view_sum view_sum[G3_VIEW_BUCKETS];
     double view_w[G3_VIEW_BUCKETS];
     double view_scale[G3_VIEW_BUCKETS]; /* e^(-b/64) 2^-31 (0 for the last): unit to weight */

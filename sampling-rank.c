@@ -16,7 +16,8 @@ static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
     if (s->n_vocab > (1 << 20)) return 0;
     if (s->view_valid && s->view_lmax == lmax && (s->view_has_moments || !moments)) return 1;
     memset(s->view_sum, 0, sizeof s->view_sum);
-    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_sum, moments);
+    s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_sum,
+                 moments ? &s->view_moment : NULL);
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
         s->view_w[b] = s->view_scale[b] * (double)s->view_sum[b].unit;
     s->view_valid = 1;
@@ -417,14 +418,13 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     return 0;
 }
 
-/* The view's sum of weight times (l - lmax) (typical's centre): per bucket, its factor times
- * the moments less b/64 times the units (in units of 2^-31). */
+/* The view's sum of weight times (l - lmax) (typical's centre): the pass's sum of the tokens'
+ * e^d x, less b/64 times each bucket's weight (d = x - b/64). */
 static double view_moment_sum(const gemma3_sampler *s) {
-    double s1 = 0;
+    double below = 0;
     for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
-        s1 += s->view_scale[b] * ((double)s->view_sum[b].moment * 0x1p-5 -
-                                  (double)b / G3_VIEW_PER_NAT * (double)s->view_sum[b].unit);
-    return s1;
+        below += (double)b / G3_VIEW_PER_NAT * s->view_w[b];
+    return s->view_moment - below;
 }
 
 double g3_rank_z(gemma3_sampler *s, float lmax, double *rel) {
@@ -440,9 +440,11 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     /* distance against exact score: our centre against the true one (the weights and sums),
      * the true one against the one the exact sums imply (their n roundings, in H and Z), and a
      * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 32 +
-     * |ln Z| for the walked tokens): docs/sampling.md §7. Each moment is within 2^-27 nats of
-     * its weight times x, and the last bucket's, left out, below 2^-41 each. */
-    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 0x1p-27 + n * 0x1p-41 / z +
+     * |ln Z| for the walked tokens): docs/sampling.md §7. Each token's e^d x is within
+     * G3_VIEW_MOMENT_ERR e^d of the exact, the last bucket's, left out, below 2^-41 each, and
+     * the two double sums of view_moment_sum round by (n + G3_VIEW_BUCKETS) 2^-53 of theirs. */
+    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 1.01 * G3_VIEW_MOMENT_ERR +
+                      (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(mean) + 1) + n * 0x1p-41 / z +
                       2.02 * (n + 10) * 0x1p-53 * (h + 1) +
                       0x1p-53 * (fabs(c) + 160 + 3 * lz + h)) +
                  1e-290;

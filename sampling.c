@@ -661,19 +661,28 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
     return total;
 }
 
+/* The rank view's moments of 16 tokens into their lanes: lanes[k] += g3_view_moment(...). */
+__attribute__((always_inline)) static inline void moment_lanes_plain(const int32_t *b,
+                                                                     const float *x,
+                                                                     const float *p,
+                                                                     double *lanes) {
+    float t[16];
+    for (int k = 0; k < 16; k++) t[k] = g3_view_moment(x[k], p[k], b[k]);
+    for (int k = 0; k < 16; k++) lanes[k] += (double)t[k];
+}
+
 /* The rank view's pass (g3_rank_view_get), a block of tokens at a time: each step of the
- * sampling.h helpers as its own loop over 16 lanes (vectorised), the units and moments kept
- * for the block, then added to their buckets (scalar: a histogram). Without moments, the odd
- * tokens' units go to a second sum per bucket (the moment, unused then, added at the end), so
- * that two tokens in a row never add to one place: measured, not modelled (see README). */
-__attribute__((always_inline)) static inline void rank_view_body(const float *restrict l,
-                                                                 float lmax, int n,
-                                                                 uint16_t *restrict bucket,
-                                                                 struct g3_view_sum *restrict sums,
-                                                                 int moments) {
+ * sampling.h helpers as its own loop over 16 lanes (vectorised), the units kept for the block,
+ * then added to their buckets (scalar: a histogram), the odd tokens' to a second sum per bucket
+ * so that two tokens in a row never add to one place (measured, not modelled: see README);
+ * typical's moments summed in the lanes, not per bucket. */
+typedef void moment_lanes_fn(const int32_t *b, const float *x, const float *p, double *lanes);
+__attribute__((always_inline)) static inline void rank_view_body(
+    const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
+    struct g3_view_sum *restrict sums, double *moment, moment_lanes_fn *moment_lanes) {
     enum { BLOCK = 1024 };
     uint32_t unit[BLOCK];
-    int32_t mom[BLOCK];
+    double lanes[16] = {0}, tail = 0;
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int m = n - i0 < BLOCK ? n - i0 : BLOCK;
         const float *lb = l + i0;
@@ -686,42 +695,34 @@ __attribute__((always_inline)) static inline void rank_view_body(const float *re
             for (int k = 0; k < 16; k++) x[k] = g3_view_reduced(lb[j + k], lmax, b[k]);
             for (int k = 0; k < 16; k++) p[k] = g3_view_expm1(x[k]);
             for (int k = 0; k < 16; k++) unit[j + k] = g3_view_unit(p[k], b[k]);
-            if (moments) /* only typical reads them: a sixth of the pass otherwise */
-                for (int k = 0; k < 16; k++) mom[j + k] = g3_view_moment(x[k], p[k], b[k]);
+            if (moment) moment_lanes(b, x, p, lanes); /* only typical reads them */
             for (int k = 0; k < 16; k++) bb[j + k] = (uint16_t)b[k];
         }
         for (; j < m; j++) {
             int b = g3_view_bucket(lb[j], lmax);
             float x = g3_view_reduced(lb[j], lmax, b), p = g3_view_expm1(x);
             unit[j] = g3_view_unit(p, b);
-            mom[j] = moments ? g3_view_moment(x, p, b) : 0;
+            if (moment) tail += (double)g3_view_moment(x, p, b);
             bb[j] = (uint16_t)b;
         }
-        if (moments) {
-            for (int k = 0; k < m; k++) {
-                sums[bb[k]].unit += unit[k];
-                sums[bb[k]].moment += mom[k];
-            }
-        } else { /* every other token's unit into the unused moment: two sums, added below */
-            int k = 0;
-            for (; k + 2 <= m; k += 2) {
-                sums[bb[k]].unit += unit[k];
-                sums[bb[k + 1]].moment += unit[k + 1];
-            }
-            if (k < m) sums[bb[k]].unit += unit[k];
+        int k = 0;
+        for (; k + 2 <= m; k += 2) {
+            sums[bb[k]].unit += unit[k];
+            sums[bb[k + 1]].odd += unit[k + 1];
         }
+        if (k < m) sums[bb[k]].unit += unit[k];
     }
-    if (!moments)
-        for (int b = 0; b < G3_VIEW_BUCKETS; b++) {
-            sums[b].unit += (uint64_t)sums[b].moment;
-            sums[b].moment = 0;
-        }
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) {
+        sums[b].unit += sums[b].odd;
+        sums[b].odd = 0;
+    }
+    if (moment) *moment = tree_sum16(lanes) + tail;
 }
 
 static void rank_view_scalar(const float *restrict l, float lmax, int n,
                              uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
-                             int moments) {
-    rank_view_body(l, lmax, n, bucket, sums, moments);
+                             double *moment) {
+    rank_view_body(l, lmax, n, bucket, sums, moment, moment_lanes_plain);
 }
 
 static double exp_block_sums_scalar(const float *restrict l, float lmax, int n,
@@ -1012,16 +1013,61 @@ __attribute__((target("avx512f,avx512dq"))) static void gumbel_bits_n_avx512(
     uint64_t key, const int32_t *restrict ids, uint32_t *restrict out, int n) {
     gumbel_bits_n_body(key, ids, out, n);
 }
+/* moment_lanes_plain by hand: GCC reads the tables a token at a time; here a table of 16 is two
+ * permutes of 8 and a blend on the index's bit 3. The same operations in the same order as
+ * g3_view_moment: the same bits. */
+AVX2_LOOPS("avx2") __attribute__((always_inline)) static inline __m256 lookup16_avx2(
+    const float *table, __m256i idx) {
+    __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), idx);
+    __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+AVX2_LOOPS("avx2") __attribute__((always_inline)) static inline void moment_lanes_avx2(
+    const int32_t *b, const float *x, const float *p, double *lanes) {
+    for (int h = 0; h < 16; h += 8) {
+        const __m256i bi = _mm256_loadu_si256((const __m256i *)(b + h));
+        __m256 e = _mm256_mul_ps(lookup16_avx2(g3_view_exp_two, _mm256_srli_epi32(bi, 7)),
+                                 lookup16_avx2(g3_view_exp_eighth, _mm256_srli_epi32(bi, 3)));
+        e = _mm256_mul_ps(e, _mm256_permutevar8x32_ps(_mm256_loadu_ps(g3_view_exp_64th), bi));
+        e = _mm256_mul_ps(e, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(p + h)));
+        __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(G3_VIEW_BUCKETS - 1), bi);
+        __m256 t = _mm256_mul_ps(e, _mm256_loadu_ps(x + h));
+        t = _mm256_and_ps(_mm256_castsi256_ps(in), t);
+        _mm256_storeu_pd(lanes + h, _mm256_add_pd(_mm256_loadu_pd(lanes + h),
+                                                  _mm256_cvtps_pd(_mm256_castps256_ps128(t))));
+        _mm256_storeu_pd(lanes + h + 4,
+                         _mm256_add_pd(_mm256_loadu_pd(lanes + h + 4),
+                                       _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1))));
+    }
+}
 AVX2_LOOPS("avx2") static void rank_view_avx2(const float *restrict l, float lmax,
                                                             int n, uint16_t *restrict bucket,
                                                             struct g3_view_sum *restrict sums,
-                                                            int moments) {
-    rank_view_body(l, lmax, n, bucket, sums, moments);
+                                                            double *moment) {
+    rank_view_body(l, lmax, n, bucket, sums, moment, moment_lanes_avx2);
+}
+/* moment_lanes_plain by hand, as moment_lanes_avx2: each table is one register here, read by a
+ * permute. */
+AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") __attribute__((always_inline)) static inline void
+moment_lanes_avx512(const int32_t *b, const float *x, const float *p, double *lanes) {
+    const __m512i bi = _mm512_loadu_si512(b);
+    __m512 e = _mm512_mul_ps(
+        _mm512_permutexvar_ps(_mm512_srli_epi32(bi, 7), _mm512_loadu_ps(g3_view_exp_two)),
+        _mm512_permutexvar_ps(_mm512_srli_epi32(bi, 3), _mm512_loadu_ps(g3_view_exp_eighth)));
+    e = _mm512_mul_ps(e, _mm512_permutexvar_ps(bi, _mm512_loadu_ps(g3_view_exp_64th)));
+    e = _mm512_mul_ps(e, _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(p)));
+    __mmask16 in = _mm512_cmplt_epi32_mask(bi, _mm512_set1_epi32(G3_VIEW_BUCKETS - 1));
+    __m512 t = _mm512_maskz_mul_ps(in, e, _mm512_loadu_ps(x));
+    _mm512_storeu_pd(lanes, _mm512_add_pd(_mm512_loadu_pd(lanes),
+                                          _mm512_cvtps_pd(_mm512_castps512_ps256(t))));
+    _mm512_storeu_pd(lanes + 8,
+                     _mm512_add_pd(_mm512_loadu_pd(lanes + 8),
+                                   _mm512_cvtps_pd(_mm512_extractf32x8_ps(t, 1))));
 }
 AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
     const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
-    struct g3_view_sum *restrict sums, int moments) {
-    rank_view_body(l, lmax, n, bucket, sums, moments);
+    struct g3_view_sum *restrict sums, double *moment) {
+    rank_view_body(l, lmax, n, bucket, sums, moment, moment_lanes_avx512);
 }
 AVX2_LOOPS("avx2") static double exp_block_sums_avx2(const float *restrict l,
                                                                  float lmax, int n,

@@ -375,26 +375,56 @@ static inline uint32_t g3_view_unit(float p, int b) {
     const uint32_t in = (uint32_t)-(int32_t)(b < G3_VIEW_BUCKETS - 1);
     return ((uint32_t)(int32_t)(g3_f32_select(in, p, 0.0f) * 0x1p31f) + 0x80000000u) & in;
 }
-/* The token's e^x x in units of 2^-36, cut off (below 2^30.1 in magnitude): with the bucket's
- * factor and the unit, its share of typical's sum of weight times (l - lmax). 0 in the last
- * bucket. */
-static inline int32_t g3_view_moment(float x, float p, int b) {
-    const uint32_t in = (uint32_t)-(int32_t)(b < G3_VIEW_BUCKETS - 1);
-    return (int32_t)(g3_f32_select(in, x + p * x, 0.0f) * 0x1p36f);
+/* e^(-b/64) for typical's sum (g3_view_moment), b = 128 i + 8 j + k, as e^(-2i) e^(-j/8)
+ * e^(-k/64): three tables that a vector permute reads (AVX-512: 16 entries a register, the
+ * last twice over), each entry e^-y rounded to float. */
+static const float g3_view_exp_two[16] = {
+    0x1p+0f, 0x1.152aaap-3f, 0x1.2c155cp-6f, 0x1.44e52p-9f, 0x1.5fc21p-12f,
+    0x1.7cd79cp-15f, 0x1.9c54c4p-18f, 0x1.be6c7p-21f, 0x1.e355bcp-24f, 0x1.05a628p-26f,
+    0x1.1b4866p-29f, 0x1.32b48cp-32f, 0x1.4c1078p-35f, 0x1.67852ap-38f, 0x1.853f02p-41f,
+    0x1.a56e0cp-44f,
+};
+static const float g3_view_exp_eighth[16] = {
+    0x1p+0f, 0x1.c3d6a2p-1f, 0x1.8ebefap-1f, 0x1.5fe462p-1f, 0x1.368b3p-1f,
+    0x1.120dcap-1f, 0x1.e3b40ep-2f, 0x1.aaddep-2f, 0x1.78b564p-2f, 0x1.4c71b2p-2f,
+    0x1.256184p-2f, 0x1.02e862p-2f, 0x1.c8f878p-3f, 0x1.93466ep-3f, 0x1.63e398p-3f,
+    0x1.3a122cp-3f,
+};
+static const float g3_view_exp_64th[16] = {
+    0x1p+0f, 0x1.f80feap-1f, 0x1.f03f56p-1f, 0x1.e88dc6p-1f, 0x1.e0facp-1f,
+    0x1.d985c8p-1f, 0x1.d22e6ap-1f, 0x1.caf42ep-1f, 0x1p+0f, 0x1.f80feap-1f,
+    0x1.f03f56p-1f, 0x1.e88dc6p-1f, 0x1.e0facp-1f, 0x1.d985c8p-1f, 0x1.d22e6ap-1f,
+    0x1.caf42ep-1f,
+};
+/* The token's e^(l - lmax) x, its share of typical's sum of e^(l - lmax) (l - lmax) with the
+ * bucket's b/64 times the view weight (subtracted by the reader): e^(-b/64) from the tables
+ * times e^x = 1 + p times x, in float, in that order; 0 in the last bucket. The tables'
+ * product is within 2.6 2^-24 of e^(-b/64) (test-sampling-chains checks every bucket against
+ * 3 2^-24), three more roundings of 2^-24 and p's 2^-29 act on |x| < 2^-6 + 2^-19, and x's
+ * own rounding is 2^-30: within 2^-27.3 e^(l - lmax) of e^(l - lmax) times the exact x. */
+#define G3_VIEW_MOMENT_ERR 0x1p-27
+static inline float g3_view_exp_bucket(int b) {
+    return (g3_view_exp_two[(b >> 7) & 15] * g3_view_exp_eighth[(b >> 3) & 15]) *
+           g3_view_exp_64th[b & 7];
 }
-/* A bucket's sums: of its tokens' units, and of their moments when asked. Side by side, so that
- * the histogram's add of both is one place in memory (a quarter of the pass's time saved). */
+static inline float g3_view_moment(float x, float p, int b) {
+    const uint32_t in = (uint32_t)-(int32_t)(b < G3_VIEW_BUCKETS - 1);
+    return g3_f32_select(in, (g3_view_exp_bucket(b) * (1.0f + p)) * x, 0.0f);
+}
+/* A bucket's sums of its tokens' units: the even and odd tokens of the pass apart (two tokens in
+ * a row never add to one place), the odd ones added to `unit` at the end; `odd` is 0 after. */
 struct g3_view_sum {
     uint64_t unit;
-    int64_t moment;
+    uint64_t odd;
 };
 /* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, sums[b].unit += its
- * unit, and (moments) sums[b].moment += its moment; sums zeroed by the caller. Integer sums:
- * any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get (the
- * same bits). */
+ * unit, and (moment not NULL) *moment = the sum of g3_view_moment over the tokens, in double:
+ * 16 lanes (token i in lane i % 16 of its block of 1024), then tree_sum16, then the last
+ * block's tail; sums zeroed by the caller. Integer sums: any order gives the same bits. One C
+ * body per instruction set like g3_approx_exp_n_get (the same bits). */
 typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
                                 uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
-                                int moments);
+                                double *moment);
 g3_rank_view_fn g3_rank_view_get(int isa);
 /* The ids i whose bucket lies in [g1, g2] but not in [a1, a2] (a2 < a1: nothing left out),
  * ascending, into out; returns how many, and *inner gets how many tokens lie in [a1, a2]. One

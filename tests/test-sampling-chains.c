@@ -836,22 +836,46 @@ static void check_block_scan(void) {
     }
 }
 
-/* A token's view weight e^(-b/64) 2^-31 u (sampling.h), and its moment's share of the sum of
- * weight times (l - lmax), e^(-b/64) (2^-36 g - b/64 2^-31 u), as sampling-rank.c reads them. */
+/* A token's view weight e^(-b/64) 2^-31 u (sampling.h), and its share of the sum of weight
+ * times (l - lmax), its e^d x less b/64 times its weight, as sampling-rank.c reads them. */
 static double view_weight_of(float l, float lmax, double *moment) {
     int b = g3_view_bucket(l, lmax);
     float x = g3_view_reduced(l, lmax, b), p = g3_view_expm1(x);
     double e = b < G3_VIEW_BUCKETS - 1 ? exp(-(double)b / G3_VIEW_PER_NAT) : 0;
-    double u = g3_view_unit(p, b) * 0x1p-31;
-    *moment = e * (g3_view_moment(x, p, b) * 0x1p-36 - (double)b / G3_VIEW_PER_NAT * u);
-    return e * u;
+    double w = e * (g3_view_unit(p, b) * 0x1p-31);
+    *moment = (double)g3_view_moment(x, p, b) - (double)b / G3_VIEW_PER_NAT * w;
+    return w;
+}
+
+/* The rank view's sum of moments in its order (sampling.h): token i in lane i % 16 of its
+ * block of 1024 where a whole 16 lies, the lanes summed as a tree (k with k + 8, + 4, + 2,
+ * + 1), then the last block's tail in order. */
+static double view_moment_total(const float *l, float lmax, int n) {
+    double lane[16] = {0}, tail = 0;
+    for (int i0 = 0; i0 < n; i0 += 1024) {
+        int m = n - i0 < 1024 ? n - i0 : 1024;
+        for (int j = 0; j < m; j++) {
+            float v = l[i0 + j];
+            int b = g3_view_bucket(v, lmax);
+            float x = g3_view_reduced(v, lmax, b);
+            double t = g3_view_moment(x, g3_view_expm1(x), b);
+            if (j < m / 16 * 16)
+                lane[j % 16] += t;
+            else
+                tail += t;
+        }
+    }
+    for (int w = 8; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++) lane[k] += lane[k + w];
+    return lane[0] + tail;
 }
 
 /* The rank view (sampling-rank.c): each token's weight against libm's e^(l - lmax) and its
  * moment against e^d d, on a million inputs over every bucket and lmax of several magnitudes
  * (within a quarter of the bounds the sampler assumes; 0 in the last bucket, where e^d is
- * below 2^-46); the scalar pass against a direct computation (each token's bucket, the sums of
- * units and moments); every compiled instruction set against it, bit for bit. */
+ * below 2^-46); the scalar pass against a direct computation (each token's bucket, the sums
+ * of units, the sum of moments in the pass's order); every compiled instruction set against
+ * it, bit for bit. */
 static void check_rank_view(void) {
     enum { N = 262144 + 13 };
     float *l = malloc(N * sizeof *l);
@@ -872,12 +896,17 @@ static void check_rank_view(void) {
             continue;
         }
         worst = fmax(worst, fabs(w - e) / e);
-        worst_moment = fmax(worst_moment, fabs(m - e * d) / (e * (fabs(d) * G3_VIEW_REL_ERR + 0x1p-27)));
+        double moment_bound = e * (fabs(d) * G3_VIEW_REL_ERR + G3_VIEW_MOMENT_ERR);
+        worst_moment = fmax(worst_moment, fabs(m - e * d) / moment_bound);
     }
     printf("rank view: worst relative weight error %.3g (bound used %.3g), moment %.3g of its bound\n",
            worst, G3_VIEW_REL_ERR, worst_moment);
     CHECK_MSG(worst < G3_VIEW_REL_ERR / 4, "worst %.3g", worst);
     CHECK_MSG(worst_moment < 0.25, "moment %.3g", worst_moment);
+    double worst_table = 0; /* the tables' e^(-b/64), every bucket (the moment's bound uses it) */
+    for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
+        worst_table = fmax(worst_table, fabs(g3_view_exp_bucket(b) / exp(-b / 64.0) - 1));
+    CHECK_MSG(worst_table < 3 * 0x1p-24, "table %.3g", worst_table / 0x1p-24);
     CHECK_MSG(last_wrong == 0, "%d in the last bucket", last_wrong);
     const float lmax = 6.25f;
     for (int i = 0; i < N; i++) {
@@ -895,12 +924,12 @@ static void check_rank_view(void) {
         int b = g3_view_bucket(l[i], lmax);
         float x = g3_view_reduced(l[i], lmax, b), p = g3_view_expm1(x);
         want[b].unit += g3_view_unit(p, b);
-        want[b].moment += g3_view_moment(x, p, b);
         if (i > 0) /* a larger logit never in a later bucket */
             monotone &= (l[i] > l[i - 1]) ? b <= g3_view_bucket(l[i - 1], lmax)
                                           : b >= g3_view_bucket(l[i - 1], lmax);
     }
     CHECK(monotone);
+    const double want_moment = view_moment_total(l, lmax, N);
     CHECK(g3_view_bucket(lmax, lmax) == 0 && g3_view_bucket(-INFINITY, lmax) == G3_VIEW_BUCKETS - 1);
     for (int isa = 0; isa <= 2; isa++) {
         g3_rank_view_fn fn = g3_rank_view_get(isa);
@@ -909,14 +938,16 @@ static void check_rank_view(void) {
             continue;
         }
         for (int moments = 0; moments < 2; moments++) {
+            double moment = -1;
             memset(sums, 0, sizeof sums);
-            fn(l, lmax, N, bk, sums, moments);
+            fn(l, lmax, N, bk, sums, moments ? &moment : NULL);
             int wrong = 0;
             for (int i = 0; i < N; i++) wrong += bk[i] != g3_view_bucket(l[i], lmax);
             for (int b = 0; b < G3_VIEW_BUCKETS; b++)
-                wrong += sums[b].unit != want[b].unit ||
-                         sums[b].moment != (moments ? want[b].moment : 0);
+                wrong += sums[b].unit != want[b].unit || sums[b].odd != 0;
             CHECK_MSG(wrong == 0, "isa %d moments %d: %d buckets or sums", isa, moments, wrong);
+            CHECK_MSG(moment == (moments ? want_moment : -1), "isa %d moment %.17g against %.17g",
+                      isa, moment, want_moment);
         }
     }
     /* the band scan over those buckets, every ISA against a direct count (ragged lengths):

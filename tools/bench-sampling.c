@@ -236,8 +236,9 @@ static int run_pass(int which, int isa, const float *l, float lmax, struct pass_
     case 7: {
         g3_rank_view_fn f = g3_rank_view_get(isa);
         if (!f) return 0;
+        double moment;
         memset(b->sums, 0, G3_VIEW_BUCKETS * sizeof *b->sums);
-        f(l, lmax, V, b->bucket, b->sums, which == 7);
+        f(l, lmax, V, b->bucket, b->sums, which == 7 ? &moment : NULL);
         return 1;
     }
     case 8: { /* over the view's bucket array, which print_passes builds first */
