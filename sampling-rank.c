@@ -233,25 +233,57 @@ static void bucket_range(double lmax, int b, double *lo, double *hi) {
 static double bucket_dist(double lmax, double c, int b, int far) {
     double lo, hi;
     bucket_range(lmax, b, &lo, &hi);
-    if (far) return fmax(hi - c, c - lo);
+    if (far) return hi - c > c - lo ? hi - c : c - lo; /* c finite: no NaN to order */
     return c > hi ? c - hi : c < lo ? lo - c : 0;
 }
 
 /* The regular buckets (all but the last) in ascending order of bucket_dist(far): bc, the
  * bucket of c, merged with the two runs away from it (bc - 1, bc - 2, ... and bc + 1, ...),
- * along each of which both distances grow. Start with *up = *down = bc, *centre = 1; returns
- * the next bucket, -1 after the last. */
-static int next_bucket(double lmax, double c, int far, int bc, int *up, int *down, int *centre) {
-    double k_up = *up > 0 ? bucket_dist(lmax, c, *up - 1, far) : INFINITY;
-    double k_down = *down + 1 < G3_VIEW_BUCKETS - 1 ? bucket_dist(lmax, c, *down + 1, far)
-                                                    : INFINITY;
-    double k_centre = *centre ? bucket_dist(lmax, c, bc, far) : INFINITY;
-    if (k_centre == INFINITY && k_up == INFINITY && k_down == INFINITY) return -1;
-    if (k_centre <= k_up && k_centre <= k_down) {
-        *centre = 0;
-        return bc;
+ * along each of which both distances grow. Each run's next distance is kept, so that a step
+ * computes one. */
+struct bucket_order {
+    double lmax, c;
+    int far, bc, up, down;          /* up, down: each run's last bucket given */
+    double k_centre, k_up, k_down; /* bc's distance (inf once given), each run's next one */
+};
+
+static double order_dist(const struct bucket_order *o, int b) {
+    return bucket_dist(o->lmax, o->c, b, o->far);
+}
+
+static double order_up(const struct bucket_order *o) {
+    return o->up > 0 ? order_dist(o, o->up - 1) : INFINITY;
+}
+
+static double order_down(const struct bucket_order *o) {
+    return o->down + 1 < G3_VIEW_BUCKETS - 1 ? order_dist(o, o->down + 1) : INFINITY;
+}
+
+static void order_start(struct bucket_order *o, double lmax, double c, int bc, int far) {
+    *o = (struct bucket_order){.lmax = lmax, .c = c, .far = far, .bc = bc, .up = bc, .down = bc};
+    o->k_centre = order_dist(o, bc);
+    o->k_up = order_up(o);
+    o->k_down = order_down(o);
+}
+
+/* The next bucket in the order, *dist its distance; -1 after the last. */
+static int order_next(struct bucket_order *o, double *dist) {
+    if (o->k_centre == INFINITY && o->k_up == INFINITY && o->k_down == INFINITY) return -1;
+    if (o->k_centre <= o->k_up && o->k_centre <= o->k_down) {
+        *dist = o->k_centre;
+        o->k_centre = INFINITY;
+        return o->bc;
     }
-    return k_up <= k_down ? --*up : ++*down;
+    if (o->k_up <= o->k_down) {
+        *dist = o->k_up;
+        o->up--;
+        o->k_up = order_up(o);
+        return o->up;
+    }
+    *dist = o->k_down;
+    o->down++;
+    o->k_down = order_down(o);
+    return o->down;
 }
 
 /* Extends [*lo_b, *hi_b] from bc while the next bucket's distance (far) stays below `below`. */
@@ -315,29 +347,29 @@ static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, do
  * past it). Returns 0 when the regular buckets cannot bracket it. */
 static int bracket(const gemma3_sampler *s, double c, int bc, double target, double margin,
                    int in_typ, double *s_lo, double *s_hi) {
-    const double lmax = s->view_lmax, *ws = s->view_w;
-    int up = bc, down = bc, centre = 1, b;
-    double acc = 0;
+    const double *ws = s->view_w;
+    struct bucket_order o;
+    double acc = 0, dist;
+    int b;
     *s_lo = *s_hi = -1;
-    while ((b = next_bucket(lmax, c, 0, bc, &up, &down, &centre)) >= 0) {
+    order_start(&o, s->view_lmax, c, bc, 0);
+    while ((b = order_next(&o, &dist)) >= 0) {
         if (acc + ws[b] > target - margin) {
-            *s_lo = bucket_dist(lmax, c, b, 0);
+            *s_lo = dist;
             break;
         }
         acc += ws[b];
     }
-    up = down = bc;
-    centre = 1;
+    order_start(&o, s->view_lmax, c, bc, 1);
     acc = 0;
-    while (*s_lo >= 0 && (b = next_bucket(lmax, c, 1, bc, &up, &down, &centre)) >= 0) {
-        double far = bucket_dist(lmax, c, b, 1);
-        if (in_typ && far >= s->typ.dist) { /* the buckets past it hold tokens not in the set */
+    while (*s_lo >= 0 && (b = order_next(&o, &dist)) >= 0) {
+        if (in_typ && dist >= s->typ.dist) { /* the buckets past it hold tokens not in the set */
             if (s->typ.mass >= target + margin) *s_hi = s->typ.dist;
             break;
         }
         acc += ws[b];
         if (acc >= target + margin) {
-            *s_hi = far;
+            *s_hi = dist;
             break;
         }
     }
