@@ -17,6 +17,13 @@ struct scored {
     uint32_t bucket; /* typical-p's counting sort */
 };
 
+/* How far a token's distance from typical's centre may lie from its exact typical score:
+ * eps in all (the centre's uncertainty and the token's own roundings), tok_eps for the token's
+ * own roundings alone (sampling-rank.c). */
+struct g3_score_err {
+    double eps, tok_eps;
+};
+
 struct gemma3_sampler {
     gemma3_sampler_params p;
     int n_vocab;
@@ -27,6 +34,10 @@ struct gemma3_sampler {
     int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
     int float_tier_draws;   /* tests: CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
+    int typ_by_logit; /* tests: of those, walks whose neighbours on one side needed their logits */
+    int force_fine; /* tests: g3_sampler_force_fine */
+    int top_p_fine_sets, top_p_mass_sets; /* tests: top-p boundaries the fine tier found, and
+                                              the exact masses per bucket (sampling-rank.c) */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
     int xtc_winner_draws;              /* tests: XTC's answers by the winner first, no Z */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
@@ -98,13 +109,15 @@ struct gemma3_sampler {
     } win;
     /* Typical's kept set of the whole vocabulary, kept implicit when the draw comes next
      * (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
-     * logit l_b up to id id_b; `mass` is their rank-view weight, eps the bound on how far a
+     * logit l_b up to id id_b; `mass` is their weight (the view's, or with `fine` the fine
+     * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
      * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum). n_cand counts
      * it; cand is stale. */
     struct {
-        int on;
-        double center, dist, mass, eps;
+        int on, fine;
+        double center, dist, mass;
+        struct g3_score_err err;
         float l_b;
         int32_t id_b, first;
     } typ;
@@ -122,6 +135,8 @@ struct gemma3_sampler {
     double view_scale[G3_VIEW_BUCKETS]; /* e^(-b/64) 2^-31 (0 for the last): unit to weight */
     int view_fine_valid;                /* view_fine holds these logits' sums */
     double view_fine[G3_VIEW_BUCKETS];  /* per bucket the sum of g3_approx_exp weights */
+    double view_fine_moment;            /* their sum times max(l - lmax, -708) */
+    uint64_t view_mass[G3_VIEW_BUCKETS]; /* top-p's exact fixed masses per bucket */
 };
 
 #endif

@@ -65,25 +65,75 @@ static double view_total(const gemma3_sampler *s, double *rel) {
     return z;
 }
 
-/* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
- * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp
- * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's
- * last bucket both are 0), each view weight within G3_VIEW_REL_ERR of e^d, and w, a sum of at
- * most n + G3_VIEW_BUCKETS terms in some order, within (n + G3_VIEW_BUCKETS) 2^-53 of the
- * exact sum of its terms. */
-static double mass_bound(double w, int m, int n) {
-    double rel = G3_VIEW_REL_ERR + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
+/* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose weights sum to w and whose fixed
+ * masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp (itself
+ * within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's last
+ * bucket both are 0), each weight within weight_rel of e^d (G3_VIEW_REL_ERR for the view's),
+ * and w, a sum of at most n + G3_VIEW_BUCKETS terms in some order, within
+ * (n + G3_VIEW_BUCKETS) 2^-53 of the exact sum of its terms. */
+static double mass_bound(double w, int m, int n, double weight_rel) {
+    double rel = weight_rel + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
     return 1.01 * (0.5 * m + 0x1p40 * w * rel) + 2;
 }
 
-int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count) {
-    if (!view_ensure(s, lmax, 0)) return 0;
-    const double *ws = s->view_w;
+/* The weights the rank view's walks sum: the view's (a bucket's sum, within
+ * rel = G3_VIEW_REL_ERR of e^d each, and 0 in the last bucket, where e^d < 2^-46), or, where
+ * its margin leaves a walk open, the fine tier's: g3_approx_weight (within
+ * G3_APPROX_EXP_REL_ERR, and e^-708 for a ban), summed per bucket in one more pass over the
+ * vocabulary. `slack` bounds a token's absolute error beyond rel. */
+struct walk_weights {
+    const double *bucket;
+    int fine;
+    double rel, slack;
+};
+
+static double token_weight(const gemma3_sampler *s, const struct walk_weights *ww, float l) {
+    return ww->fine ? g3_approx_weight(l, s->view_lmax) : view_weight(s, l);
+}
+
+/* The fine tier's bucket sums, and the sum of its weights times max(l - lmax, -708) (typical's
+ * centre: -708 as the weight clamps, so that a ban adds e^-708 times -708, not -inf), computed
+ * once per view. */
+static void view_fine_ensure(gemma3_sampler *s) {
+    if (s->view_fine_valid) return;
+    enum { BLOCK = 1024, LANES = 8 };
+    double w[BLOCK], lanes[LANES] = {0};
+    const float lmax = s->view_lmax;
+    memset(s->view_fine, 0, sizeof s->view_fine);
+    for (int i0 = 0; i0 < s->n_vocab; i0 += BLOCK) {
+        int m = s->n_vocab - i0 < BLOCK ? s->n_vocab - i0 : BLOCK;
+        const float *l = s->logits + i0;
+        s->approx_exp_n(w, l, lmax, m);
+        for (int k = 0; k < m; k++) s->view_fine[s->view_bucket[i0 + k]] += w[k];
+        for (int k = 0; k < m; k++) {
+            double d = (double)l[k] - lmax;
+            lanes[k % LANES] += w[k] * (d > -708.0 ? d : -708.0);
+        }
+    }
+    s->view_fine_moment = 0;
+    for (int q = 0; q < LANES; q++) s->view_fine_moment += lanes[q];
+    s->view_fine_valid = 1;
+}
+
+/* The fine tier's weights (g3_approx_weight, a pass of their own), for the walks the view's
+ * leave open: *z gets their total (a ban's e^-708 in it is far below the margin). */
+static struct walk_weights fine_weights(gemma3_sampler *s, double *z) {
+    view_fine_ensure(s);
+    *z = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS; b++) *z += s->view_fine[b];
+    double rel = G3_APPROX_EXP_REL_ERR + (double)(s->n_vocab + 2 * G3_VIEW_BUCKETS + 8) * 0x1p-53;
+    return (struct walk_weights){s->view_fine, 1, rel, 1e-307};
+}
+
+/* Top-p's boundary from the bucket sums ws (summing to total) of weights each within
+ * weight_rel of e^d: 1 with it, 0 when the bounds leave it open, -1 when the boundary bucket's
+ * token lay too near the target for these sums (finer ones could tell). */
+static int top_p_in(gemma3_sampler *s, float lmax, float p, const double *ws, double total,
+                    double weight_rel, int32_t *last, int *count) {
     int n = s->n_vocab;
-    double unused, total = view_total(s, &unused);
     /* target = floor(p Q), Q the total fixed mass, lies in [t_lo, t_hi]; slack covers the
      * roundings of these doubles (magnitudes up to 2^40 total: 2^-46 of it is 64 ulps) */
-    double slack = 0x1p-6 * total + 4, q_err = mass_bound(total, n, n);
+    double slack = 0x1p-6 * total + 4, q_err = mass_bound(total, n, n, weight_rel);
     double t_lo = (double)p * (0x1p40 * total - q_err) - slack - 1;
     double t_hi = (double)p * (0x1p40 * total + q_err) + slack + 1;
     if (!(t_lo >= 1)) return 0; /* the target may be 0: top_p's own rule */
@@ -91,22 +141,59 @@ int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *co
     double above = 0, goal = (double)p * total;
     int b = 0;
     for (; b < G3_VIEW_BUCKETS - 1 && above + ws[b] < goal; b++) above += ws[b];
-    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no mass */
+    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no fixed mass */
     int n_above, ne = bucket_sorted(s, b, &n_above);
     const int32_t *e = s->pos_edge;
     /* the exact mass before the bucket lies in [lo, hi]; within it the masses are exact, so
      * token i holds the boundary if the prefix through it surely reaches the target and the
      * prefix before it surely does not */
-    double a_err = mass_bound(above, n_above, n) + slack;
+    double a_err = mass_bound(above, n_above, n, weight_rel) + slack;
     double lo = 0x1p40 * above - a_err, hi = 0x1p40 * above + a_err;
     uint64_t through = 0;
     for (int i = 0; i < ne; i++) {
         uint64_t before = through;
         through += g3_fixed_mass(s->logits[e[i]], lmax);
         if (lo + (double)through >= t_hi) {
-            if (!(hi + (double)before < t_lo)) return 0;
+            if (!(hi + (double)before < t_lo)) return -1;
             *last = e[i];
             *count = n_above + i + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count) {
+    if (!view_ensure(s, lmax, 0)) return 0;
+    double unused, total = view_total(s, &unused);
+    if (s->force_fine & G3_EXACT_TOP_P) return 0;
+    int found = s->force_fine & G3_FINE_TOP_P
+                    ? -1
+                    : top_p_in(s, lmax, p, s->view_w, total, G3_VIEW_REL_ERR, last, count);
+    if (found >= 0) return found;
+    struct walk_weights fine = fine_weights(s, &total); /* the fine tier's narrower bounds */
+    found = top_p_in(s, lmax, p, fine.bucket, total, G3_APPROX_EXP_REL_ERR, last, count) == 1;
+    s->top_p_fine_sets += found;
+    return found;
+}
+
+int g3_rank_top_p_masses(gemma3_sampler *s, float lmax, const uint64_t *q, uint64_t target,
+                         int32_t *last, int *count) {
+    if (!s->view_valid || s->view_lmax != lmax) return 0;
+    uint64_t *sums = s->view_mass;
+    memset(sums, 0, sizeof s->view_mass);
+    for (int i = 0; i < s->n_vocab; i++) sums[s->view_bucket[i]] += q[i];
+    uint64_t above = 0;
+    int b = 0;
+    for (; b < G3_VIEW_BUCKETS - 1 && above + sums[b] < target; b++) above += sums[b];
+    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no fixed mass */
+    int n_above, ne = bucket_sorted(s, b, &n_above);
+    for (int i = 0; i < ne; i++) { /* the first token through which the mass reaches it */
+        above += q[s->pos_edge[i]];
+        if (above >= target) {
+            *last = s->pos_edge[i];
+            *count = n_above + i + 1;
+            s->top_p_mass_sets++;
             return 1;
         }
     }
@@ -125,35 +212,6 @@ static int window_tokens(gemma3_sampler *s, int b) {
         if (g3_win_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
             s->tie_ids[m++] = s->pos_edge[i];
     return m;
-}
-
-/* The weights the window walk sums: the view's (a bucket's sum, within rel = G3_VIEW_REL_ERR
- * of e^d each, and 0 in the last bucket, where e^d < 2^-46), or, where its margin leaves the
- * draw open, the fine tier's: g3_approx_weight (within G3_APPROX_EXP_REL_ERR, and e^-708 for
- * a ban), summed per bucket in one more pass over the vocabulary. `slack` bounds a token's
- * absolute error beyond rel. */
-struct walk_weights {
-    const double *bucket;
-    int fine;
-    double rel, slack;
-};
-
-static double token_weight(const gemma3_sampler *s, const struct walk_weights *ww, float l) {
-    return ww->fine ? g3_approx_weight(l, s->view_lmax) : view_weight(s, l);
-}
-
-/* The fine tier's bucket sums, computed once per view. */
-static void view_fine_ensure(gemma3_sampler *s) {
-    if (s->view_fine_valid) return;
-    enum { BLOCK = 1024 };
-    double w[BLOCK];
-    memset(s->view_fine, 0, sizeof s->view_fine);
-    for (int i0 = 0; i0 < s->n_vocab; i0 += BLOCK) {
-        int m = s->n_vocab - i0 < BLOCK ? s->n_vocab - i0 : BLOCK;
-        s->approx_exp_n(w, s->logits + i0, s->view_lmax, m);
-        for (int k = 0; k < m; k++) s->view_fine[s->view_bucket[i0 + k]] += w[k];
-    }
-    s->view_fine_valid = 1;
 }
 
 /* The weight of the window's part of bucket b. */
@@ -326,28 +384,37 @@ static void sort_by_dist(gemma3_sampler *s, int32_t *ids, int n, int above) {
     }
 }
 
-/* Whether a token other than those at logit lt lies within 2 eps of distance d around
- * position i of the walk g[0..m) (sorted by distance): the exact scores could order it on the
- * other side of g[i]. */
+/* Whether the exact scores could order a token at another logit than g[i]'s on the other side
+ * of g[i] (the walk g[0..m) is sorted by distance). A token within 2 eps on the other side of
+ * c could: the centre's error moves the two distances apart. On g[i]'s side, both farther than
+ * 2 eps from c, the centre cancels from the difference of their scores (each is c less its
+ * logit or its logit less c, up to its own roundings), so only one within 2 tok_eps could.
+ * *by_logit gets whether a token of that side within 2 eps needed this argument. */
 static int ambiguous(const gemma3_sampler *s, const int32_t *g, int m, int i, double c,
-                     double eps) {
-    float lt = s->logits[g[i]];
-    double d = dist_of(s, g[i], c);
-    for (int j = i - 1; j >= 0 && dist_of(s, g[j], c) >= d - 2 * eps; j--)
-        if (s->logits[g[j]] != lt) return 1;
-    for (int j = i + 1; j < m && dist_of(s, g[j], c) <= d + 2 * eps; j++)
-        if (s->logits[g[j]] != lt) return 1;
+                     const struct g3_score_err *err, int *by_logit) {
+    const float lt = s->logits[g[i]];
+    const double d = dist_of(s, g[i], c), eps = err->eps;
+    *by_logit = 0;
+    for (int dir = -1; dir <= 1; dir += 2)
+        for (int j = i + dir; j >= 0 && j < m && fabs(dist_of(s, g[j], c) - d) <= 2 * eps;
+             j += dir) {
+            float lj = s->logits[g[j]];
+            if (lj == lt) continue;
+            double dj = dist_of(s, g[j], c);
+            int same_side = ((double)lj > c) == ((double)lt > c) && d > 2 * eps && dj > 2 * eps;
+            if (!same_side || fabs(dj - d) <= 2 * err->tok_eps) return 1;
+            *by_logit = 1;
+        }
     return 0;
 }
 
-/* The distances that bracket the crossing of target, from the view's bucket sums: *s_lo,
+/* The distances that bracket the crossing of target, from the bucket sums ws: *s_lo,
  * nearer than which at most target - margin lies (the buckets in order of their nearest
  * distance), and *s_hi, within which at least target + margin lies (in order of their
  * farthest; typical's own distance, which holds its mass, when in_typ and the buckets reach
  * past it). Returns 0 when the regular buckets cannot bracket it. */
-static int bracket(const gemma3_sampler *s, double c, int bc, double target, double margin,
-                   int in_typ, double *s_lo, double *s_hi) {
-    const double *ws = s->view_w;
+static int bracket(const gemma3_sampler *s, const double *ws, double c, int bc, double target,
+                   double margin, int in_typ, double *s_lo, double *s_hi) {
     struct bucket_order o;
     double acc = 0, dist;
     int b;
@@ -406,22 +473,29 @@ static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, 
     return m;
 }
 
+/* walk_dist's answers: the crossing; none, for the bounds; none, because the sums lay within
+ * the margin of the target there, or a token's score could lie on either side of the
+ * crossing's */
+enum { WALK_OPEN, WALK_FOUND, WALK_NEAR_SUM, WALK_CLOSE_SCORES };
+
 /* The token at which the weight, summed over the whole vocabulary (in_typ: over typical's set)
  * in order of distance from c, first exceeds target: what the walk by exact typical scores finds
  * when each score lies within eps of its distance and the sums within margin of the exact ones,
- * and the answer holds under both. Returns 0 when the bounds leave it open. Between the
+ * and the answer holds under both (WALK_FOUND; the others when the bounds leave it open, the
+ * sums there or the scores of two tokens: finer ones could tell). Between the
  * bracket's ends: the buckets around c wholly nearer than s_lo are summed as they are, every
  * other token within s_hi + 2 eps is listed and walked after them. */
-static int walk_dist(gemma3_sampler *s, double c, double eps, double target, double margin,
-                     int in_typ, struct dist_walk *out) {
-    const double lmax = s->view_lmax;
+static int walk_dist(gemma3_sampler *s, double c, const struct g3_score_err *err,
+                     const struct walk_weights *ww, double target, double margin, int in_typ,
+                     struct dist_walk *out) {
+    const double lmax = s->view_lmax, eps = err->eps;
     const int last = G3_VIEW_BUCKETS - 1;
     double xc = (lmax - c) * G3_VIEW_PER_NAT, s_lo, s_hi;
-    if (!(xc < last)) return 0; /* c among the lowest logits (or NaN) */
+    if (!(xc < last)) return WALK_OPEN; /* c among the lowest logits (or NaN) */
     int bc = xc > 0 ? (int)xc : 0;
-    if (!bracket(s, c, bc, target, margin, in_typ, &s_lo, &s_hi)) return 0;
+    if (!bracket(s, ww->bucket, c, bc, target, margin, in_typ, &s_lo, &s_hi)) return WALK_OPEN;
     double reach = s_hi + 2 * eps;
-    if (reach >= bucket_dist(lmax, c, last, 0)) return 0;
+    if (reach >= bucket_dist(lmax, c, last, 0)) return WALK_OPEN;
     /* [a1, a2]: wholly nearer than s_lo (maybe empty); [g1, g2]: every bucket within reach */
     int a1 = bc, a2 = bc - 1, g1 = bc, g2 = bc;
     if (bucket_dist(lmax, c, bc, 1) < s_lo) {
@@ -430,24 +504,28 @@ static int walk_dist(gemma3_sampler *s, double c, double eps, double target, dou
     }
     grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
     double cum = 0;
-    for (int b = a1; b <= a2; b++) cum += s->view_w[b];
+    for (int b = a1; b <= a2; b++) cum += ww->bucket[b];
     int n_a, m = list_band(s, c, reach, g1, g2, a1, a2, &n_a);
     const int32_t *g = s->ids_tmp;
     for (int i = 0; i < m; i++) {
         double before = cum;
-        cum += view_weight(s, s->logits[g[i]]);
+        cum += token_weight(s, ww, s->logits[g[i]]);
         if (!(cum > target)) continue;
         double d = dist_of(s, g[i], c);
-        if (!(before < target - margin && cum > target + margin) || d < s_lo + 2 * eps ||
-            d > s_hi || ambiguous(s, g, m, i, c, eps))
-            return 0;
+        int by_logit;
+        /* the buckets summed unlisted hold tokens nearer than s_lo (none when a2 < a1), which
+         * could not be ordered after it unless it lies within 2 eps of s_lo */
+        if ((a1 <= a2 && d < s_lo + 2 * eps) || d > s_hi) return WALK_OPEN;
+        if (ambiguous(s, g, m, i, c, err, &by_logit)) return WALK_CLOSE_SCORES;
+        if (!(before < target - margin && cum > target + margin)) return WALK_NEAR_SUM;
+        s->typ_by_logit += by_logit;
         out->tok = g[i];
         out->dist = d;
         out->through = cum;
         out->count = n_a + i + 1;
-        return 1;
+        return WALK_FOUND;
     }
-    return 0;
+    return WALK_OPEN;
 }
 
 /* The view's sum of weight times (l - lmax) (typical's centre): the pass's sum of the tokens'
@@ -463,34 +541,75 @@ double g3_rank_z(gemma3_sampler *s, float lmax, double *rel) {
     return view_ensure(s, lmax, 0) ? view_total(s, rel) : 0;
 }
 
+/* The margin of a walk by distance whose weights, each within rel of e^d, sum to z: the exact
+ * walk sums p = e^d / Z' (Z' within (n + 2) 2^-53 of Z), each rounded, in order. */
+static double dist_margin(double z, double rel, int n) {
+    return 2.04 * z * (2 * rel + (2.0 * n + 8) * 0x1p-53) + 1e-290;
+}
+
+/* Typical's centre (into *c) and how far a token's distance from it may lie from its exact
+ * score, from a tier's total z (within rel) and its sum s1 of weight times (l - lmax), whose
+ * error beyond the weights' rel is s1_err z: our centre against the true one, the true one
+ * against the one the exact sums imply (their n roundings, in H and Z), and a token's own
+ * roundings (exp, division and log of its p, the subtraction; |ln p| <= 32 + |ln Z| for the
+ * walked tokens), all doubled: docs/sampling.md §7. */
+static struct g3_score_err typical_bounds(int n, float lmax, double z, double rel, double s1,
+                                          double s1_err, double *c) {
+    double mean = s1 / z, h = fabs(log(z) - mean), lz = fabs(log(z));
+    *c = (double)lmax + mean;
+    double tok = 0x1p-53 * (fabs(*c) + 160 + 3 * lz + h);
+    double centre_err = fabs(mean) * (2 * rel + 0x1p-52) + s1_err, /* ours against the true */
+        sums_err = 2.02 * (n + 10) * 0x1p-53 * (h + 1); /* the true against the exact sums' */
+    return (struct g3_score_err){.eps = 2 * (centre_err + sums_err + tok) + 1e-290,
+                                 .tok_eps = 2 * tok + 1e-290};
+}
+
+/* Typical's set in the fine tier, weights and centre (the view's left its walk open): the
+ * crossing into *r, the centre and bounds it was found with into *c and *err. Each weight
+ * times (l - lmax) rounds twice, the lanes' sums by n 2^-53 of theirs. */
+static int typical_walk_fine(gemma3_sampler *s, float tp, double *c, struct g3_score_err *err,
+                             struct dist_walk *r) {
+    int n = s->n_vocab;
+    double z;
+    struct walk_weights fine = fine_weights(s, &z);
+    double mean = s->view_fine_moment / z;
+    *err = typical_bounds(n, s->view_lmax, z, fine.rel, s->view_fine_moment,
+                          (n + 8) * 0x1p-53 * (fabs(mean) + 1), c);
+    return walk_dist(s, *c, err, &fine, (double)tp * z, dist_margin(z, fine.rel, n), 0, r);
+}
+
+/* Keeps typical's set: the crossing r found from centre c within err, in the fine tier or
+ * not. */
+static void typical_keep(gemma3_sampler *s, double c, const struct g3_score_err *err,
+                         const struct dist_walk *r, int fine) {
+    s->typ.center = c;
+    s->typ.err = *err;
+    s->typ.fine = fine;
+    s->typ.dist = r->dist;
+    s->typ.mass = r->through;
+    s->typ.l_b = s->logits[r->tok];
+    s->typ.id_b = r->tok;
+}
+
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     if (!view_ensure(s, lmax, 1)) return 0;
     int n = s->n_vocab;
-    double rel, z = view_total(s, &rel);
-    double mean = view_moment_sum(s) / z, c = (double)lmax + mean, h = fabs(log(z) - mean);
-    double lz = fabs(log(z));
-    /* distance against exact score: our centre against the true one (the weights and sums),
-     * the true one against the one the exact sums imply (their n roundings, in H and Z), and a
-     * token's own roundings (exp, division and log of its p, the subtraction; |ln p| <= 32 +
-     * |ln Z| for the walked tokens): docs/sampling.md §7. Each token's e^d x is within
-     * G3_VIEW_MOMENT_ERR e^d of the exact, the last bucket's, left out, below 2^-41 each, and
-     * the two double sums of view_moment_sum round by (n + G3_VIEW_BUCKETS) 2^-53 of theirs. */
-    double eps = 2 * (fabs(mean) * (2 * rel + 0x1p-52) + 1.01 * G3_VIEW_MOMENT_ERR +
-                      (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(mean) + 1) + n * 0x1p-41 / z +
-                      2.02 * (n + 10) * 0x1p-53 * (h + 1) +
-                      0x1p-53 * (fabs(c) + 160 + 3 * lz + h)) +
-                 1e-290;
-    /* the exact walk sums p = e^d / Z' (Z' within (n + 2) 2^-53 of Z), each rounded, in order */
-    double margin = 2.04 * z * (2 * rel + (2.0 * n + 8) * 0x1p-53) + 1e-290;
+    double rel, z = view_total(s, &rel), s1 = view_moment_sum(s), c;
+    /* each token's e^d x is within G3_VIEW_MOMENT_ERR e^d of the exact, the last bucket's,
+     * left out, below 2^-41 each, and the two double sums of view_moment_sum round by
+     * (n + G3_VIEW_BUCKETS) 2^-53 of theirs */
+    double s1_err = 1.01 * G3_VIEW_MOMENT_ERR +
+                    (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(s1 / z) + 1) + n * 0x1p-41 / z;
+    struct g3_score_err err = typical_bounds(n, lmax, z, rel, s1, s1_err, &c);
+    struct walk_weights coarse = {s->view_w, 0, rel, 0};
     struct dist_walk r;
-    if (!walk_dist(s, c, eps, (double)tp * z, margin, 0, &r) || r.count < min_keep)
-        return 0;
-    s->typ.center = c;
-    s->typ.dist = r.dist;
-    s->typ.mass = r.through;
-    s->typ.eps = eps;
-    s->typ.l_b = s->logits[r.tok];
-    s->typ.id_b = r.tok;
+    int found = s->force_fine & G3_FINE_TYPICAL_SET ? WALK_NEAR_SUM
+                                      : walk_dist(s, c, &err, &coarse, (double)tp * z,
+                                                  dist_margin(z, rel, n), 0, &r);
+    int fine = found == WALK_NEAR_SUM || found == WALK_CLOSE_SCORES;
+    if (fine) found = typical_walk_fine(s, tp, &c, &err, &r);
+    if (found != WALK_FOUND || r.count < min_keep) return 0;
+    typical_keep(s, c, &err, &r, fine);
     return r.count;
 }
 
@@ -510,13 +629,33 @@ int32_t g3_rank_typical_first(gemma3_sampler *s) {
     return -1;
 }
 
+/* The exact draw sums e^(l - its max) over the set, rounded, in order, and scales u by that
+ * sum: the walk by distance to u times the set's mass, in the view's weights or, where the
+ * view leaves the walk open, the fine tier's (the set taken again in them, which must end at
+ * the same token). */
 int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
     if (!s->view_valid) return -1;
-    double w = s->typ.mass, eps = s->typ.eps;
-    /* the exact draw sums e^(l - its max), rounded, in order, and scales u by that sum */
-    double margin = 2.04 * w * (2 * view_rel(s->n_vocab) + (2.0 * s->n_vocab + 8) * 0x1p-53) +
-                    1e-290;
+    int n = s->n_vocab;
     struct dist_walk r;
-    if (!walk_dist(s, s->typ.center, eps, u * w, margin, 1, &r)) return -1;
+    if (!s->typ.fine) {
+        struct walk_weights coarse = {s->view_w, 0, view_rel(n), 0};
+        double w = s->typ.mass, c;
+        int found = s->force_fine & G3_FINE_TYPICAL_DRAW ? WALK_NEAR_SUM
+                                          : walk_dist(s, s->typ.center, &s->typ.err, &coarse,
+                                                      u * w, dist_margin(w, coarse.rel, n), 1, &r);
+        if (found != WALK_NEAR_SUM && found != WALK_CLOSE_SCORES)
+            return found == WALK_FOUND ? r.tok : -1;
+        struct g3_score_err err;
+        if (typical_walk_fine(s, s->p.typical_p, &c, &err, &r) != WALK_FOUND ||
+            r.tok != s->typ.id_b)
+            return -1;
+        typical_keep(s, c, &err, &r, 1);
+    }
+    double z;
+    struct walk_weights fine = fine_weights(s, &z);
+    double w = s->typ.mass;
+    if (walk_dist(s, s->typ.center, &s->typ.err, &fine, u * w, dist_margin(w, fine.rel, n), 1,
+                  &r) != WALK_FOUND)
+        return -1;
     return r.tok;
 }

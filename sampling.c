@@ -443,6 +443,16 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *sets = s->typ_fast_sets;
     *draws = s->typ_fast_draws;
 }
+int g3_sampler_typical_by_logit(const gemma3_sampler *s) { return s->typ_by_logit; }
+void g3_sampler_force_fine(gemma3_sampler *s, int which) { s->force_fine = which; }
+int g3_sampler_top_p_fine_sets(const gemma3_sampler *s, int *masses) {
+    *masses = s->top_p_mass_sets;
+    return s->top_p_fine_sets;
+}
+double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
+    *fine = s->typ.fine;
+    return s->typ.on ? s->typ.mass : -1;
+}
 int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ.on ? s->typ.first : -1; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
 int g3_sampler_xtc_winner_draws(const gemma3_sampler *s) { return s->xtc_winner_draws; }
@@ -1743,6 +1753,7 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
+    uint64_t total = 0; /* the fixed masses' sum, once computed (never 0: lmax's mass is 2^40) */
     if (whole) {
         if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
             s->top_p_winner_draws++;
@@ -1750,10 +1761,16 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
             g3_cand_keep_selected(s, 1);
             return;
         }
-        /* the rank view, if it decides */
+        /* the rank view, if it decides; else the exact masses, summed per bucket of the view */
         int32_t last;
         int count;
-        if (g3_rank_top_p(s, lmax, p, &last, &count)) {
+        int found = g3_rank_top_p(s, lmax, p, &last, &count);
+        if (!found) {
+            total = fixed_masses(s, lmax); /* by id: the list is the vocabulary in id order */
+            uint64_t target = scale_floor(p, total);
+            found = target > 0 && g3_rank_top_p_masses(s, lmax, s->mass, target, &last, &count);
+        }
+        if (found) {
             if (count < floor_keep)
                 top_k(s, floor_keep);
             else
@@ -1762,7 +1779,7 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
         }
     }
     g3_cand_materialise(s);
-    uint64_t total = fixed_masses(s, lmax);
+    if (!total) total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
         uint64_t target = scale_floor(p, total);
         if (target == 0) {
@@ -2054,6 +2071,14 @@ static void typical(gemma3_sampler *s, float tp, int draw_next) {
     if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
         (draw_next || gumbel_mode(s))) {
         int count = g3_rank_typical(s, lmax, tp, s->p.min_keep);
+        if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
+            s->typ_fast_sets++;
+            s->cand_lazy = 0;
+            s->cand[0] = s->typ.id_b;
+            s->n_cand = 1;
+            s->sorted = s->id_order = 1;
+            return;
+        }
         if (count > 1) {
             s->typ_fast_sets++;
             s->typ.on = 1;

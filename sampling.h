@@ -57,6 +57,22 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
  * Gumbel screen's), the rank view has answered since init (the rest took the exact
  * computation, or drew from the set written out). */
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
+/* Tests: how many of those walks (the set's or a draw's) had a token of another logit within
+ * eps of the crossing's distance on its side of the centre, ordered by logit (sampling-rank.c's
+ * ambiguous), since init. */
+int g3_sampler_typical_by_logit(const gemma3_sampler *s);
+/* Tests: the rank view's walks take the fine tier as if the view's sums had left them open:
+ * typical's set, typical's draws over a set the view found (which take the set again in the
+ * fine tier first), top-p's boundary; or top-p's boundary takes the exact masses per bucket
+ * (as if the fine tier had left it open too); 0 back to normal. */
+enum { G3_FINE_TYPICAL_SET = 1, G3_FINE_TYPICAL_DRAW = 2, G3_FINE_TOP_P = 4, G3_EXACT_TOP_P = 8 };
+void g3_sampler_force_fine(gemma3_sampler *s, int which);
+/* Tests: how many top-p boundaries the fine tier found since init, and (*masses) how many the
+ * exact masses per bucket found. */
+int g3_sampler_top_p_fine_sets(const gemma3_sampler *s, int *masses);
+/* Tests: the weight of typical's implicit set as the last walk took it, and (*fine) whether in
+ * the fine tier's weights; -1 when the last call's set was not kept implicit. */
+double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine);
 /* Tests: the first token (largest logit, lowest id) of typical's implicit set, which the last
  * Gumbel draw started from; -1 when the last call's list was not typical's set kept implicit
  * in Gumbel mode. */

@@ -1670,7 +1670,9 @@ static void max_past_first_block(float *l, int V) {
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
  * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
  * and leave some, or the comparison would not test both paths; on the last four vectors of each
- * size (max_past_first_block) it must answer some draws and leave some too. */
+ * size (max_past_first_block) it must answer some draws and leave some too. A third of the
+ * vectors find the boundary in the fine tier (g3_sampler_force_fine), a third from the exact
+ * masses per bucket: each must answer some. */
 static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768};
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
@@ -1679,7 +1681,7 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     struct ref_set rs;
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
-    int past_gumbel = 0, past_winner = 0;
+    int past_gumbel = 0, past_winner = 0, fine_sets = 0, mass_sets = 0;
     for (int si = 0; si < 2; si++) {
         int V = sizes[si], nv = si == 0 ? 12 : 20; /* the last 4: max_past_first_block */
         gemma3_sampler_params p = all_off();
@@ -1703,6 +1705,8 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
             ref_set_take(&rs, r, l);
             for (int mode = 0; mode < 2; mode++) {
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                int tier = v % 3 == 1 ? G3_FINE_TOP_P : v % 3 == 2 ? G3_EXACT_TOP_P : 0;
+                g3_sampler_force_fine(s, tier);
                 char label[96];
                 snprintf(label, sizeof label, "top-p V %d kind %d p %.3f min_keep %d mode %d", V,
                          kind, p.top_p, p.min_keep, mode);
@@ -1720,11 +1724,17 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
                 }
             }
         }
+        int masses;
+        fine_sets += g3_sampler_top_p_fine_sets(s, &masses);
+        mass_sets += masses;
         gemma3_sampler_free(s);
     }
     printf("top-p over the whole vocabulary: %d draws, %d wrong; the Gumbel winner answered %d "
-           "(Gaussian vectors: %d of %d, maximum past the first block: %d of %d)\n",
-           calls, wrong, winner, gauss_winner, gauss_gumbel, past_winner, past_gumbel);
+           "(Gaussian vectors: %d of %d, maximum past the first block: %d of %d); the fine tier "
+           "found %d boundaries, the exact masses per bucket %d\n",
+           calls, wrong, winner, gauss_winner, gauss_gumbel, past_winner, past_gumbel, fine_sets,
+           mass_sets);
+    CHECK_MSG(fine_sets > 0 && mass_sets > 0, "the fine tier or the masses found no boundary");
     CHECK_MSG(wrong == 0, "top-p: %d differences from the reference", wrong);
     CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
               "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
@@ -1748,6 +1758,27 @@ static int check_typical_first(const gemma3_sampler *s, const float *l, const st
     return 1;
 }
 
+/* Where the last draw left typical's set implicit with its weight in the fine tier's weights:
+ * that weight against the set's own, summed here (the walks compare it with sums of those
+ * weights, so a weight of another tier would shift the draw's target). Returns 1 when checked;
+ * a difference counts in *wrong. */
+static int check_typical_mass(const gemma3_sampler *s, const float *l, int V,
+                              const struct ref_set *rs, const char *label, int *printed,
+                              int *wrong) {
+    int fine;
+    double mass = g3_sampler_typical_mass(s, &fine), want = 0;
+    if (mass < 0 || !fine) return 0;
+    float lmax = -INFINITY;
+    for (int i = 0; i < V; i++) lmax = fmaxf(lmax, l[i]);
+    for (int i = 0; i < rs->n_finite; i++) want += g3_approx_weight(l[rs->sorted[i]], lmax);
+    if (fabs(mass - want) > 1e-12 * want) {
+        if ((*printed)++ < 5)
+            printf("%s: the set's fine mass %.17g, want %.17g\n", label, mass, want);
+        ++*wrong;
+    }
+    return 1;
+}
+
 /* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
  * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
  * with a temperature after typical, each vector's reference set computed once and drawn from at
@@ -1761,7 +1792,8 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     struct ref_set rs;
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, sets = 0, draws = 0;
-    int gauss_calls = 0, gauss_sets = 0, gauss_next = 0, gauss_draws = 0;
+    int gauss_calls = 0, gauss_sets = 0, gauss_next = 0, gauss_draws = 0, dom_calls = 0,
+        dom_sets = 0, fine_masses = 0;
     for (int si = 0; si < 3; si++) {
         int V = sizes[si], nv = si == 0 ? 9 : 18;
         gemma3_sampler_params p = all_off();
@@ -1789,18 +1821,27 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                 int sets0, draws0;
                 g3_sampler_typical_fast(s, &sets0, &draws0);
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                /* the fine tier's walks on Gaussian bulks without a temperature after: the
+                 * sets (kind 0 first, kind 3 later), the draws over a set the view found */
+                int fine = kind == 0 ? 1 + (v >= 9) : kind == 3 ? 2 - (v >= 9) : 0;
+                g3_sampler_force_fine(s, fine);
                 char label[96];
                 snprintf(label, sizeof label, "typical V %d kind %d tp %.3f min_keep %d mode %d",
                          V, kind, p.typical_p, p.min_keep, mode);
                 wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
                 calls += POSITIONS;
                 wrong += check_typical_first(s, l, &rs, label, &printed);
+                fine_masses += check_typical_mass(s, l, V, &rs, label, &printed, &wrong);
                 int sets1, draws1;
                 g3_sampler_typical_fast(s, &sets1, &draws1);
                 sets += sets1 - sets0;
                 draws += draws1 - draws0;
                 /* Gaussian bulks: the rank view's case (in CDF mode only when the draw is next);
                  * the set stays implicit when the draw is next */
+                if (kind == 5 && (mode == 1 || p.temperature == 1.0f)) { /* a set of one */
+                    dom_calls += POSITIONS + 1;
+                    dom_sets += sets1 - sets0;
+                }
                 if (kind <= 3 && n_ref > 1 && (mode == 1 || p.temperature == 1.0f)) {
                     gauss_calls += POSITIONS + 1;
                     gauss_sets += sets1 - sets0;
@@ -1812,11 +1853,134 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
         gemma3_sampler_free(s);
     }
     printf("typical over the whole vocabulary: %d draws, %d wrong; the rank view answered %d sets "
-           "and %d draws (Gaussian bulks: %d of %d sets, %d of %d draws next)\n",
-           calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_next);
+           "and %d draws (Gaussian bulks: %d of %d sets, %d of %d draws next; one dominant "
+           "token: %d of %d sets)\n",
+           calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_next, dom_sets,
+           dom_calls);
     CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
     CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_next * 9,
               "the rank view answered too few typical calls to be tested");
+    CHECK_MSG(dom_sets == dom_calls, "the rank view answered %d of %d sets of one dominant token",
+              dom_sets, dom_calls);
+    CHECK_MSG(fine_masses > 0, "no set's mass was checked in the fine tier");
+    ref_set_free(&rs);
+}
+
+/* Logits of a Gaussian bulk of standard deviation sd (Box-Muller from two doubles: every
+ * float in the range can occur, so that distinct logits lie as close as floats do). */
+static void bulk_logits(float *l, int V, double sd) {
+    for (int i = 0; i < V; i++) {
+        double u1 = unif(), u2 = unif();
+        l[i] = (float)(sd * sqrt(-2 * log(u1 > 0 ? u1 : 0x1p-60)) * cos(6.283185307179586 * u2));
+    }
+}
+
+/* The centre of the reference's typical scores, lmax + ln z - h (each score is the distance
+ * from it up to the token's own roundings), for the whole vocabulary. */
+static double ref_typical_centre(struct ref *r, const float *l, int V) {
+    ref_load(r, l, V);
+    float lmax = ref_max(r);
+    double z = ref_z(r, lmax);
+    return lmax + log(z) - ref_entropy(r, lmax, z);
+}
+
+/* How far each token's logit moves the centre per nat, about: w (1 + d - mean) / Z, d its
+ * logit less the maximum, into slope[]. */
+static void centre_slopes(const float *l, int V, double *slope) {
+    double lmax = -INFINITY, z = 0, s1 = 0;
+    for (int i = 0; i < V; i++) lmax = fmax(lmax, l[i]);
+    for (int i = 0; i < V; i++) {
+        double w = exp(l[i] - lmax);
+        z += w;
+        s1 += w * (l[i] - lmax);
+    }
+    for (int i = 0; i < V; i++)
+        slope[i] = exp(l[i] - lmax) / z * (1 + (l[i] - lmax) - s1 / z);
+}
+
+/* Typical's rank view where the exact scores nearly tie at the crossing, against the reference
+ * (the set and draws of both modes). (a) Dense bulks: tokens of other logits within eps of the
+ * crossing's distance on its side of the centre, ordered by their logits (the count must be
+ * positive, or that argument went untested). (b) A token on the other side of the centre moved
+ * to the crossing token's mirror image, and the centre then moved (by a third token's logit)
+ * to within about 1e-11 of their midpoint: their order is the centre's to decide, finer than
+ * the view knows it, so the exact computation must run. */
+static void check_typical_close_scores(struct ref *r, float *l) {
+    enum { POSITIONS = 12, DENSE = 12, MIRRORED = 16, VM = 32768 };
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, 262144)) return;
+    int wrong = 0, printed = 0, tied = 0;
+    for (int part = 0; part < 2; part++) {
+        int V = part == 0 ? 262144 : VM, vectors = part == 0 ? DENSE : MIRRORED;
+        gemma3_sampler_params p = all_off();
+        gemma3_sampler *s = sampler_all_off(V);
+        if (!s) continue;
+        for (int v = 0; v < vectors; v++) {
+            p.typical_p = (float)(part == 0 ? 0.3 + 0.67 * unif() : 0.5 + 0.45 * unif());
+            p.seed = (uint32_t)next();
+            bulk_logits(l, V, part == 0 ? 0.7 + 0.15 * (v % 3) : 2.0);
+            for (int j = 0; j < 8; j++) l[next() % V] += 11.0f - (float)j; /* strong leaders */
+            if (part == 1) {
+                int32_t t = -1, j = -1, k = -1;
+                double c = 0;
+                for (int it = 0; it < 8; it++) {
+                    c = ref_typical_centre(r, l, V);
+                    r->p = &p;
+                    ref_typical(r, p.typical_p);
+                    int32_t crossing = r->c[r->n - 1];
+                    if (crossing != t) { /* the nearest token on the other side: the mirror */
+                        t = crossing;
+                        double dt = fabs(l[t] - c), best = INFINITY;
+                        for (int i = 0; i < V; i++)
+                            if ((l[i] > c) != (l[t] > c) && fabs(fabs(l[i] - c) - dt) < best) {
+                                best = fabs(fabs(l[i] - c) - dt);
+                                j = i;
+                            }
+                        best = INFINITY; /* a light token moves the centre finely */
+                        centre_slopes(l, V, r->w);
+                        for (int i = 0; i < V; i++)
+                            if (i != t && i != j && fabs(log(fabs(r->w[i]) / 4e-5)) < best) {
+                                best = fabs(log(fabs(r->w[i]) / 4e-5));
+                                k = i;
+                            }
+                    }
+                    l[j] = (float)(2 * c - l[t]);
+                    c = ref_typical_centre(r, l, V);
+                    centre_slopes(l, V, r->w);
+                    double move = (0.5 * ((double)l[t] + l[j]) - c) / r->w[k];
+                    l[k] += (float)fmax(-1, fmin(1, move)); /* a nat at most: no runaway */
+                }
+                c = ref_typical_centre(r, l, V);
+                tied += fabs(fabs(l[j] - c) - fabs(l[t] - c)) < 1e-10;
+            }
+            r->p = &p;
+            ref_load(r, l, V);
+            ref_typical(r, p.typical_p);
+            ref_set_take(&rs, r, l);
+            for (int mode = 0; mode < 2; mode++) {
+                if (!restart_in_mode(s, &p, mode, r, V)) continue;
+                char label[96];
+                snprintf(label, sizeof label, "typical close scores part %d vector %d mode %d",
+                         part, v, mode);
+                wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
+            }
+        }
+        int sets, draws;
+        g3_sampler_typical_fast(s, &sets, &draws);
+        int by_logit = g3_sampler_typical_by_logit(s);
+        printf("typical, close scores, %s: the rank view answered %d sets and %d draws, %d of "
+               "its walks ordered neighbours by logit%s\n",
+               part == 0 ? "dense bulks" : "mirrored crossings", sets, draws, by_logit,
+               part == 0 ? "" : "");
+        if (part == 0)
+            CHECK_MSG(by_logit > 0, "no walk ordered a neighbour by its logit: untested");
+        gemma3_sampler_free(s);
+    }
+    printf("typical, close scores: %d of %d crossings mirrored within 1e-10 of the centre, %d "
+           "wrong\n",
+           tied, MIRRORED, wrong);
+    CHECK_MSG(wrong == 0, "typical close scores: %d differences from the reference", wrong);
+    CHECK_MSG(tied * 2 >= MIRRORED, "only %d of %d crossings mirrored", tied, MIRRORED);
     ref_set_free(&rs);
 }
 
@@ -1853,6 +2017,7 @@ int main(void) {
     check_mirostat_v1_selection(&r, l);
     check_positions_reaching(&r, l);
     check_typical_whole_vocab(&r, l);
+    check_typical_close_scores(&r, l);
     check_xtc_whole_vocab(&r, l);
     check_top_p_whole_vocab(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;

@@ -10,9 +10,11 @@
  *   build/tools/bench-sampling top-p      the rows whose name contains "top-p"
  *   build/tools/bench-sampling top-p cdf  ... in one mode only (cdf or gumbel)
  *
- * A second table (not printed when a mode is named) times each pass over the whole vocabulary
- * that the chains are made of, alone, in each instruction set this CPU has: where a row's time
- * goes, and what an instruction set's build of a pass costs against another's. */
+ * Two more tables (not printed when a mode is named): the rows whose fast paths can leave a
+ * call to a slower path, over 200 distinct vectors each drawn once (mean and worst: what the
+ * cycling rows may never meet), and each pass over the whole vocabulary that the chains are
+ * made of, alone, in each instruction set this CPU has: where a row's time goes, and what an
+ * instruction set's build of a pass costs against another's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +336,55 @@ static void print_passes(const float *l, const char *filter) {
     free(b.blocks);
 }
 
+/* Mean and worst ms per call over DISTINCT logit vectors of the benchmark's shape, each drawn
+ * once (seeds 1000...): what a generation sees of the rare calls a fast path leaves to a slower
+ * one, which the cycling rows above, eight vectors over and over, may never meet. */
+#define DISTINCT 200
+static void time_distinct(const gemma3_sampler_params *p, float *l, double *mean, double *worst) {
+    gemma3_sampler *s;
+    if (gemma3_sampler_init(p, V, &s) != GEMMA3_OK) {
+        fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
+        exit(1);
+    }
+    double sum = 0;
+    *worst = 0;
+    for (int n = 0; n < DISTINCT; n++) {
+        make_logits(l, 1000 + (uint64_t)n);
+        double t0 = cpu_now();
+        gemma3_sampler_sample(s, l, n);
+        double t = cpu_now() - t0;
+        sum += t;
+        *worst = t > *worst ? t : *worst;
+    }
+    gemma3_sampler_free(s);
+    *mean = sum / DISTINCT;
+}
+
+/* The rows whose fast paths can leave a call open (the rank view's), over distinct vectors. */
+static void print_distinct(float *l, const char *filter) {
+    int header = 0;
+    for (int row = 0; row < N_ROWS; row++) {
+        const char *name = "";
+        gemma3_sampler_params p = row_params(row, &name);
+        if ((filter && !strstr(name, filter)) ||
+            (strcmp(name, "typical 0.9 alone") != 0 && strcmp(name, "top-p 0.95 alone") != 0))
+            continue;
+        if (!header++)
+            printf("\n# %d distinct logit vectors, each once, CPU ms/token: mean (worst)\n"
+                   "| chain | cdf | gumbel |\n|---|---|---|\n",
+                   DISTINCT);
+        printf("| %-36s |", name);
+        for (int mode = 0; mode < 2; mode++) {
+            p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
+            double mean, worst;
+            time_distinct(&p, l, &mean, &worst);
+            printf(" %7.3f (%.2f) |", mean * 1e3, worst * 1e3);
+            fflush(stdout);
+        }
+        printf("\n");
+    }
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL, *only = argc > 2 ? argv[2] : NULL;
     enum { NL = 8 };
@@ -367,6 +418,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    if (!only) print_distinct(logits[0], filter);
     if (!only && any_pass_matches(filter)) print_passes(logits[0], filter);
     for (int i = 0; i < NL; i++) free(logits[i]);
     return 0;
