@@ -58,8 +58,8 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
  * computation, or drew from the set written out). */
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
 /* Tests: how many of those walks (the set's or a draw's) had a token of another logit within
- * eps of the crossing's distance on its side of the centre, ordered by logit (sampling-rank.c's
- * ambiguous), since init. */
+ * 2 eps of the crossing's distance on its side of the centre, ordered by logit
+ * (sampling-rank.c's ambiguous), since init. */
 int g3_sampler_typical_by_logit(const gemma3_sampler *s);
 /* Tests: the rank view's walks take the fine tier as if the view's sums had left them open:
  * typical's set, typical's draws over a set the view found (which take the set again in the
