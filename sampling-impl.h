@@ -35,9 +35,8 @@ struct gemma3_sampler {
     int float_tier_draws;   /* tests: CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int typ_by_logit; /* tests: of those, walks whose neighbours on one side needed their logits */
-    int force_fine; /* tests: g3_sampler_force_fine */
-    int top_p_fine_sets, top_p_mass_sets; /* tests: top-p boundaries the fine tier found, and
-                                              the exact masses per bucket (sampling-rank.c) */
+    int view_open;       /* tests: g3_sampler_view_open */
+    int top_p_mass_sets; /* tests: top-p boundaries the exact masses found over the vocabulary */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
     int xtc_winner_draws;              /* tests: XTC's answers by the winner first, no Z */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
@@ -136,7 +135,6 @@ struct gemma3_sampler {
     int view_fine_valid;                /* view_fine holds these logits' sums */
     double view_fine[G3_VIEW_BUCKETS];  /* per bucket the sum of g3_approx_exp weights */
     double view_fine_moment;            /* their sum times max(l - lmax, -708) */
-    uint64_t view_mass[G3_VIEW_BUCKETS]; /* top-p's exact fixed masses per bucket */
 };
 
 #endif

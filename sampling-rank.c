@@ -65,14 +65,14 @@ static double view_total(const gemma3_sampler *s, double *rel) {
     return z;
 }
 
-/* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose weights sum to w and whose fixed
- * masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp (itself
- * within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's last
- * bucket both are 0), each weight within weight_rel of e^d (G3_VIEW_REL_ERR for the view's),
- * and w, a sum of at most n + G3_VIEW_BUCKETS terms in some order, within
- * (n + G3_VIEW_BUCKETS) 2^-53 of the exact sum of its terms. */
-static double mass_bound(double w, int m, int n, double weight_rel) {
-    double rel = weight_rel + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
+/* A bound on |Q_S - 2^40 w|, for a set S of m tokens whose view weights sum to w and whose
+ * fixed masses (g3_fixed_mass) sum to Q_S: each mass is within 1/2 of 2^40 times libm's exp
+ * (itself within 2^-52 of e^d; below d = -29 the mass is 0 and 2^40 e^d < 1/4; in the view's
+ * last bucket both are 0), each view weight within G3_VIEW_REL_ERR of e^d, and w, a sum of at
+ * most n + G3_VIEW_BUCKETS terms in some order, within (n + G3_VIEW_BUCKETS) 2^-53 of the
+ * exact sum of its terms. */
+static double mass_bound(double w, int m, int n) {
+    double rel = G3_VIEW_REL_ERR + 0x1p-51 + (double)(n + 2 * G3_VIEW_BUCKETS) * 0x1p-52;
     return 1.01 * (0.5 * m + 0x1p40 * w * rel) + 2;
 }
 
@@ -125,15 +125,14 @@ static struct walk_weights fine_weights(gemma3_sampler *s, double *z) {
     return (struct walk_weights){s->view_fine, 1, rel, 1e-307};
 }
 
-/* Top-p's boundary from the bucket sums ws (summing to total) of weights each within
- * weight_rel of e^d: 1 with it, 0 when the bounds leave it open, -1 when the boundary bucket's
- * token lay too near the target for these sums (finer ones could tell). */
-static int top_p_in(gemma3_sampler *s, float lmax, float p, const double *ws, double total,
-                    double weight_rel, int32_t *last, int *count) {
+int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count) {
+    if (!view_ensure(s, lmax, 0)) return 0;
+    const double *ws = s->view_w;
     int n = s->n_vocab;
+    double unused, total = view_total(s, &unused);
     /* target = floor(p Q), Q the total fixed mass, lies in [t_lo, t_hi]; slack covers the
      * roundings of these doubles (magnitudes up to 2^40 total: 2^-46 of it is 64 ulps) */
-    double slack = 0x1p-6 * total + 4, q_err = mass_bound(total, n, n, weight_rel);
+    double slack = 0x1p-6 * total + 4, q_err = mass_bound(total, n, n);
     double t_lo = (double)p * (0x1p40 * total - q_err) - slack - 1;
     double t_hi = (double)p * (0x1p40 * total + q_err) + slack + 1;
     if (!(t_lo >= 1)) return 0; /* the target may be 0: top_p's own rule */
@@ -141,59 +140,22 @@ static int top_p_in(gemma3_sampler *s, float lmax, float p, const double *ws, do
     double above = 0, goal = (double)p * total;
     int b = 0;
     for (; b < G3_VIEW_BUCKETS - 1 && above + ws[b] < goal; b++) above += ws[b];
-    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no fixed mass */
+    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no mass */
     int n_above, ne = bucket_sorted(s, b, &n_above);
     const int32_t *e = s->pos_edge;
     /* the exact mass before the bucket lies in [lo, hi]; within it the masses are exact, so
      * token i holds the boundary if the prefix through it surely reaches the target and the
      * prefix before it surely does not */
-    double a_err = mass_bound(above, n_above, n, weight_rel) + slack;
+    double a_err = mass_bound(above, n_above, n) + slack;
     double lo = 0x1p40 * above - a_err, hi = 0x1p40 * above + a_err;
     uint64_t through = 0;
     for (int i = 0; i < ne; i++) {
         uint64_t before = through;
         through += g3_fixed_mass(s->logits[e[i]], lmax);
         if (lo + (double)through >= t_hi) {
-            if (!(hi + (double)before < t_lo)) return -1;
+            if (!(hi + (double)before < t_lo)) return 0;
             *last = e[i];
             *count = n_above + i + 1;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count) {
-    if (!view_ensure(s, lmax, 0)) return 0;
-    double unused, total = view_total(s, &unused);
-    if (s->force_fine & G3_EXACT_TOP_P) return 0;
-    int found = s->force_fine & G3_FINE_TOP_P
-                    ? -1
-                    : top_p_in(s, lmax, p, s->view_w, total, G3_VIEW_REL_ERR, last, count);
-    if (found >= 0) return found;
-    struct walk_weights fine = fine_weights(s, &total); /* the fine tier's narrower bounds */
-    found = top_p_in(s, lmax, p, fine.bucket, total, G3_APPROX_EXP_REL_ERR, last, count) == 1;
-    s->top_p_fine_sets += found;
-    return found;
-}
-
-int g3_rank_top_p_masses(gemma3_sampler *s, float lmax, const uint64_t *q, uint64_t target,
-                         int32_t *last, int *count) {
-    if (!s->view_valid || s->view_lmax != lmax) return 0;
-    uint64_t *sums = s->view_mass;
-    memset(sums, 0, sizeof s->view_mass);
-    for (int i = 0; i < s->n_vocab; i++) sums[s->view_bucket[i]] += q[i];
-    uint64_t above = 0;
-    int b = 0;
-    for (; b < G3_VIEW_BUCKETS - 1 && above + sums[b] < target; b++) above += sums[b];
-    if (b == G3_VIEW_BUCKETS - 1) return 0; /* the last bucket holds no fixed mass */
-    int n_above, ne = bucket_sorted(s, b, &n_above);
-    for (int i = 0; i < ne; i++) { /* the first token through which the mass reaches it */
-        above += q[s->pos_edge[i]];
-        if (above >= target) {
-            *last = s->pos_edge[i];
-            *count = n_above + i + 1;
-            s->top_p_mass_sets++;
             return 1;
         }
     }
@@ -603,7 +565,7 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     struct g3_score_err err = typical_bounds(n, lmax, z, rel, s1, s1_err, &c);
     struct walk_weights coarse = {s->view_w, 0, rel, 0};
     struct dist_walk r;
-    int found = s->force_fine & G3_FINE_TYPICAL_SET ? WALK_NEAR_SUM
+    int found = s->view_open & G3_VIEW_OPEN_TYPICAL_SET ? WALK_NEAR_SUM
                                       : walk_dist(s, c, &err, &coarse, (double)tp * z,
                                                   dist_margin(z, rel, n), 0, &r);
     int fine = found == WALK_NEAR_SUM || found == WALK_CLOSE_SCORES;
@@ -640,7 +602,7 @@ int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
     if (!s->typ.fine) {
         struct walk_weights coarse = {s->view_w, 0, view_rel(n), 0};
         double w = s->typ.mass, c;
-        int found = s->force_fine & G3_FINE_TYPICAL_DRAW ? WALK_NEAR_SUM
+        int found = s->view_open & G3_VIEW_OPEN_TYPICAL_DRAW ? WALK_NEAR_SUM
                                           : walk_dist(s, s->typ.center, &s->typ.err, &coarse,
                                                       u * w, dist_margin(w, coarse.rel, n), 1, &r);
         if (found != WALK_NEAR_SUM && found != WALK_CLOSE_SCORES)

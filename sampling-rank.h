@@ -18,13 +18,6 @@
  * when the bounds leave it open (or the target may be 0). */
 int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count);
 
-/* Top-p's boundary from the exact fixed masses q (by token id, over the whole vocabulary, whose
- * maximum is lmax; target = floor(p Q) > 0), where g3_rank_top_p left it open: their sums per
- * bucket of the view, then the bucket where they reach the target, sorted: the boundary with
- * no bound to meet. Returns 1 with *last and *count as g3_rank_top_p, 0 without a view. */
-int g3_rank_top_p_masses(gemma3_sampler *s, float lmax, const uint64_t *q, uint64_t target,
-                         int32_t *last, int *count);
-
 /* The exact CDF walk's answer over a window (s->win.on) for the uniform u: the token whose step
  * holds u * Z when the window is walked in the total order (draw_cdf in sampling.c), or -1 when
  * the bounds leave it open. */

@@ -586,19 +586,10 @@ static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t
     s->sorted = s->sorted || m <= 1;
 }
 
-/* Top-p's boundary over a list that is the whole vocabulary (0..n-1, masses s->mass by id): one
- * pass buckets every token of positive mass by its distance below lmax (RADIX_BUCKETS buckets
- * over 29.5 nats: a monotone map, equal logits in one bucket; the tokens of zero mass, below
- * lmax - 28, come after all others in the total order and never hold the boundary) and sums
- * counts and masses per bucket; the walk down the buckets finds the one where the mass reaches
- * target; only that bucket's tokens are sorted into the total order to find how many of it the
- * prefix takes. The same set as the generic selection, without its key and position arrays.
- * The list keeps id order. */
-static void select_mass_full(gemma3_sampler *s, uint64_t target, int min_count) {
+int g3_cand_mass_prefix(gemma3_sampler *s, float lmax, uint64_t target, int32_t *last) {
     const float *l = s->logits;
     const uint64_t *q = s->mass;
-    int n = s->n_cand;
-    float lmax = g3_cand_max(s);
+    int n = s->n_vocab;
     const float scale = (float)(RADIX_BUCKETS - 1) / 29.5f;
     const uint16_t none = 0xffff;
     uint16_t *bucket = (uint16_t *)s->keys_tmp; /* [n] */
@@ -624,30 +615,14 @@ static void select_mass_full(gemma3_sampler *s, uint64_t target, int min_count) 
         if (bucket[j] == b) e[ne++] = j;
     for (int i = ne / 2 - 1; i >= 0; i--) sift_down(l, e, ne, i); /* heap sort: total order */
     heap_sort_out(l, e, ne);
-    int take = 0;
+    int take = 0; /* above_m < target: the bucket's first token at least */
     for (uint64_t cum = above_m; cum < target; take++) cum += q[e[take]];
-    if (above + take < min_count) { /* the min_keep floor: a longer prefix, i.e. top-k */
-        if (min_count < n) g3_cand_select_first(s, 0, min_count, 0, 0);
-        return;
-    }
-    for (int i = 0; i < take; i++) s->counts[e[i]] = 1; /* all zero between uses */
-    int m = 0;
-    for (int j = 0; j < n; j++) { /* branch-free: which tokens stay is random */
-        s->cand[m] = j;
-        m += bucket[j] < b || (bucket[j] == b && s->counts[j]);
-    }
-    for (int i = 0; i < take; i++) s->counts[e[i]] = 0;
-    s->cand_lazy = 0;
-    s->n_cand = m;
-    s->sorted = s->sorted || m <= 1;
+    *last = e[take - 1];
+    return above + take;
 }
 
 void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
                           int min_count) {
-    if (by_mass && s->id_order && s->n_cand == s->n_vocab && s->n_cand > 4096) {
-        select_mass_full(s, target, min_count);
-        return;
-    }
     int32_t *sub = s->pos_sub;
     int nsub = candidate_positions(s, by_mass, count, sub);
     int above, na, ne;

@@ -93,5 +93,15 @@ void g3_cand_ensure_sorted(gemma3_sampler *s);
  * resolved by id with one more selection on ~id. The list keeps its order. O(n), deterministic. */
 void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t target,
                           int min_count);
+/* Top-p's boundary over the whole vocabulary (a list in id order, or not written out; s->mass
+ * its fixed masses by id, lmax its maximum, 0 < target <= their total): the length of the
+ * shortest prefix of the total order whose mass reaches target, its last token into *last.
+ * One pass buckets every token of positive mass by its distance below lmax (RADIX_BUCKETS
+ * buckets over 29.5 nats: a monotone map, equal logits in one bucket; the tokens of zero mass,
+ * below lmax - 28, come after all others in the total order and never hold the boundary) and
+ * sums counts and masses per bucket; the walk down the buckets finds the one where the mass
+ * reaches target; only that bucket's tokens are sorted into the total order. The prefix is the
+ * one g3_cand_select_first keeps; the caller makes it a window. */
+int g3_cand_mass_prefix(gemma3_sampler *s, float lmax, uint64_t target, int32_t *last);
 
 #endif

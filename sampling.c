@@ -444,11 +444,8 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *draws = s->typ_fast_draws;
 }
 int g3_sampler_typical_by_logit(const gemma3_sampler *s) { return s->typ_by_logit; }
-void g3_sampler_force_fine(gemma3_sampler *s, int which) { s->force_fine = which; }
-int g3_sampler_top_p_fine_sets(const gemma3_sampler *s, int *masses) {
-    *masses = s->top_p_mass_sets;
-    return s->top_p_fine_sets;
-}
+void g3_sampler_view_open(gemma3_sampler *s, int which) { s->view_open = which; }
+int g3_sampler_top_p_mass_sets(const gemma3_sampler *s) { return s->top_p_mass_sets; }
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
     *fine = s->typ.fine;
     return s->typ.on ? s->typ.mass : -1;
@@ -1753,7 +1750,6 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    uint64_t total = 0; /* the fixed masses' sum, once computed (never 0: lmax's mass is 2^40) */
     if (whole) {
         if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
             s->top_p_winner_draws++;
@@ -1761,25 +1757,23 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
             g3_cand_keep_selected(s, 1);
             return;
         }
-        /* the rank view, if it decides; else the exact masses, summed per bucket of the view */
+        /* the rank view, if it decides; else the exact masses: the same prefix, a window
+         * either way (not the nucleus written out, which the CDF walk would sort) */
         int32_t last;
         int count;
-        int found = g3_rank_top_p(s, lmax, p, &last, &count);
-        if (!found) {
-            total = fixed_masses(s, lmax); /* by id: the list is the vocabulary in id order */
-            uint64_t target = scale_floor(p, total);
-            found = target > 0 && g3_rank_top_p_masses(s, lmax, s->mass, target, &last, &count);
+        if ((s->view_open & G3_VIEW_OPEN_TOP_P) || !g3_rank_top_p(s, lmax, p, &last, &count)) {
+            uint64_t target = scale_floor(p, fixed_masses(s, lmax)); /* by id: id order */
+            count = target > 0 ? g3_cand_mass_prefix(s, lmax, target, &last) : 0;
+            s->top_p_mass_sets += count > 0;
         }
-        if (found) {
-            if (count < floor_keep)
-                top_k(s, floor_keep);
-            else
-                g3_cand_window_prefix(s, first_max(s, s->logits, n, lmax), last, count);
-            return;
-        }
+        if (count < floor_keep) /* the min_keep floor, or a target of 0: top-k */
+            top_k(s, floor_keep);
+        else
+            g3_cand_window_prefix(s, first_max(s, s->logits, n, lmax), last, count);
+        return;
     }
     g3_cand_materialise(s);
-    if (!total) total = fixed_masses(s, lmax);
+    uint64_t total = fixed_masses(s, lmax);
     if (gumbel_mode(s)) {
         uint64_t target = scale_floor(p, total);
         if (target == 0) {

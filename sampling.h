@@ -61,15 +61,15 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
  * 2 eps of the crossing's distance on its side of the centre, ordered by logit
  * (sampling-rank.c's ambiguous), since init. */
 int g3_sampler_typical_by_logit(const gemma3_sampler *s);
-/* Tests: the rank view's walks take the fine tier as if the view's sums had left them open:
- * typical's set, typical's draws over a set the view found (which take the set again in the
- * fine tier first), top-p's boundary; or top-p's boundary takes the exact masses per bucket
- * (as if the fine tier had left it open too); 0 back to normal. */
-enum { G3_FINE_TYPICAL_SET = 1, G3_FINE_TYPICAL_DRAW = 2, G3_FINE_TOP_P = 4, G3_EXACT_TOP_P = 8 };
-void g3_sampler_force_fine(gemma3_sampler *s, int which);
-/* Tests: how many top-p boundaries the fine tier found since init, and (*masses) how many the
- * exact masses per bucket found. */
-int g3_sampler_top_p_fine_sets(const gemma3_sampler *s, int *masses);
+/* Tests: the rank view's answers are skipped as if its sums had left them open: typical's set
+ * and typical's draws over a set the view found (which then take the fine tier, the draws
+ * taking the set again there first), top-p's boundary (which then takes the exact masses);
+ * 0 back to normal. */
+enum { G3_VIEW_OPEN_TYPICAL_SET = 1, G3_VIEW_OPEN_TYPICAL_DRAW = 2, G3_VIEW_OPEN_TOP_P = 4 };
+void g3_sampler_view_open(gemma3_sampler *s, int which);
+/* Tests: how many top-p boundaries over the whole vocabulary the exact masses found since init
+ * (the view's left open). */
+int g3_sampler_top_p_mass_sets(const gemma3_sampler *s);
 /* Tests: the weight of typical's implicit set as the last walk took it, and (*fine) whether in
  * the fine tier's weights; -1 when the last call's set was not kept implicit. */
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine);

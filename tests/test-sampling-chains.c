@@ -1670,9 +1670,9 @@ static void max_past_first_block(float *l, int V) {
  * surely lies in the nucleus (top_p in sampling.c), else the nucleus is built; the kept set,
  * which never takes that path, too. On the Gaussian vectors the winner must answer many draws
  * and leave some, or the comparison would not test both paths; on the last four vectors of each
- * size (max_past_first_block) it must answer some draws and leave some too. A third of the
- * vectors find the boundary in the fine tier (g3_sampler_force_fine), a third from the exact
- * masses per bucket: each must answer some. */
+ * size (max_past_first_block) it must answer some draws and leave some too. Every other vector
+ * finds the boundary from the exact masses, as where the view leaves it open
+ * (g3_sampler_view_open), a window either way: they must answer some. */
 static void check_top_p_whole_vocab(struct ref *r, float *l) {
     static const int sizes[] = {262144, 32768};
     static const float ps[] = {0.95f, 0.5f, 0.999f, 0.1f, 0.9f, 0.7f};
@@ -1681,7 +1681,7 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
     struct ref_set rs;
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, winner = 0, gauss_gumbel = 0, gauss_winner = 0;
-    int past_gumbel = 0, past_winner = 0, fine_sets = 0, mass_sets = 0;
+    int past_gumbel = 0, past_winner = 0, mass_sets = 0;
     for (int si = 0; si < 2; si++) {
         int V = sizes[si], nv = si == 0 ? 12 : 20; /* the last 4: max_past_first_block */
         gemma3_sampler_params p = all_off();
@@ -1705,8 +1705,7 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
             ref_set_take(&rs, r, l);
             for (int mode = 0; mode < 2; mode++) {
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
-                int tier = v % 3 == 1 ? G3_FINE_TOP_P : v % 3 == 2 ? G3_EXACT_TOP_P : 0;
-                g3_sampler_force_fine(s, tier);
+                g3_sampler_view_open(s, v % 2 ? G3_VIEW_OPEN_TOP_P : 0);
                 char label[96];
                 snprintf(label, sizeof label, "top-p V %d kind %d p %.3f min_keep %d mode %d", V,
                          kind, p.top_p, p.min_keep, mode);
@@ -1724,17 +1723,14 @@ static void check_top_p_whole_vocab(struct ref *r, float *l) {
                 }
             }
         }
-        int masses;
-        fine_sets += g3_sampler_top_p_fine_sets(s, &masses);
-        mass_sets += masses;
+        mass_sets += g3_sampler_top_p_mass_sets(s);
         gemma3_sampler_free(s);
     }
     printf("top-p over the whole vocabulary: %d draws, %d wrong; the Gumbel winner answered %d "
-           "(Gaussian vectors: %d of %d, maximum past the first block: %d of %d); the fine tier "
-           "found %d boundaries, the exact masses per bucket %d\n",
-           calls, wrong, winner, gauss_winner, gauss_gumbel, past_winner, past_gumbel, fine_sets,
-           mass_sets);
-    CHECK_MSG(fine_sets > 0 && mass_sets > 0, "the fine tier or the masses found no boundary");
+           "(Gaussian vectors: %d of %d, maximum past the first block: %d of %d); the exact "
+           "masses found %d boundaries\n",
+           calls, wrong, winner, gauss_winner, gauss_gumbel, past_winner, past_gumbel, mass_sets);
+    CHECK_MSG(mass_sets > 0, "the exact masses found no top-p boundary: untested");
     CHECK_MSG(wrong == 0, "top-p: %d differences from the reference", wrong);
     CHECK_MSG(gauss_winner * 2 >= gauss_gumbel && gauss_winner < gauss_gumbel,
               "the Gumbel winner answered %d of %d draws: too few or all", gauss_winner,
@@ -1823,8 +1819,8 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
                 /* the fine tier's walks on Gaussian bulks without a temperature after: the
                  * sets (kind 0 first, kind 3 later), the draws over a set the view found */
-                int fine = kind == 0 ? 1 + (v >= 9) : kind == 3 ? 2 - (v >= 9) : 0;
-                g3_sampler_force_fine(s, fine);
+                int skip = kind == 0 ? 1 + (v >= 9) : kind == 3 ? 2 - (v >= 9) : 0;
+                g3_sampler_view_open(s, skip);
                 char label[96];
                 snprintf(label, sizeof label, "typical V %d kind %d tp %.3f min_keep %d mode %d",
                          V, kind, p.typical_p, p.min_keep, mode);

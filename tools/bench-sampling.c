@@ -72,13 +72,18 @@ static void make_history(int32_t *h) {
  * the minimum (the least disturbed by other work on a shared machine) and *mean the mean (what
  * a generation's speed sees: the rare draws a fast path leaves to a slower one move it, not the
  * median). */
-static double time_row(const gemma3_sampler_params *p, float *const *logits, int n_logits,
-                       const int32_t *history, int *calls, double *fastest, double *mean) {
+static gemma3_sampler *sampler_or_exit(const gemma3_sampler_params *p) {
     gemma3_sampler *s;
     if (gemma3_sampler_init(p, V, &s) != GEMMA3_OK) {
         fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
         exit(1);
     }
+    return s;
+}
+
+static double time_row(const gemma3_sampler_params *p, float *const *logits, int n_logits,
+                       const int32_t *history, int *calls, double *fastest, double *mean) {
+    gemma3_sampler *s = sampler_or_exit(p);
     for (int i = 0; i < HISTORY; i++) gemma3_sampler_accept(s, history[i]);
     static double t[MAX_CALLS];
     long sink = 0;
@@ -341,11 +346,7 @@ static void print_passes(const float *l, const char *filter) {
  * one, which the cycling rows above, eight vectors over and over, may never meet. */
 #define DISTINCT 200
 static void time_distinct(const gemma3_sampler_params *p, float *l, double *mean, double *worst) {
-    gemma3_sampler *s;
-    if (gemma3_sampler_init(p, V, &s) != GEMMA3_OK) {
-        fprintf(stderr, "bench-sampling: %s\n", gemma3_last_error());
-        exit(1);
-    }
+    gemma3_sampler *s = sampler_or_exit(p);
     double sum = 0;
     *worst = 0;
     for (int n = 0; n < DISTINCT; n++) {
@@ -360,19 +361,23 @@ static void time_distinct(const gemma3_sampler_params *p, float *l, double *mean
     *mean = sum / DISTINCT;
 }
 
-/* The rows whose fast paths can leave a call open (the rank view's), over distinct vectors. */
-static void print_distinct(float *l, const char *filter) {
-    int header = 0;
+/* The rows whose fast paths can leave a call open (the rank view's), over distinct vectors
+ * (drawn into a buffer of their own: the cycling rows' vectors stay for the passes table). */
+static void print_distinct(const char *filter) {
+    float *l = NULL;
     for (int row = 0; row < N_ROWS; row++) {
         const char *name = "";
         gemma3_sampler_params p = row_params(row, &name);
         if ((filter && !strstr(name, filter)) ||
             (strcmp(name, "typical 0.9 alone") != 0 && strcmp(name, "top-p 0.95 alone") != 0))
             continue;
-        if (!header++)
+        if (!l) {
+            l = malloc(V * sizeof *l);
+            if (!l) exit(1);
             printf("\n# %d distinct logit vectors, each once, CPU ms/token: mean (worst)\n"
                    "| chain | cdf | gumbel |\n|---|---|---|\n",
                    DISTINCT);
+        }
         printf("| %-36s |", name);
         for (int mode = 0; mode < 2; mode++) {
             p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
@@ -383,6 +388,7 @@ static void print_distinct(float *l, const char *filter) {
         }
         printf("\n");
     }
+    free(l);
 }
 
 int main(int argc, char **argv) {
@@ -418,7 +424,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
-    if (!only) print_distinct(logits[0], filter);
+    if (!only) print_distinct(filter);
     if (!only && any_pass_matches(filter)) print_passes(logits[0], filter);
     for (int i = 0; i < NL; i++) free(logits[i]);
     return 0;
