@@ -591,28 +591,22 @@ int g3_cand_mass_prefix(gemma3_sampler *s, float lmax, uint64_t target, int32_t 
     const uint64_t *q = s->mass;
     int n = s->n_vocab;
     const float scale = (float)(RADIX_BUCKETS - 1) / 29.5f;
-    const uint16_t none = 0xffff;
+    const uint16_t none = 0xffff; /* no mass: in no bucket the scan below lists or counts */
     uint16_t *bucket = (uint16_t *)s->keys_tmp; /* [n] */
-    uint32_t *cnt = s->hist_bins;
     uint64_t *hm = s->hist_mass;
-    memset(cnt, 0, RADIX_BUCKETS * sizeof *cnt);
     memset(hm, 0, RADIX_BUCKETS * sizeof *hm);
     for (int j = 0; j < n; j++) {
         float x = (lmax - l[j]) * scale; /* monotone in l; < RADIX_BUCKETS - 1 where q > 0 */
         int b = x < (float)(RADIX_BUCKETS - 1) ? (int)x : RADIX_BUCKETS - 1;
         bucket[j] = q[j] ? (uint16_t)b : none;
-        cnt[b] += q[j] != 0;
         hm[b] += q[j];
     }
-    int b = 0, above = 0;
+    int b = 0;
     uint64_t above_m = 0;
-    for (; above_m + hm[b] < target; b++) { /* target <= the total: it stops */
-        above += (int)cnt[b];
-        above_m += hm[b];
-    }
-    int32_t *e = s->tie_ids, ne = 0;
-    for (int j = 0; j < n; j++)
-        if (bucket[j] == b) e[ne++] = j;
+    for (; above_m + hm[b] < target; b++) above_m += hm[b]; /* target <= the total: it stops */
+    /* the bucket's tokens, and how many of positive mass lie in the buckets before it */
+    int32_t *e = s->tie_ids, above;
+    int ne = s->band_scan(bucket, n, b, b, 0, b - 1, e, &above);
     for (int i = ne / 2 - 1; i >= 0; i--) sift_down(l, e, ne, i); /* heap sort: total order */
     heap_sort_out(l, e, ne);
     int take = 0; /* above_m < target: the bucket's first token at least */

@@ -522,12 +522,14 @@ static int band_scan_scalar(const uint16_t *bk, int n, int g1, int g2, int a1, i
 
 /* Top-p's fixed-point masses, the vectorisable part (g3_mass_round_n_get): g3_fixed_masses'
  * steps without storing the exponentials. q[i] = round(g3_approx_exp(max(l[i] - lmax, -708))
- * 2^40), tie[i] = 1 where the scaled value lies within 2^-7 of a rounding tie (the caller takes
- * libm's exp there, as g3_fixed_masses does); returns the sum of q. Blocks of 16, each step its
- * own loop; signed conversions (the value is below 2^41), which AVX-512 has for packed doubles. */
+ * 2^40), tie[i] = 1 where the scaled value x lies within g3_mass_tie_window(x) of a rounding tie
+ * (the caller takes libm's exp there, as g3_fixed_masses does), and *n_tie how many did; returns
+ * the sum of q. Blocks of 16, each step its own loop; signed conversions (the value is below
+ * 2^41), which AVX-512 has for packed doubles. */
 __attribute__((always_inline)) static inline uint64_t mass_round_n_body(
-    const float *restrict l, float lmax, uint64_t *restrict q, uint64_t *restrict tie, int n) {
-    uint64_t lane[16] = {0}, total = 0;
+    const float *restrict l, float lmax, uint64_t *restrict q, uint64_t *restrict tie, int n,
+    int *n_tie) {
+    uint64_t lane[16] = {0}, ties[16] = {0}, total = 0;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         double x[16];
@@ -538,25 +540,30 @@ __attribute__((always_inline)) static inline uint64_t mass_round_n_body(
          * doubles to 64-bit integers) */
         for (int k = 0; k < 16; k++) q[i + k] = g3_u64_of_small_double(g3_floor_small(x[k] + 0.5));
         for (int k = 0; k < 16; k++) {
-            double frac = x[k] - g3_floor_small(x[k]) - 0.5; /* exact */
-            tie[i + k] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+            double frac = x[k] - g3_floor_small(x[k]) - 0.5, win = g3_mass_tie_window(x[k]);
+            tie[i + k] = (frac <= win) & (frac >= -win); /* frac exact */
         }
         for (int k = 0; k < 16; k++) lane[k] += q[i + k];
+        for (int k = 0; k < 16; k++) ties[k] += tie[i + k];
     }
     for (; i < n; i++) {
         double x = g3_approx_weight(l[i], lmax) * 0x1p40;
         q[i] = (uint64_t)(int64_t)(x + 0.5);
-        double frac = x - (double)(int64_t)x - 0.5;
-        tie[i] = (frac <= 0x1p-7) & (frac >= -0x1p-7);
+        double frac = x - (double)(int64_t)x - 0.5, win = g3_mass_tie_window(x);
+        tie[i] = (frac <= win) & (frac >= -win);
         total += q[i];
+        ties[0] += tie[i];
     }
     for (int k = 0; k < 16; k++) total += lane[k];
+    uint64_t count = 0;
+    for (int k = 0; k < 16; k++) count += ties[k];
+    *n_tie = (int)count;
     return total;
 }
 
 static uint64_t mass_round_n_scalar(const float *restrict l, float lmax, uint64_t *restrict q,
-                                    uint64_t *restrict tie, int n) {
-    return mass_round_n_body(l, lmax, q, tie, n);
+                                    uint64_t *restrict tie, int n, int *n_tie) {
+    return mass_round_n_body(l, lmax, q, tie, n, n_tie);
 }
 
 /* The Gumbel screen (g3_gumbel_screen_n_get), the scalar reference: blocks of 16, each step in
@@ -1331,13 +1338,13 @@ __attribute__((target("avx512f"))) static int copy_divide_avx512(float *restrict
 AVX2_LOOPS("avx2") static uint64_t mass_round_n_avx2(const float *restrict l,
                                                                   float lmax,
                                                                   uint64_t *restrict q,
-                                                                  uint64_t *restrict tie, int n) {
-    return mass_round_n_body(l, lmax, q, tie, n);
+                                                                  uint64_t *restrict tie, int n, int *n_tie) {
+    return mass_round_n_body(l, lmax, q, tie, n, n_tie);
 }
 AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl")
 static uint64_t mass_round_n_avx512(const float *restrict l, float lmax, uint64_t *restrict q,
-                    uint64_t *restrict tie, int n) {
-    return mass_round_n_body(l, lmax, q, tie, n);
+                    uint64_t *restrict tie, int n, int *n_tie) {
+    return mass_round_n_body(l, lmax, q, tie, n, n_tie);
 }
 
 /* The heap scan by hand (GCC does not vectorise a loop that exits early): a compare mask for
@@ -1679,9 +1686,8 @@ uint64_t g3_fixed_mass(float l, float lmax) {
     return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
 }
 
-/* round(w' 2^40) is round(w 2^40) whenever w' 2^40 lies farther than 2^-7 from the middle
- * between two integers: |w' - w| 2^40 <= 2^-8 by the approximate exp's bound, and adding 0.5 to
- * a number below 2^40 rounds by at most 2^-13. The few others take libm's exp. */
+/* round(w' 2^40) is round(w 2^40) whenever w' 2^40 lies farther than g3_mass_tie_window from
+ * the middle between two integers; the few others take libm's exp. */
 uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
                          uint64_t *q) {
     exp_n(w, l, lmax, n);
@@ -1690,9 +1696,20 @@ uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, i
         double x = w[j] * 0x1p40;
         uint64_t r = (uint64_t)(x + 0.5);
         double frac = x - (double)(uint64_t)x; /* exact: x < 2^41 */
-        if (fabs(frac - 0.5) <= 0x1p-7) r = g3_fixed_mass(l[j], lmax);
+        if (fabs(frac - 0.5) <= g3_mass_tie_window(x)) r = g3_fixed_mass(l[j], lmax);
         total += q[j] = r;
     }
+    return total;
+}
+
+uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n_tie,
+                          uint64_t total) {
+    for (int j = 0; n_tie > 0; j++)
+        if (tie[j]) {
+            total -= q[j];
+            total += q[j] = g3_fixed_mass(l[j], lmax);
+            n_tie--;
+        }
     return total;
 }
 
@@ -1706,13 +1723,10 @@ static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
         l = g;
     }
     /* g3_fixed_masses in two steps: the vectorised rounding, then libm's exp near the ties */
-    uint64_t *tie = s->mass_tmp, *q = s->mass, total = s->mass_round_n(l, lmax, q, tie, n);
-    for (int j = 0; j < n; j++)
-        if (tie[j]) {
-            total -= q[j];
-            total += q[j] = g3_fixed_mass(l[j], lmax);
-        }
-    return total;
+    int n_tie;
+    uint64_t *tie = s->mass_tmp, *q = s->mass,
+             total = s->mass_round_n(l, lmax, q, tie, n, &n_tie);
+    return g3_mass_fix_ties(l, lmax, q, tie, n_tie, total);
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */

@@ -338,12 +338,24 @@ g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa);
 typedef int (*g3_block_scan_fn)(const float *l, int j, int n, float worst, uint32_t *bad);
 g3_block_scan_fn g3_block_scan_get(int isa);
 
-/* q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40) and tie[i] = 1 where that value lies
- * within 2^-7 of a rounding tie (g3_fixed_masses takes libm's exp there); returns the sum of q.
- * Per instruction set like g3_approx_exp_n_get (the same bits). */
+/* How near a rounding tie the scaled mass x = g3_approx_exp(d) 2^40 must lie for its rounding to
+ * be left to libm's exp (g3_fixed_mass): x and libm's 2^40 e^d differ by at most x (2^-48 +
+ * 2^-52) (G3_APPROX_EXP_REL_ERR, libm's ulp), and the two additions of 0.5 round by at most
+ * x 2^-52 each where x >= 1/2; the window is about three times that. Relative, not absolute:
+ * a token 12 nats below the maximum is never flagged, where a window of 2^-7 flagged one in 64
+ * (and its libm exp cost more than the rounding pass). */
+static inline double g3_mass_tie_window(double x) { return x * 0x1p-46; }
+/* q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40) and tie[i] = 1 where that value x
+ * lies within g3_mass_tie_window(x) of a rounding tie (g3_fixed_masses takes libm's exp there),
+ * *n_tie how many do; returns the sum of q. Per instruction set like g3_approx_exp_n_get (the
+ * same bits). */
 typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint64_t *restrict q,
-                                       uint64_t *restrict tie, int n);
+                                       uint64_t *restrict tie, int n, int *n_tie);
 g3_mass_round_n_fn g3_mass_round_n_get(int isa);
+/* The second step: the n_tie masses flagged in tie taken again by libm's exp (g3_fixed_mass),
+ * q's sum total adjusted; returns it. Stops at the last flag. */
+uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n_tie,
+                          uint64_t total);
 
 /* The rank view (sampling-rank.c): every token bucketed by its distance below the maximum
  * lmax, G3_VIEW_BUCKETS - 1 buckets of 1/64 nat (31.98 nats) and a last one for everything

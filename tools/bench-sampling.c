@@ -260,7 +260,8 @@ static int run_pass(int which, int isa, const float *l, float lmax, struct pass_
     }
     case 10: {
         g3_mass_round_n_fn f = g3_mass_round_n_get(isa);
-        return f ? (f(l, lmax, b->q, b->tie, V), 1) : 0;
+        int n_tie;
+        return f ? (f(l, lmax, b->q, b->tie, V, &n_tie), 1) : 0;
     }
     case 11: {
         g3_sigma_sums_n_fn f = g3_sigma_sums_n_get(isa);
