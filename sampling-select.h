@@ -99,9 +99,10 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
  * One pass buckets every token of positive mass by its distance below lmax (RADIX_BUCKETS
  * buckets over 29.5 nats: a monotone map, equal logits in one bucket; the tokens of zero mass,
  * below lmax - 28, come after all others in the total order and never hold the boundary) and
- * sums counts and masses per bucket; the walk down the buckets finds the one where the mass
- * reaches target; only that bucket's tokens are sorted into the total order. The prefix is the
- * one g3_cand_select_first keeps; the caller makes it a window. */
+ * sums the masses per bucket; the walk down the buckets finds the one where the mass reaches
+ * target; the band scan lists that bucket's tokens, which alone are sorted into the total order,
+ * and counts those of the buckets before it. The prefix is the one g3_cand_select_first keeps;
+ * the caller makes it a window. */
 int g3_cand_mass_prefix(gemma3_sampler *s, float lmax, uint64_t target, int32_t *last);
 
 #endif
