@@ -1702,9 +1702,9 @@ uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, i
     return total;
 }
 
-uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n_tie,
-                          uint64_t total) {
-    for (int j = 0; n_tie > 0; j++)
+uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n,
+                          int n_tie, uint64_t total) {
+    for (int j = 0; j < n && n_tie > 0; j++)
         if (tie[j]) {
             total -= q[j];
             total += q[j] = g3_fixed_mass(l[j], lmax);
@@ -1726,7 +1726,7 @@ static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
     int n_tie;
     uint64_t *tie = s->mass_tmp, *q = s->mass,
              total = s->mass_round_n(l, lmax, q, tie, n, &n_tie);
-    return g3_mass_fix_ties(l, lmax, q, tie, n_tie, total);
+    return g3_mass_fix_ties(l, lmax, q, tie, n, n_tie, total);
 }
 
 /* floor(p * q) exactly, p in [0, 1), q < 2^60: p = mant * 2^e with a 24-bit mantissa. */

@@ -352,10 +352,10 @@ static inline double g3_mass_tie_window(double x) { return x * 0x1p-46; }
 typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint64_t *restrict q,
                                        uint64_t *restrict tie, int n, int *n_tie);
 g3_mass_round_n_fn g3_mass_round_n_get(int isa);
-/* The second step: the n_tie masses flagged in tie taken again by libm's exp (g3_fixed_mass),
- * q's sum total adjusted; returns it. Stops at the last flag. */
-uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n_tie,
-                          uint64_t total);
+/* The second step: the n_tie masses flagged in tie[0..n) taken again by libm's exp
+ * (g3_fixed_mass), q's sum total adjusted; returns it. Stops at the last flag. */
+uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n,
+                          int n_tie, uint64_t total);
 
 /* The rank view (sampling-rank.c): every token bucketed by its distance below the maximum
  * lmax, G3_VIEW_BUCKETS - 1 buckets of 1/64 nat (31.98 nats) and a last one for everything

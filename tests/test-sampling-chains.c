@@ -550,7 +550,7 @@ static void check_approx_exp(void) {
                 memcpy(qf, q0, (N - 3) * sizeof *qf);
                 for (int i = 0; i < N - 3; i++)
                     if (tie0[i]) qf[i] += 7, bent += 7;
-                bent = g3_mass_fix_ties(l, lmax, qf, tie0, n_tie, bent);
+                bent = g3_mass_fix_ties(l, lmax, qf, tie0, N - 3, n_tie, bent);
                 int unfixed = 0;
                 for (int i = 0; i < N - 3; i++) {
                     unfixed += qf[i] != g3_fixed_mass(l[i], lmax);
