@@ -35,6 +35,7 @@ struct gemma3_sampler {
     int float_tier_draws;   /* tests: CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int typ_by_logit; /* tests: of those, walks whose neighbours on one side needed their logits */
+    int typ_fine_close; /* tests: sets the fine tier found where the view's scores lay too close */
     int view_open;       /* tests: g3_sampler_view_open */
     int top_p_mass_sets; /* tests: top-p boundaries the exact masses found over the vocabulary */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */

@@ -440,6 +440,11 @@ static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, 
  * crossing's */
 enum { WALK_OPEN, WALK_FOUND, WALK_NEAR_SUM, WALK_CLOSE_SCORES };
 
+/* Whether the fine tier's weights and centre could answer a walk the view's left open. */
+static int finer_could_tell(int found) {
+    return found == WALK_NEAR_SUM || found == WALK_CLOSE_SCORES;
+}
+
 /* The token at which the weight, summed over the whole vocabulary (in_typ: over typical's set)
  * in order of distance from c, first exceeds target: what the walk by exact typical scores finds
  * when each score lies within eps of its distance and the sums within margin of the exact ones,
@@ -568,8 +573,9 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     int found = s->view_open & G3_VIEW_OPEN_TYPICAL_SET ? WALK_NEAR_SUM
                                       : walk_dist(s, c, &err, &coarse, (double)tp * z,
                                                   dist_margin(z, rel, n), 0, &r);
-    int fine = found == WALK_NEAR_SUM || found == WALK_CLOSE_SCORES;
+    int fine = finer_could_tell(found), close = found == WALK_CLOSE_SCORES;
     if (fine) found = typical_walk_fine(s, tp, &c, &err, &r);
+    s->typ_fine_close += close && found == WALK_FOUND;
     if (found != WALK_FOUND || r.count < min_keep) return 0;
     typical_keep(s, c, &err, &r, fine);
     return r.count;
@@ -605,8 +611,7 @@ int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
         int found = s->view_open & G3_VIEW_OPEN_TYPICAL_DRAW ? WALK_NEAR_SUM
                                           : walk_dist(s, s->typ.center, &s->typ.err, &coarse,
                                                       u * w, dist_margin(w, coarse.rel, n), 1, &r);
-        if (found != WALK_NEAR_SUM && found != WALK_CLOSE_SCORES)
-            return found == WALK_FOUND ? r.tok : -1;
+        if (!finer_could_tell(found)) return found == WALK_FOUND ? r.tok : -1;
         struct g3_score_err err;
         if (typical_walk_fine(s, s->p.typical_p, &c, &err, &r) != WALK_FOUND ||
             r.tok != s->typ.id_b)

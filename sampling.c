@@ -444,6 +444,7 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
     *draws = s->typ_fast_draws;
 }
 int g3_sampler_typical_by_logit(const gemma3_sampler *s) { return s->typ_by_logit; }
+int g3_sampler_typical_fine_close(const gemma3_sampler *s) { return s->typ_fine_close; }
 void g3_sampler_view_open(gemma3_sampler *s, int which) { s->view_open = which; }
 int g3_sampler_top_p_mass_sets(const gemma3_sampler *s) { return s->top_p_mass_sets; }
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
@@ -520,12 +521,11 @@ static int band_scan_scalar(const uint16_t *bk, int n, int g1, int g2, int a1, i
     return m;
 }
 
-/* Top-p's fixed-point masses, the vectorisable part (g3_mass_round_n_get): g3_fixed_masses'
- * steps without storing the exponentials. q[i] = round(g3_approx_exp(max(l[i] - lmax, -708))
- * 2^40), tie[i] = 1 where the scaled value x lies within g3_mass_tie_window(x) of a rounding tie
- * (the caller takes libm's exp there, as g3_fixed_masses does), and *n_tie how many did; returns
- * the sum of q. Blocks of 16, each step its own loop; signed conversions (the value is below
- * 2^41), which AVX-512 has for packed doubles. */
+/* Top-p's fixed-point masses, the vectorisable step (g3_mass_round_n_get), the exponentials not
+ * stored: q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40), tie[i] = 1 where the scaled
+ * value x lies within g3_mass_tie_window(x) of a rounding tie (g3_mass_fix_ties takes libm's exp
+ * there), and *n_tie how many did; returns the sum of q. Blocks of 16, each step its own loop;
+ * signed conversions (the value is below 2^41), which AVX-512 has for packed doubles. */
 __attribute__((always_inline)) static inline uint64_t mass_round_n_body(
     const float *restrict l, float lmax, uint64_t *restrict q, uint64_t *restrict tie, int n,
     int *n_tie) {
@@ -1686,22 +1686,6 @@ uint64_t g3_fixed_mass(float l, float lmax) {
     return (uint64_t)(exp(d) * 0x1p40 + 0.5); /* round half up; the value is in [0, 2^40] */
 }
 
-/* round(w' 2^40) is round(w 2^40) whenever w' 2^40 lies farther than g3_mass_tie_window from
- * the middle between two integers; the few others take libm's exp. */
-uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
-                         uint64_t *q) {
-    exp_n(w, l, lmax, n);
-    uint64_t total = 0;
-    for (int j = 0; j < n; j++) {
-        double x = w[j] * 0x1p40;
-        uint64_t r = (uint64_t)(x + 0.5);
-        double frac = x - (double)(uint64_t)x; /* exact: x < 2^41 */
-        if (fabs(frac - 0.5) <= g3_mass_tie_window(x)) r = g3_fixed_mass(l[j], lmax);
-        total += q[j] = r;
-    }
-    return total;
-}
-
 uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n,
                           int n_tie, uint64_t total) {
     for (int j = 0; j < n && n_tie > 0; j++)
@@ -1722,7 +1706,7 @@ static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
         for (int j = 0; j < n; j++) g[j] = l[s->cand[j]];
         l = g;
     }
-    /* g3_fixed_masses in two steps: the vectorised rounding, then libm's exp near the ties */
+    /* g3_fixed_mass in two steps: the vectorised rounding, then libm's exp near the ties */
     int n_tie;
     uint64_t *tie = s->mass_tmp, *q = s->mass,
              total = s->mass_round_n(l, lmax, q, tie, n, &n_tie);

@@ -61,6 +61,9 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
  * 2 eps of the crossing's distance on its side of the centre, ordered by logit
  * (sampling-rank.c's ambiguous), since init. */
 int g3_sampler_typical_by_logit(const gemma3_sampler *s);
+/* Tests: how many typical sets the fine tier found since init where the view's walk left two
+ * tokens' scores too close to order. */
+int g3_sampler_typical_fine_close(const gemma3_sampler *s);
 /* Tests: the rank view's answers are skipped as if its sums had left them open: typical's set
  * and typical's draws over a set the view found (which then take the fine tier, the draws
  * taking the set again there first), top-p's boundary (which then takes the exact masses);
@@ -346,7 +349,7 @@ g3_block_scan_fn g3_block_scan_get(int isa);
  * (and its libm exp cost more than the rounding pass). */
 static inline double g3_mass_tie_window(double x) { return x * 0x1p-46; }
 /* q[i] = round(g3_approx_exp(max(l[i] - lmax, -708)) 2^40) and tie[i] = 1 where that value x
- * lies within g3_mass_tie_window(x) of a rounding tie (g3_fixed_masses takes libm's exp there),
+ * lies within g3_mass_tie_window(x) of a rounding tie (g3_mass_fix_ties takes libm's exp there),
  * *n_tie how many do; returns the sum of q. Per instruction set like g3_approx_exp_n_get (the
  * same bits). */
 typedef uint64_t (*g3_mass_round_n_fn)(const float *restrict l, float lmax, uint64_t *restrict q,
@@ -490,10 +493,5 @@ int g3_positions_reaching(const gemma3_sampler *s, const float *l, int n, int m,
 typedef void (*g3_approx_exp_n_fn)(double *restrict w, const float *restrict l, float lmax,
                                    int n);
 g3_approx_exp_n_fn g3_approx_exp_n_get(int isa);
-
-/* q[i] = g3_fixed_mass(l[i], lmax) for i < n, computed from exp_n's approximate exponentials
- * (into w [n]) and libm's only where the rounding could go either way; returns the sum. */
-uint64_t g3_fixed_masses(g3_approx_exp_n_fn exp_n, const float *l, float lmax, int n, double *w,
-                         uint64_t *q);
 
 #endif

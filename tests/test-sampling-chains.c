@@ -506,26 +506,15 @@ static void check_approx_exp(void) {
     }
     free(ids);
     free(bits);
-    /* the fixed-point masses from it: every one exactly g3_fixed_mass (the few of these inputs
-     * whose scaled mass lies within g3_mass_tie_window of a rounding tie take libm's exp) */
-    uint64_t *q = malloc(N * sizeof *q);
-    if (q) {
-        uint64_t total = g3_fixed_masses(g3_approx_exp_n_get(0), l, lmax, N, got, q), sum = 0;
-        int wrong = 0;
-        for (int i = 0; i < N; i++) {
-            uint64_t want = g3_fixed_mass(l[i], lmax);
-            wrong += q[i] != want;
-            sum += want;
-        }
-        CHECK_EQ_INT(wrong, 0);
-        CHECK(total == sum);
-    }
-    /* the sampler's own two steps (g3_mass_round_n_get, then libm where flagged), every
-     * instruction set: every value whose exact scaled mass lies within half of
-     * g3_mass_tie_window of a rounding tie is flagged (the bound the window relies on, with a
-     * factor 2 to spare), the flags are counted, some are flagged, the result is g3_fixed_mass's,
-     * and the variants agree bit for bit */
-    uint64_t *q2 = malloc(N * sizeof *q2), *tie = malloc(N * sizeof *tie);
+    /* the sampler's two steps for the fixed-point masses, every instruction set: the rounding
+     * pass (g3_mass_round_n_get) flags every value whose exact scaled mass lies within half of
+     * g3_mass_tie_window of a rounding tie (the bound the window relies on, with a factor 2 to
+     * spare), counts its flags, flags some, and agrees with the scalar one bit for bit; then
+     * the fix-up (g3_mass_fix_ties, libm where flagged), on the pass's masses and again with
+     * every flagged mass made wrong first (one it skipped would stay wrong), makes every mass
+     * and their sum g3_fixed_mass's */
+    uint64_t *q = malloc(N * sizeof *q), *q2 = malloc(N * sizeof *q2),
+             *tie = malloc(N * sizeof *tie);
     uint64_t *q0 = malloc(N * sizeof *q0), *tie0 = malloc(N * sizeof *tie0);
     if (q && q2 && tie && q0 && tie0) {
         for (int isa = 0; isa <= 2; isa++) {
@@ -534,29 +523,30 @@ static void check_approx_exp(void) {
             int n_tie = -1, flagged = 0;
             uint64_t total = fn(l, lmax, isa ? q2 : q0, isa ? tie : tie0, N - 3, &n_tie), sum = 0;
             const uint64_t *qq = isa ? q2 : q0, *tt = isa ? tie : tie0;
-            int missed = 0, wrong = 0;
+            int missed = 0;
             for (int i = 0; i < N - 3; i++) {
                 double d = (double)l[i] - lmax, x = d >= -708 ? exp(d) * 0x1p40 : 0;
                 missed += fabs(x - floor(x) - 0.5) < g3_mass_tie_window(x) / 2 && !tt[i];
                 flagged += tt[i] != 0;
-                wrong += (tt[i] ? g3_fixed_mass(l[i], lmax) : qq[i]) != g3_fixed_mass(l[i], lmax);
                 sum += qq[i];
             }
-            CHECK_MSG(missed == 0 && wrong == 0 && total == sum && n_tie == flagged && flagged > 0,
-                      "mass rounding isa %d: %d near-ties unflagged, %d wrong, %d of %d counted",
-                      isa, missed, wrong, n_tie, flagged);
-            if (isa == 0) { /* the fix-up, each flagged mass made wrong first */
-                uint64_t *qf = q, fixed_sum = 0, bent = total;
-                memcpy(qf, q0, (N - 3) * sizeof *qf);
-                for (int i = 0; i < N - 3; i++)
-                    if (tie0[i]) qf[i] += 7, bent += 7;
-                bent = g3_mass_fix_ties(l, lmax, qf, tie0, N - 3, n_tie, bent);
-                int unfixed = 0;
+            CHECK_MSG(missed == 0 && total == sum && n_tie == flagged && flagged > 0,
+                      "mass rounding isa %d: %d near-ties unflagged, %d of %d counted", isa,
+                      missed, n_tie, flagged);
+            for (int bent = 0; bent < 2; bent++) {
+                uint64_t fixed = total, want_sum = 0;
+                memcpy(q, qq, (N - 3) * sizeof *q);
+                for (int i = 0; bent && i < N - 3; i++)
+                    if (tt[i]) q[i] += 7, fixed += 7;
+                fixed = g3_mass_fix_ties(l, lmax, q, tt, N - 3, n_tie, fixed);
+                int wrong = 0;
                 for (int i = 0; i < N - 3; i++) {
-                    unfixed += qf[i] != g3_fixed_mass(l[i], lmax);
-                    fixed_sum += qf[i];
+                    uint64_t want = g3_fixed_mass(l[i], lmax);
+                    wrong += q[i] != want;
+                    want_sum += want;
                 }
-                CHECK_MSG(unfixed == 0 && bent == fixed_sum, "mass fix-up: %d wrong", unfixed);
+                CHECK_MSG(wrong == 0 && fixed == want_sum, "mass fix-up isa %d%s: %d wrong", isa,
+                          bent ? " (bent)" : "", wrong);
             }
             if (isa)
                 CHECK_MSG(memcmp(q2, q0, (N - 3) * sizeof *q0) == 0 &&
@@ -1988,13 +1978,15 @@ static void check_typical_close_scores(struct ref *r, float *l) {
         }
         int sets, draws;
         g3_sampler_typical_fast(s, &sets, &draws);
-        int by_logit = g3_sampler_typical_by_logit(s);
+        int by_logit = g3_sampler_typical_by_logit(s), fine_close = g3_sampler_typical_fine_close(s);
         printf("typical, close scores, %s: the rank view answered %d sets and %d draws, %d of "
-               "its walks ordered neighbours by logit%s\n",
-               part == 0 ? "dense bulks" : "mirrored crossings", sets, draws, by_logit,
-               part == 0 ? "" : "");
+               "its walks ordered neighbours by logit, the fine tier %d sets of scores too close "
+               "for the view\n",
+               part == 0 ? "dense bulks" : "mirrored crossings", sets, draws, by_logit, fine_close);
         if (part == 0)
             CHECK_MSG(by_logit > 0, "no walk ordered a neighbour by its logit: untested");
+        else /* the mirrored scores lie within the view's eps, not the fine tier's */
+            CHECK_MSG(fine_close > 0, "the fine tier found no set of close scores: untested");
         gemma3_sampler_free(s);
     }
     printf("typical, close scores: %d of %d crossings mirrored within 1e-10 of the centre, %d "
