@@ -36,6 +36,7 @@ struct gemma3_sampler {
     int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
     int typ_by_logit; /* tests: of those, walks whose neighbours on one side needed their logits */
     int typ_fine_close; /* tests: sets the fine tier found where the view's scores lay too close */
+    int typ_pending_draws, typ_resolved; /* tests: draws from a pending set; sets it left to find */
     int view_open;       /* tests: g3_sampler_view_open */
     int top_p_mass_sets; /* tests: top-p boundaries the exact masses found over the vocabulary */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
@@ -113,10 +114,13 @@ struct gemma3_sampler {
      * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
      * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum). n_cand counts
-     * it; cand is stale. */
+     * it; cand is stale. `pending` (CDF mode, the draw next): only the view's bracket of the
+     * crossing is known, `dist` is the distance nearer than which every token is in the set,
+     * n_cand a lower bound on its size and the set's weight lies in (w_lo, w_hi]; the draw walks
+     * from that or finds the crossing first (g3_rank_draw_typical). */
     struct {
-        int on, fine;
-        double center, dist, mass;
+        int on, fine, pending;
+        double center, dist, mass, w_lo, w_hi;
         struct g3_score_err err;
         float l_b;
         int32_t id_b, first;

@@ -435,6 +435,37 @@ static int list_band(gemma3_sampler *s, double c, double reach, int g1, int g2, 
     return m;
 }
 
+/* A walk's bracket (s_lo, s_hi) and its buckets: [a1, a2] those wholly nearer than
+ * s_lo - inner (maybe none), [g1, g2] every one within reach = s_hi + 2 eps. */
+struct band {
+    double s_lo, s_hi, reach;
+    int a1, a2, g1, g2;
+};
+
+/* The band of a walk by distance from c to target (bracket's arguments); 0 when the regular
+ * buckets cannot bracket it, c lies among the lowest logits (or is NaN) or the reach takes in
+ * the last bucket. */
+static int walk_band(const gemma3_sampler *s, const double *ws, double c, double eps,
+                     double target, double margin, int in_typ, double inner, struct band *bd) {
+    const double lmax = s->view_lmax;
+    const int last = G3_VIEW_BUCKETS - 1;
+    double xc = (lmax - c) * G3_VIEW_PER_NAT;
+    if (!(xc < last)) return 0;
+    int bc = xc > 0 ? (int)xc : 0;
+    if (!bracket(s, ws, c, bc, target, margin, in_typ, &bd->s_lo, &bd->s_hi)) return 0;
+    bd->reach = bd->s_hi + 2 * eps;
+    if (bd->reach >= bucket_dist(lmax, c, last, 0)) return 0;
+    double nearer = bd->s_lo - inner;
+    bd->a1 = bd->g1 = bd->g2 = bc;
+    bd->a2 = bc - 1;
+    if (bucket_dist(lmax, c, bc, 1) < nearer) {
+        bd->a2 = bc;
+        grow_range(lmax, c, 1, nearer, &bd->a1, &bd->a2);
+    }
+    grow_range(lmax, c, 0, nextafter(bd->reach, INFINITY), &bd->g1, &bd->g2);
+    return 1;
+}
+
 /* walk_dist's answers: the crossing; none, for the bounds; none, because the sums lay within
  * the margin of the target there, or a token's score could lie on either side of the
  * crossing's */
@@ -455,24 +486,14 @@ static int finer_could_tell(int found) {
 static int walk_dist(gemma3_sampler *s, double c, const struct g3_score_err *err,
                      const struct walk_weights *ww, double target, double margin, int in_typ,
                      struct dist_walk *out) {
-    const double lmax = s->view_lmax, eps = err->eps;
-    const int last = G3_VIEW_BUCKETS - 1;
-    double xc = (lmax - c) * G3_VIEW_PER_NAT, s_lo, s_hi;
-    if (!(xc < last)) return WALK_OPEN; /* c among the lowest logits (or NaN) */
-    int bc = xc > 0 ? (int)xc : 0;
-    if (!bracket(s, ww->bucket, c, bc, target, margin, in_typ, &s_lo, &s_hi)) return WALK_OPEN;
-    double reach = s_hi + 2 * eps;
-    if (reach >= bucket_dist(lmax, c, last, 0)) return WALK_OPEN;
-    /* [a1, a2]: wholly nearer than s_lo (maybe empty); [g1, g2]: every bucket within reach */
-    int a1 = bc, a2 = bc - 1, g1 = bc, g2 = bc;
-    if (bucket_dist(lmax, c, bc, 1) < s_lo) {
-        a2 = bc;
-        grow_range(lmax, c, 1, s_lo, &a1, &a2);
-    }
-    grow_range(lmax, c, 0, nextafter(reach, INFINITY), &g1, &g2);
+    const double eps = err->eps;
+    struct band bd;
+    if (!walk_band(s, ww->bucket, c, eps, target, margin, in_typ, 0, &bd)) return WALK_OPEN;
+    const int a1 = bd.a1, a2 = bd.a2;
+    const double s_lo = bd.s_lo, s_hi = bd.s_hi;
     double cum = 0;
     for (int b = a1; b <= a2; b++) cum += ww->bucket[b];
-    int n_a, m = list_band(s, c, reach, g1, g2, a1, a2, &n_a);
+    int n_a, m = list_band(s, c, bd.reach, bd.g1, bd.g2, a1, a2, &n_a);
     const int32_t *g = s->ids_tmp;
     for (int i = 0; i < m; i++) {
         double before = cum;
@@ -558,7 +579,50 @@ static void typical_keep(gemma3_sampler *s, double c, const struct g3_score_err 
     s->typ.id_b = r->tok;
 }
 
-int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
+/* The largest view weight a token of buckets [b1, b2] can have: its bucket's sum, or the
+ * bucket's factor times the largest unit. */
+static double heaviest_token(const gemma3_sampler *s, int b1, int b2) {
+    double h = 0;
+    for (int b = b1; b <= b2; b++) {
+        double one = s->view_scale[b] * 0x1p31 * (1 + 0x1p-16);
+        h = fmax(h, s->view_w[b] < one ? s->view_w[b] : one);
+    }
+    return h;
+}
+
+/* Leaves typical's set pending (s->typ.pending), from the bracket of its crossing alone: every
+ * token nearer than s_lo - 2 eps to c lies before the crossing (the tokens nearer than s_lo
+ * weigh at most target - margin, and a token's score lies within eps of its distance), so in
+ * the set; the set's weight W, the sum through the crossing, exceeds the target by at most
+ * the crossing's own weight, a token of a bucket within s_hi + 2 eps of c. Returns a lower bound
+ * on the set's size, from the buckets wholly nearer than s_lo - 2 eps (a unit is at most
+ * 2^31 (1 + 2^-17): x <= 2^-19), or 0 (nothing kept) when the bracket is open or the bound
+ * falls below 2 or min_keep. */
+static int typical_defer(gemma3_sampler *s, double c, const struct g3_score_err *err,
+                         double target, double margin, int min_keep) {
+    struct band bd;
+    if (!walk_band(s, s->view_w, c, err->eps, target, margin, 0, 2 * err->eps, &bd)) return 0;
+    const int a1 = bd.a1, a2 = bd.a2, g1 = bd.g1, g2 = bd.g2;
+    uint64_t units = 0;
+    for (int b = a1; b <= a2; b++) units += s->view_sum[b].unit;
+    double count = floor((double)units * 0x1p-31 * (1 - 0x1p-16));
+    if (count < 2 || count < min_keep) return 0;
+    double heaviest = a1 <= a2 /* the crossing lies beyond the sure buckets */
+                          ? fmax(heaviest_token(s, g1, a1 - 1), heaviest_token(s, a2 + 1, g2))
+                          : heaviest_token(s, g1, g2);
+    s->typ.pending = 1;
+    s->typ.center = c;
+    s->typ.err = *err;
+    s->typ.fine = 0;
+    s->typ.dist = bd.s_lo - 2 * err->eps; /* the draw's bracket stops there (in_typ) */
+    s->typ.mass = -INFINITY;              /* ... and never takes the set's own distance */
+    s->typ.w_lo = target;
+    s->typ.w_hi = target + heaviest;
+    return (int)count;
+}
+
+int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int defer) {
+    s->typ.pending = 0;
     if (!view_ensure(s, lmax, 1)) return 0;
     int n = s->n_vocab;
     double rel, z = view_total(s, &rel), s1 = view_moment_sum(s), c;
@@ -570,9 +634,14 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep) {
     struct g3_score_err err = typical_bounds(n, lmax, z, rel, s1, s1_err, &c);
     struct walk_weights coarse = {s->view_w, 0, rel, 0};
     struct dist_walk r;
-    int found = s->view_open & G3_VIEW_OPEN_TYPICAL_SET ? WALK_NEAR_SUM
-                                      : walk_dist(s, c, &err, &coarse, (double)tp * z,
-                                                  dist_margin(z, rel, n), 0, &r);
+    double target = (double)tp * z, margin = dist_margin(z, rel, n);
+    int count = defer && !(s->view_open & G3_VIEW_OPEN_TYPICAL_SET)
+                    ? typical_defer(s, c, &err, target, margin, min_keep)
+                    : 0;
+    if (count > 0) return count;
+    int found = s->view_open & G3_VIEW_OPEN_TYPICAL_SET
+                    ? WALK_NEAR_SUM
+                    : walk_dist(s, c, &err, &coarse, target, margin, 0, &r);
     int fine = finer_could_tell(found), close = found == WALK_CLOSE_SCORES;
     if (fine) found = typical_walk_fine(s, tp, &c, &err, &r);
     s->typ_fine_close += close && found == WALK_FOUND;
@@ -597,6 +666,23 @@ int32_t g3_rank_typical_first(gemma3_sampler *s) {
     return -1;
 }
 
+/* The draw over a pending set: the walk to u W for every weight W the set may have, from the
+ * middle of (w_lo, w_hi] with the margin widened by half its width and W's own roundings, over
+ * tokens nearer than the distance the set surely holds. */
+static int32_t draw_pending(gemma3_sampler *s, double u) {
+    int n = s->n_vocab;
+    struct walk_weights coarse = {s->view_w, 0, view_rel(n), 0};
+    double w_lo = s->typ.w_lo, w_hi = s->typ.w_hi;
+    double margin = dist_margin(w_hi, coarse.rel, n) +
+                    u * (0.5 * (w_hi - w_lo) + (n + 8) * 0x1p-53 * w_hi);
+    struct dist_walk r;
+    if (walk_dist(s, s->typ.center, &s->typ.err, &coarse, u * (0.5 * (w_lo + w_hi)), margin, 1,
+                  &r) != WALK_FOUND)
+        return -1;
+    s->typ_pending_draws++;
+    return r.tok;
+}
+
 /* The exact draw sums e^(l - its max) over the set, rounded, in order, and scales u by that
  * sum: the walk by distance to u times the set's mass, in the view's weights or, where the
  * view leaves the walk open, the fine tier's (the set taken again in them, which must end at
@@ -605,6 +691,14 @@ int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
     if (!s->view_valid) return -1;
     int n = s->n_vocab;
     struct dist_walk r;
+    if (s->typ.pending) { /* the draw's walk from the bracket, else the set's crossing first */
+        int32_t tok = s->view_open & G3_VIEW_OPEN_TYPICAL_DRAW ? -1 : draw_pending(s, u);
+        if (tok >= 0) return tok;
+        s->typ_resolved++;
+        int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, 0);
+        if (count < 2) return -1;
+        s->n_cand = count;
+    }
     if (!s->typ.fine) {
         struct walk_weights coarse = {s->view_w, 0, view_rel(n), 0};
         double w = s->typ.mass, c;

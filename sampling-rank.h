@@ -31,15 +31,19 @@ double g3_rank_z(gemma3_sampler *s, float lmax, double *rel);
 /* Locally typical over a list that is the whole vocabulary, whose maximum is lmax: the set the
  * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
  * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's
- * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens. */
-int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep);
+ * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens.
+ * With defer (the CDF draw comes next) the set may be left pending (s->typ.pending): only the
+ * view's bracket of its crossing, the return a lower bound on its size (at least 2 and
+ * min_keep); the draw then finds the crossing only when its own walk needs it. */
+int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int defer);
 
 /* The first token of typical's set (s->typ) in the total order, its largest logit at the
  * lowest id; -1 if the view cannot tell. */
 int32_t g3_rank_typical_first(gemma3_sampler *s);
 
 /* The exact CDF walk's answer over typical's set (s->typ) walked in its order for the uniform
- * u, or -1 when the bounds leave it open. */
+ * u, or -1 when the bounds leave it open (a pending set is then found, or left open: the
+ * caller's exact path runs either way). */
 int32_t g3_rank_draw_typical(gemma3_sampler *s, double u);
 
 #endif

@@ -445,11 +445,23 @@ void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws) {
 }
 int g3_sampler_typical_by_logit(const gemma3_sampler *s) { return s->typ_by_logit; }
 int g3_sampler_typical_fine_close(const gemma3_sampler *s) { return s->typ_fine_close; }
+void g3_sampler_typical_pending(const gemma3_sampler *s, int *draws, int *resolved) {
+    *draws = s->typ_pending_draws;
+    *resolved = s->typ_resolved;
+}
+int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, double *sure,
+                                   double *w_lo, double *w_hi) {
+    *center = s->typ.center;
+    *sure = s->typ.dist;
+    *w_lo = s->typ.w_lo;
+    *w_hi = s->typ.w_hi;
+    return s->typ.on && s->typ.pending;
+}
 void g3_sampler_view_open(gemma3_sampler *s, int which) { s->view_open = which; }
 int g3_sampler_top_p_mass_sets(const gemma3_sampler *s) { return s->top_p_mass_sets; }
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
     *fine = s->typ.fine;
-    return s->typ.on ? s->typ.mass : -1;
+    return s->typ.on && !s->typ.pending ? s->typ.mass : -1;
 }
 int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ.on ? s->typ.first : -1; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
@@ -2062,18 +2074,21 @@ static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
 }
 
 /* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
- * implicit when the draw comes next (draw_next): the Gumbel draw screens the vocabulary against
- * it (it reads no order, only the set's first token), the CDF draw walks it in typical's order
- * itself; in Gumbel mode with samplers after it, it is written out in id order. Elsewhere the
- * exact computation runs, as it does wherever the view's bounds leave the set open. */
-static void typical(gemma3_sampler *s, float tp, int draw_next) {
+ * implicit when no sampler acts after it (draw_next): the Gumbel draw screens the vocabulary
+ * against it (it reads no order, only the set's first token), the CDF draw walks it in
+ * typical's order itself, and may find it pending (only its crossing's bracket known: the draw
+ * rarely needs the crossing itself) when that draw comes (draws: not the kept set); in Gumbel
+ * mode with samplers after it, it is written out in id order. Elsewhere the exact computation
+ * runs, as it does wherever the view's bounds leave the set open. */
+static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
         (draw_next || gumbel_mode(s))) {
-        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep);
+        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep,
+                                    draws && draw_next && !gumbel_mode(s));
         if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
             s->typ_fast_sets++;
             s->cand_lazy = 0;
@@ -2980,7 +2995,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
         case GEMMA3_SAMPLER_DRY: dry(s); break;
         case GEMMA3_SAMPLER_TOP_N_SIGMA: top_n_sigma(s, p->top_n_sigma); break;
         case GEMMA3_SAMPLER_TOP_K: top_k(s, p->top_k); break;
-        case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i)); break;
+        case GEMMA3_SAMPLER_TYPICAL_P: typical(s, p->typical_p, !acts_after(p, i), draws); break;
         case GEMMA3_SAMPLER_TOP_P: top_p(s, p->top_p, pos, draws && !acts_after(p, i)); break;
         case GEMMA3_SAMPLER_MIN_P: min_p(s, p->min_p); break;
         case GEMMA3_SAMPLER_XTC: xtc(s, pos, draws && !acts_after(p, i)); break;

@@ -64,6 +64,14 @@ int g3_sampler_typical_by_logit(const gemma3_sampler *s);
 /* Tests: how many typical sets the fine tier found since init where the view's walk left two
  * tokens' scores too close to order. */
 int g3_sampler_typical_fine_close(const gemma3_sampler *s);
+/* Tests: since init, how many CDF draws walked typical's set while it was pending (from the
+ * bracket of its crossing alone), and how many pending sets the draw had to find first. */
+void g3_sampler_typical_pending(const gemma3_sampler *s, int *draws, int *resolved);
+/* Tests: 1 when the last call left typical's set pending, with its centre, the distance from it
+ * nearer than which every token is in the set, and the range (w_lo, w_hi] of the set's weight
+ * (the view's weights: e^(l - lmax) within G3_VIEW_REL_ERR); 0 otherwise. */
+int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, double *sure,
+                                   double *w_lo, double *w_hi);
 /* Tests: the rank view's answers are skipped as if its sums had left them open: typical's set
  * and typical's draws over a set the view found (which then take the fine tier, the draws
  * taking the set again there first), top-p's boundary (which then takes the exact masses);
@@ -74,7 +82,8 @@ void g3_sampler_view_open(gemma3_sampler *s, int which);
  * (the view's left open). */
 int g3_sampler_top_p_mass_sets(const gemma3_sampler *s);
 /* Tests: the weight of typical's implicit set as the last walk took it, and (*fine) whether in
- * the fine tier's weights; -1 when the last call's set was not kept implicit. */
+ * the fine tier's weights; -1 when the last call's set was not kept implicit or stayed
+ * pending. */
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine);
 /* Tests: the first token (largest logit, lowest id) of typical's implicit set, which the last
  * Gumbel draw started from; -1 when the last call's list was not typical's set kept implicit

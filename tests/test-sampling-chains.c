@@ -1804,7 +1804,7 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     if (!ref_set_alloc(&rs, 262144)) return;
     int wrong = 0, printed = 0, calls = 0, sets = 0, draws = 0;
     int gauss_calls = 0, gauss_sets = 0, gauss_next = 0, gauss_draws = 0, dom_calls = 0,
-        dom_sets = 0, fine_masses = 0;
+        dom_sets = 0, fine_masses = 0, pending_draws = 0, resolved = 0;
     for (int si = 0; si < 3; si++) {
         int V = sizes[si], nv = si == 0 ? 9 : 18;
         gemma3_sampler_params p = all_off();
@@ -1829,8 +1829,9 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
             ref_set_take(&rs, r, l);
             int n_ref = rs.n;
             for (int mode = 0; mode < 2; mode++) {
-                int sets0, draws0;
+                int sets0, draws0, pend0, res0;
                 g3_sampler_typical_fast(s, &sets0, &draws0);
+                g3_sampler_typical_pending(s, &pend0, &res0);
                 if (!restart_in_mode(s, &p, mode, r, V)) continue;
                 /* the fine tier's walks on Gaussian bulks without a temperature after: the
                  * sets (kind 0 first, kind 3 later), the draws over a set the view found */
@@ -1843,8 +1844,11 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
                 calls += POSITIONS;
                 wrong += check_typical_first(s, l, &rs, label, &printed);
                 fine_masses += check_typical_mass(s, l, V, &rs, label, &printed, &wrong);
-                int sets1, draws1;
+                int sets1, draws1, pend1, res1;
                 g3_sampler_typical_fast(s, &sets1, &draws1);
+                g3_sampler_typical_pending(s, &pend1, &res1);
+                pending_draws += pend1 - pend0;
+                resolved += res1 - res0;
                 sets += sets1 - sets0;
                 draws += draws1 - draws0;
                 /* Gaussian bulks: the rank view's case (in CDF mode only when the draw is next);
@@ -1865,10 +1869,13 @@ static void check_typical_whole_vocab(struct ref *r, float *l) {
     }
     printf("typical over the whole vocabulary: %d draws, %d wrong; the rank view answered %d sets "
            "and %d draws (Gaussian bulks: %d of %d sets, %d of %d draws next; one dominant "
-           "token: %d of %d sets)\n",
+           "token: %d of %d sets); %d draws walked a pending set, %d found its crossing first\n",
            calls, wrong, sets, draws, gauss_sets, gauss_calls, gauss_draws, gauss_next, dom_sets,
-           dom_calls);
+           dom_calls, pending_draws, resolved);
     CHECK_MSG(wrong == 0, "typical: %d differences from the reference", wrong);
+    CHECK_MSG(pending_draws > 0 && resolved > 0,
+              "pending sets: %d draws from the bracket, %d found first: a path untested",
+              pending_draws, resolved);
     CHECK_MSG(gauss_sets * 10 >= gauss_calls * 9 && gauss_draws * 10 >= gauss_next * 9,
               "the rank view answered too few typical calls to be tested");
     CHECK_MSG(dom_sets == dom_calls, "the rank view answered %d of %d sets of one dominant token",
@@ -1884,6 +1891,76 @@ static void bulk_logits(float *l, int V, double sd) {
         double u1 = unif(), u2 = unif();
         l[i] = (float)(sd * sqrt(-2 * log(u1 > 0 ? u1 : 0x1p-60)) * cos(6.283185307179586 * u2));
     }
+}
+
+/* Typical's pending sets (CDF mode, the draw next: sampling-rank.c's typical_defer) against the
+ * reference set, after each draw that left one: every token nearer to the centre than the
+ * distance the set claims is in it, and its weight lies in the claimed range. Gaussian bulks
+ * with strong leaders (bench-sampling's shape), some on eighths of a nat (ties); on half the
+ * vectors min_keep runs past the crossing, which a pending set must not claim. The draws
+ * against the reference too. */
+static void check_typical_pending(struct ref *r, float *l) {
+    enum { V = 262144, VECTORS = 16, POSITIONS = 8 };
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, V)) return;
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler *s = sampler_all_off(V);
+    uint8_t *in = malloc(V);
+    int wrong = 0, printed = 0, checked = 0, min_keep_vectors = 0;
+    for (int v = 0; s && in && v < VECTORS; v++) {
+        bulk_logits(l, V, v % 3 == 0 ? 1.0 : 2.5);
+        for (int j = 0; j < 8; j++) l[next() % V] += 12.0f - (float)j;
+        if (v % 4 == 1)
+            for (int i = 0; i < V; i++) l[i] = roundf(l[i] * 8) / 8;
+        p.typical_p = (float)(0.8 + 0.15 * unif());
+        p.min_keep = 0;
+        p.seed = (uint32_t)next();
+        r->p = &p;
+        ref_load(r, l, V);
+        ref_typical(r, p.typical_p);
+        if (v % 2 == 1) { /* the set then runs past its crossing */
+            p.min_keep = r->n + 1 + (int)(next() % 64);
+            ref_load(r, l, V);
+            ref_typical(r, p.typical_p);
+            min_keep_vectors++;
+        }
+        ref_set_take(&rs, r, l);
+        if (!restart_in_mode(s, &p, 0, r, V)) continue;
+        float lmax = -INFINITY;
+        for (int i = 0; i < V; i++) lmax = fmaxf(lmax, l[i]);
+        memset(in, 0, V);
+        double w = 0;
+        for (int i = 0; i < rs.n; i++) {
+            in[rs.ids[i]] = 1;
+            w += exp((double)l[rs.ids[i]] - lmax);
+        }
+        for (int pos = 0; pos < POSITIONS; pos++) {
+            memcpy(r->c, rs.ids, (size_t)rs.n * sizeof *r->c);
+            r->n = rs.n;
+            int32_t want = ref_draw(r, pos), got = gemma3_sampler_sample(s, l, pos);
+            double c, sure, w_lo, w_hi;
+            int bad = got != want;
+            if (g3_sampler_typical_pending_set(s, &c, &sure, &w_lo, &w_hi)) {
+                checked++;
+                for (int i = 0; i < V; i++) bad += !in[i] && fabs((double)l[i] - c) < sure;
+                bad += !(w > w_lo * (1 - 0x1p-24) && w <= w_hi * (1 + 0x1p-24));
+            }
+            if (bad && printed++ < 5)
+                printf("typical pending, vector %d pos %d: token %d (want %d), %d wrong claims\n",
+                       v, pos, got, want, bad - (got != want));
+            wrong += bad > 0;
+        }
+    }
+    printf("typical's pending sets: %d draws left one, checked against the reference (%d "
+           "vectors with min_keep past the crossing), %d wrong\n",
+           checked, min_keep_vectors, wrong);
+    CHECK_MSG(s && in, "typical pending: out of memory");
+    CHECK_MSG(wrong == 0, "typical pending: %d draws wrong or with wrong claims", wrong);
+    CHECK_MSG(checked >= VECTORS * POSITIONS / 4, "typical pending: only %d draws left one",
+              checked);
+    free(in);
+    gemma3_sampler_free(s);
+    ref_set_free(&rs);
 }
 
 /* The centre of the reference's typical scores, lmax + ln z - h (each score is the distance
@@ -1979,10 +2056,13 @@ static void check_typical_close_scores(struct ref *r, float *l) {
         int sets, draws;
         g3_sampler_typical_fast(s, &sets, &draws);
         int by_logit = g3_sampler_typical_by_logit(s), fine_close = g3_sampler_typical_fine_close(s);
-        printf("typical, close scores, %s: the rank view answered %d sets and %d draws, %d of "
-               "its walks ordered neighbours by logit, the fine tier %d sets of scores too close "
-               "for the view\n",
-               part == 0 ? "dense bulks" : "mirrored crossings", sets, draws, by_logit, fine_close);
+        int pending, resolved;
+        g3_sampler_typical_pending(s, &pending, &resolved);
+        printf("typical, close scores, %s: the rank view answered %d sets and %d draws (%d from "
+               "a pending set, %d finding its crossing first), %d of its walks ordered "
+               "neighbours by logit, the fine tier %d sets of scores too close for the view\n",
+               part == 0 ? "dense bulks" : "mirrored crossings", sets, draws, pending, resolved,
+               by_logit, fine_close);
         if (part == 0)
             CHECK_MSG(by_logit > 0, "no walk ordered a neighbour by its logit: untested");
         else /* the mirrored scores lie within the view's eps, not the fine tier's */
@@ -2033,6 +2113,7 @@ int main(void) {
     check_typical_close_scores(&r, l);
     check_xtc_whole_vocab(&r, l);
     check_top_p_whole_vocab(&r, l);
+    check_typical_pending(&r, l); /* last: the draws above keep their random streams */
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
