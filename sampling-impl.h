@@ -114,13 +114,13 @@ struct gemma3_sampler {
      * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
      * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum). n_cand counts
-     * it; cand is stale. `pending` (CDF mode, the draw next): only the view's bracket of the
-     * crossing is known, `dist` is the distance nearer than which every token is in the set,
-     * n_cand a lower bound on its size and the set's weight lies in (w_lo, w_hi]; the draw walks
-     * from that or finds the crossing first (g3_rank_draw_typical). */
+     * it; cand is stale. `pending` (the draw next): only the view's bracket of the crossing is
+     * known, `dist` is the distance nearer than which every token is in the set and `far` the
+     * one beyond which none is, n_cand a lower bound on its size and the set's weight lies in
+     * (w_lo, w_hi]; the draw works from that or finds the crossing first. */
     struct {
         int on, fine, pending;
-        double center, dist, mass, w_lo, w_hi;
+        double center, dist, far, mass, w_lo, w_hi;
         struct g3_score_err err;
         float l_b;
         int32_t id_b, first;

@@ -615,6 +615,7 @@ static int typical_defer(gemma3_sampler *s, double c, const struct g3_score_err 
     s->typ.err = *err;
     s->typ.fine = 0;
     s->typ.dist = bd.s_lo - 2 * err->eps; /* the draw's bracket stops there (in_typ) */
+    s->typ.far = bd.reach; /* past it the scores lie past the crossing's */
     s->typ.mass = -INFINITY;              /* ... and never takes the set's own distance */
     s->typ.w_lo = target;
     s->typ.w_hi = target + heaviest;
@@ -650,18 +651,30 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int d
     return r.count;
 }
 
+int g3_rank_typical_resolve(gemma3_sampler *s) {
+    s->typ_resolved++;
+    int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, 0);
+    if (count < 2) return 0;
+    s->n_cand = count;
+    return count;
+}
+
 int32_t g3_rank_typical_first(gemma3_sampler *s) {
-    /* every token of the set has l <= max(l_b, c + dist) (the next double up covers the
-     * rounding of the sum), so its bucket is that of the float at or above, or a later one */
-    double edge = fmax((double)s->typ.l_b, nextafter(s->typ.center + s->typ.dist, INFINITY));
+    /* every token of the set has l <= max(l_b, c + dist), or c + far when pending (the next
+     * double up covers the rounding of the sum), so its bucket is that of the float at or
+     * above, or a later one */
+    double c = s->typ.center,
+           edge = s->typ.pending ? nextafter(c + s->typ.far, INFINITY)
+                                 : fmax((double)s->typ.l_b, nextafter(c + s->typ.dist, INFINITY));
     float lmax = s->view_lmax, top = (float)edge;
     if ((double)top < edge) top = nextafterf(top, INFINITY);
     for (int b = edge >= lmax ? 0 : g3_view_bucket(top, lmax); b < G3_VIEW_BUCKETS - 1; b++) {
         if (s->view_sum[b].unit == 0) continue; /* an empty bucket: every unit is positive */
         int ne = bucket_sorted(s, b, NULL);
-        for (int i = 0; i < ne; i++) /* in the total order: the first of the set is its top */
-            if (g3_typ_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
-                return s->pos_edge[i];
+        for (int i = 0; i < ne; i++) { /* in the total order: the first of the set is its top */
+            int in = g3_implicit_side(s, s->logits[s->pos_edge[i]], s->pos_edge[i]);
+            if (in != 0) return in > 0 ? s->pos_edge[i] : -1;
+        }
     }
     return -1;
 }
@@ -693,11 +706,7 @@ int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
     struct dist_walk r;
     if (s->typ.pending) { /* the draw's walk from the bracket, else the set's crossing first */
         int32_t tok = s->view_open & G3_VIEW_OPEN_TYPICAL_DRAW ? -1 : draw_pending(s, u);
-        if (tok >= 0) return tok;
-        s->typ_resolved++;
-        int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, 0);
-        if (count < 2) return -1;
-        s->n_cand = count;
+        if (tok >= 0 || !g3_rank_typical_resolve(s)) return tok;
     }
     if (!s->typ.fine) {
         struct walk_weights coarse = {s->view_w, 0, view_rel(n), 0};

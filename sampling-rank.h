@@ -32,13 +32,17 @@ double g3_rank_z(gemma3_sampler *s, float lmax, double *rel);
  * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
  * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's
  * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens.
- * With defer (the CDF draw comes next) the set may be left pending (s->typ.pending): only the
+ * With defer (the draw comes next) the set may be left pending (s->typ.pending): only the
  * view's bracket of its crossing, the return a lower bound on its size (at least 2 and
- * min_keep); the draw then finds the crossing only when its own walk needs it. */
+ * min_keep); the draw then finds the crossing only when it needs it. */
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int defer);
 
+/* A pending set's crossing, found (the walk g3_rank_typical left): returns the set's size, at
+ * least 2, or 0 when the bounds leave it open (the caller's exact path runs). */
+int g3_rank_typical_resolve(gemma3_sampler *s);
+
 /* The first token of typical's set (s->typ) in the total order, its largest logit at the
- * lowest id; -1 if the view cannot tell. */
+ * lowest id; -1 if the view cannot tell, or a pending set's bracket cannot. */
 int32_t g3_rank_typical_first(gemma3_sampler *s);
 
 /* The exact CDF walk's answer over typical's set (s->typ) walked in its order for the uniform

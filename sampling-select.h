@@ -38,9 +38,17 @@ static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) 
 static inline int g3_typ_contains(const gemma3_sampler *s, float l, int32_t id) {
     return l == s->typ.l_b ? id <= s->typ.id_b : fabs((double)l - s->typ.center) < s->typ.dist;
 }
-/* Whether token id (logit l) belongs to the implicit list: the window, else typical's set. */
+/* Whether token id (logit l) belongs to the implicit list: the window, else typical's set
+ * (not pending). */
 static inline int g3_implicit_contains(const gemma3_sampler *s, float l, int32_t id) {
     return s->win.on ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
+}
+/* The same, and for a pending set of typical's: 1 in it, 0 not, -1 when the bracket of its
+ * crossing cannot tell. */
+static inline int g3_implicit_side(const gemma3_sampler *s, float l, int32_t id) {
+    if (s->win.on || !s->typ.pending) return g3_implicit_contains(s, l, id);
+    double d = fabs((double)l - s->typ.center);
+    return d < s->typ.dist ? 1 : d > s->typ.far ? 0 : -1;
 }
 /* The list (the whole vocabulary) becomes its first `count` tokens, the last being `last` and
  * the first `first`. */

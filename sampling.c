@@ -450,9 +450,10 @@ void g3_sampler_typical_pending(const gemma3_sampler *s, int *draws, int *resolv
     *resolved = s->typ_resolved;
 }
 int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, double *sure,
-                                   double *w_lo, double *w_hi) {
+                                   double *far, double *w_lo, double *w_hi) {
     *center = s->typ.center;
     *sure = s->typ.dist;
+    *far = s->typ.far;
     *w_lo = s->typ.w_lo;
     *w_hi = s->typ.w_hi;
     return s->typ.on && s->typ.pending;
@@ -2087,8 +2088,15 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
     if (lmax == -INFINITY) return;
     if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
         (draw_next || gumbel_mode(s))) {
-        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep,
-                                    draws && draw_next && !gumbel_mode(s));
+        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep, draws && draw_next);
+        int32_t first = -1; /* the Gumbel draw starts from the set's top */
+        if (count > 1 && gumbel_mode(s) && draw_next) {
+            first = g3_rank_typical_first(s);
+            if (first < 0 && s->typ.pending) { /* the top lies in the crossing's band */
+                count = g3_rank_typical_resolve(s);
+                first = count > 1 ? g3_rank_typical_first(s) : -1;
+            }
+        }
         if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
             s->typ_fast_sets++;
             s->cand_lazy = 0;
@@ -2100,10 +2108,9 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
         if (count > 1) {
             s->typ_fast_sets++;
             s->typ.on = 1;
-            s->typ.first = -1;
+            s->typ.first = first;
             s->n_cand = count;
-            if (gumbel_mode(s) && draw_next) s->typ.first = g3_rank_typical_first(s);
-            if (gumbel_mode(s) && s->typ.first < 0) g3_cand_materialise(s);
+            if (gumbel_mode(s) && first < 0) g3_cand_materialise(s);
             return;
         }
     }
@@ -2702,7 +2709,8 @@ static int gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
  * skip are left out; start, when not -1, is a token of the rest to begin from (else the first
  * of the total order). *second (not NULL) gets the best value among the other tokens whose
  * values were computed (-inf if none); every other token's lies more than 1/64 - 4e-5 below
- * the winner's (gumbel_screen_threshold). */
+ * the winner's (gumbel_screen_threshold). Over typical's pending set: the winner of the tokens
+ * surely in it, or -3 when one of those its bracket cannot tell would beat it. */
 static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
                                     int n_skip, int32_t start, double *second) {
     const float *l = s->logits;
@@ -2719,7 +2727,6 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
         top = start;
     } else if (implicit) {
         top = s->win.on ? s->win.first : s->typ.first;
-        s->typ_fast_draws += s->typ.on;
     } else if (full) {
         top = first_max(s, l, n, lmax_f);
     } else {
@@ -2730,6 +2737,8 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     uint64_t key = g3_rng_key(s->seed, pos);
     int32_t best = top;
     double best_v = gumbel_value(s, key, lmax_f, top), second_v = -INFINITY;
+    double open_v = -INFINITY; /* the best of a pending set's tokens it cannot tell */
+    int32_t open_id = -1;
     uint8_t pass[GUMBEL_CHUNK];
     uint64_t hashes[GUMBEL_CHUNK];
     float *g = s->gathered;
@@ -2754,8 +2763,13 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
             }
             if (!pass[j] || ids[c + j] == top) continue;
             int32_t id = ids[c + j];
-            if (implicit && !g3_implicit_contains(s, lc[j], id)) continue;
-            if (n_skip > 0 && listed(skip, n_skip, id)) continue;
+            int in = implicit ? g3_implicit_side(s, lc[j], id) : 1;
+            if (in == 0 || (n_skip > 0 && listed(skip, n_skip, id))) continue;
+            if (in < 0) { /* what the winner must beat, or the set be found */
+                double v = gumbel_value(s, key, lmax_f, id);
+                if (gumbel_beats(v, id, open_v, open_id)) open_v = v, open_id = id;
+                continue;
+            }
             double v = gumbel_value(s, key, lmax_f, id);
             if (gumbel_beats(v, id, best_v, best)) {
                 second_v = best_v;
@@ -2766,6 +2780,9 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
             }
         }
     }
+    if (open_id >= 0 && gumbel_beats(open_v, open_id, best_v, best)) return -3;
+    s->typ_fast_draws += implicit && start < 0 && s->typ.on;
+    s->typ_pending_draws += implicit && s->typ.on && s->typ.pending;
     if (second) *second = second_v;
     return best;
 }
@@ -2877,6 +2894,10 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
         divide_logits(s, t);
     }
     check_finite(s);
+    int32_t tok = draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
+    if (tok != -3) return tok;
+    /* a token of typical's pending set that the bracket cannot tell could win: the set first */
+    if (!g3_rank_typical_resolve(s)) typical_settle(s);
     return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
 }
 

@@ -64,14 +64,15 @@ int g3_sampler_typical_by_logit(const gemma3_sampler *s);
 /* Tests: how many typical sets the fine tier found since init where the view's walk left two
  * tokens' scores too close to order. */
 int g3_sampler_typical_fine_close(const gemma3_sampler *s);
-/* Tests: since init, how many CDF draws walked typical's set while it was pending (from the
- * bracket of its crossing alone), and how many pending sets the draw had to find first. */
+/* Tests: since init, how many draws were answered over typical's set while it was pending (from
+ * the bracket of its crossing alone), and how many pending sets had to be found first. */
 void g3_sampler_typical_pending(const gemma3_sampler *s, int *draws, int *resolved);
-/* Tests: 1 when the last call left typical's set pending, with its centre, the distance from it
- * nearer than which every token is in the set, and the range (w_lo, w_hi] of the set's weight
- * (the view's weights: e^(l - lmax) within G3_VIEW_REL_ERR); 0 otherwise. */
+/* Tests: 1 when the last call left typical's set pending, with its centre, the distances from
+ * it nearer than which every token is in the set and beyond which none is, and the range
+ * (w_lo, w_hi] of the set's weight (the view's weights: e^(l - lmax) within G3_VIEW_REL_ERR);
+ * 0 otherwise. */
 int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, double *sure,
-                                   double *w_lo, double *w_hi);
+                                   double *far, double *w_lo, double *w_hi);
 /* Tests: the rank view's answers are skipped as if its sums had left them open: typical's set
  * and typical's draws over a set the view found (which then take the fine tier, the draws
  * taking the set again there first), top-p's boundary (which then takes the exact masses);

@@ -1893,9 +1893,10 @@ static void bulk_logits(float *l, int V, double sd) {
     }
 }
 
-/* Typical's pending sets (CDF mode, the draw next: sampling-rank.c's typical_defer) against the
- * reference set, after each draw that left one: every token nearer to the centre than the
- * distance the set claims is in it, and its weight lies in the claimed range. Gaussian bulks
+/* Typical's pending sets (the draw next: sampling-rank.c's typical_defer) against the reference
+ * set, after each draw that left one, in both modes: every token nearer to the centre than the
+ * distance the set claims is in it, none beyond the other, and its weight lies in the claimed
+ * range. Gaussian bulks
  * with strong leaders (bench-sampling's shape), some on eighths of a nat (ties); on half the
  * vectors min_keep runs past the crossing, which a pending set must not claim. The draws
  * against the reference too. */
@@ -1906,7 +1907,7 @@ static void check_typical_pending(struct ref *r, float *l) {
     gemma3_sampler_params p = all_off();
     gemma3_sampler *s = sampler_all_off(V);
     uint8_t *in = malloc(V);
-    int wrong = 0, printed = 0, checked = 0, min_keep_vectors = 0;
+    int wrong = 0, printed = 0, checked = 0, gumbel_checked = 0, min_keep_vectors = 0;
     for (int v = 0; s && in && v < VECTORS; v++) {
         bulk_logits(l, V, v % 3 == 0 ? 1.0 : 2.5);
         for (int j = 0; j < 8; j++) l[next() % V] += 12.0f - (float)j;
@@ -1925,7 +1926,6 @@ static void check_typical_pending(struct ref *r, float *l) {
             min_keep_vectors++;
         }
         ref_set_take(&rs, r, l);
-        if (!restart_in_mode(s, &p, 0, r, V)) continue;
         float lmax = -INFINITY;
         for (int i = 0; i < V; i++) lmax = fmaxf(lmax, l[i]);
         memset(in, 0, V);
@@ -1934,15 +1934,20 @@ static void check_typical_pending(struct ref *r, float *l) {
             in[rs.ids[i]] = 1;
             w += exp((double)l[rs.ids[i]] - lmax);
         }
-        for (int pos = 0; pos < POSITIONS; pos++) {
+        for (int pos = 0; pos < 2 * POSITIONS; pos++) { /* CDF, then Gumbel */
+            if (pos % POSITIONS == 0 && !restart_in_mode(s, &p, pos / POSITIONS, r, V)) break;
             memcpy(r->c, rs.ids, (size_t)rs.n * sizeof *r->c);
             r->n = rs.n;
             int32_t want = ref_draw(r, pos), got = gemma3_sampler_sample(s, l, pos);
-            double c, sure, w_lo, w_hi;
+            double c, sure, far, w_lo, w_hi;
             int bad = got != want;
-            if (g3_sampler_typical_pending_set(s, &c, &sure, &w_lo, &w_hi)) {
+            if (g3_sampler_typical_pending_set(s, &c, &sure, &far, &w_lo, &w_hi)) {
                 checked++;
-                for (int i = 0; i < V; i++) bad += !in[i] && fabs((double)l[i] - c) < sure;
+                gumbel_checked += pos >= POSITIONS;
+                for (int i = 0; i < V; i++) {
+                    double d = fabs((double)l[i] - c);
+                    bad += in[i] ? d > far : d < sure;
+                }
                 bad += !(w > w_lo * (1 - 0x1p-24) && w <= w_hi * (1 + 0x1p-24));
             }
             if (bad && printed++ < 5)
@@ -1951,13 +1956,15 @@ static void check_typical_pending(struct ref *r, float *l) {
             wrong += bad > 0;
         }
     }
-    printf("typical's pending sets: %d draws left one, checked against the reference (%d "
-           "vectors with min_keep past the crossing), %d wrong\n",
-           checked, min_keep_vectors, wrong);
+    printf("typical's pending sets: %d draws left one (%d in Gumbel mode), checked against the "
+           "reference (%d vectors with min_keep past the crossing), %d wrong\n",
+           checked, gumbel_checked, min_keep_vectors, wrong);
     CHECK_MSG(s && in, "typical pending: out of memory");
     CHECK_MSG(wrong == 0, "typical pending: %d draws wrong or with wrong claims", wrong);
-    CHECK_MSG(checked >= VECTORS * POSITIONS / 4, "typical pending: only %d draws left one",
-              checked);
+    CHECK_MSG(checked - gumbel_checked >= VECTORS * POSITIONS / 4 &&
+                  gumbel_checked >= VECTORS * POSITIONS / 4,
+              "typical pending: only %d draws left one (%d in Gumbel mode)", checked,
+              gumbel_checked);
     free(in);
     gemma3_sampler_free(s);
     ref_set_free(&rs);
