@@ -466,6 +466,25 @@ static int walk_band(const gemma3_sampler *s, const double *ws, double c, double
     return 1;
 }
 
+/* The largest view weight a token of buckets [b1, b2] can have: its bucket's sum, or the
+ * bucket's factor times the largest unit. */
+static double heaviest_token(const gemma3_sampler *s, int b1, int b2) {
+    double h = 0;
+    for (int b = b1; b <= b2; b++) {
+        double one = s->view_scale[b] * 0x1p31 * (1 + 0x1p-16);
+        h = fmax(h, s->view_w[b] < one ? s->view_w[b] : one);
+    }
+    return h;
+}
+
+/* The largest weight a token of the band can have beyond the buckets wholly nearer: a view
+ * weight, or within 2^-20 a fine tier's (within 2^-26 of the view's, and of e^d, which is at
+ * most e^(-b/64) (1 + 2^-18): x <= 2^-19). */
+static double band_heaviest(const gemma3_sampler *s, const struct band *bd) {
+    if (bd->a1 > bd->a2) return heaviest_token(s, bd->g1, bd->g2);
+    return fmax(heaviest_token(s, bd->g1, bd->a1 - 1), heaviest_token(s, bd->a2 + 1, bd->g2));
+}
+
 /* walk_dist's answers: the crossing; none, for the bounds; none, because the sums lay within
  * the margin of the target there, or a token's score could lie on either side of the
  * crossing's */
@@ -489,6 +508,8 @@ static int walk_dist(gemma3_sampler *s, double c, const struct g3_score_err *err
     const double eps = err->eps;
     struct band bd;
     if (!walk_band(s, ww->bucket, c, eps, target, margin, in_typ, 0, &bd)) return WALK_OPEN;
+    /* the crossing's token must outweigh twice the margin: no token of the band does */
+    if (!(band_heaviest(s, &bd) * (1 + 0x1p-20) > 2 * margin)) return WALK_NEAR_SUM;
     const int a1 = bd.a1, a2 = bd.a2;
     const double s_lo = bd.s_lo, s_hi = bd.s_hi;
     double cum = 0;
@@ -579,17 +600,6 @@ static void typical_keep(gemma3_sampler *s, double c, const struct g3_score_err 
     s->typ.id_b = r->tok;
 }
 
-/* The largest view weight a token of buckets [b1, b2] can have: its bucket's sum, or the
- * bucket's factor times the largest unit. */
-static double heaviest_token(const gemma3_sampler *s, int b1, int b2) {
-    double h = 0;
-    for (int b = b1; b <= b2; b++) {
-        double one = s->view_scale[b] * 0x1p31 * (1 + 0x1p-16);
-        h = fmax(h, s->view_w[b] < one ? s->view_w[b] : one);
-    }
-    return h;
-}
-
 /* Leaves typical's set pending (s->typ.pending), from the bracket of its crossing alone: every
  * token nearer than s_lo - 2 eps to c lies before the crossing (the tokens nearer than s_lo
  * weigh at most target - margin, and a token's score lies within eps of its distance), so in
@@ -602,14 +612,11 @@ static int typical_defer(gemma3_sampler *s, double c, const struct g3_score_err 
                          double target, double margin, int min_keep) {
     struct band bd;
     if (!walk_band(s, s->view_w, c, err->eps, target, margin, 0, 2 * err->eps, &bd)) return 0;
-    const int a1 = bd.a1, a2 = bd.a2, g1 = bd.g1, g2 = bd.g2;
     uint64_t units = 0;
-    for (int b = a1; b <= a2; b++) units += s->view_sum[b].unit;
+    for (int b = bd.a1; b <= bd.a2; b++) units += s->view_sum[b].unit;
     double count = floor((double)units * 0x1p-31 * (1 - 0x1p-16));
     if (count < 2 || count < min_keep) return 0;
-    double heaviest = a1 <= a2 /* the crossing lies beyond the sure buckets */
-                          ? fmax(heaviest_token(s, g1, a1 - 1), heaviest_token(s, a2 + 1, g2))
-                          : heaviest_token(s, g1, g2);
+    double heaviest = band_heaviest(s, &bd); /* the crossing lies beyond the sure buckets */
     s->typ.pending = 1;
     s->typ.center = c;
     s->typ.err = *err;
