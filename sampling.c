@@ -2077,10 +2077,10 @@ static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
 /* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
  * implicit when no sampler acts after it (draw_next): the Gumbel draw screens the vocabulary
  * against it (it reads no order, only the set's first token), the CDF draw walks it in
- * typical's order itself, and may find it pending (only its crossing's bracket known: the draw
- * rarely needs the crossing itself) when that draw comes (draws: not the kept set); in Gumbel
- * mode with samplers after it, it is written out in id order. Elsewhere the exact computation
- * runs, as it does wherever the view's bounds leave the set open. */
+ * typical's order itself. When that draw comes (draws: not the kept set) the set may stay
+ * pending, only its crossing's bracket known: the draw rarely needs the crossing itself. In
+ * Gumbel mode with samplers after it, it is written out in id order. Elsewhere the exact
+ * computation runs, as it does wherever the view's bounds leave the set open. */
 static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
     int n = s->n_cand;
     if (tp >= 1.0f || n <= 1) return;
