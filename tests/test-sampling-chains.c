@@ -1896,10 +1896,9 @@ static void bulk_logits(float *l, int V, double sd) {
 /* Typical's pending sets (the draw next: sampling-rank.c's typical_defer) against the reference
  * set, after each draw that left one, in both modes: every token nearer to the centre than the
  * distance the set claims is in it, none beyond the other, and its weight lies in the claimed
- * range. Gaussian bulks
- * with strong leaders (bench-sampling's shape), some on eighths of a nat (ties); on half the
- * vectors min_keep runs past the crossing, which a pending set must not claim. The draws
- * against the reference too. */
+ * range. Gaussian bulks with strong leaders (bench-sampling's shape), some on eighths of a nat
+ * (ties); on half the vectors min_keep runs past the crossing, which a pending set must not
+ * claim. The draws against the reference too. */
 static void check_typical_pending(struct ref *r, float *l) {
     enum { V = 262144, VECTORS = 16, POSITIONS = 8 };
     struct ref_set rs;
