@@ -622,8 +622,8 @@ static int typical_defer(gemma3_sampler *s, double c, const struct g3_score_err 
     s->typ.err = *err;
     s->typ.fine = 0;
     s->typ.dist = bd.s_lo - 2 * err->eps; /* the draw's bracket stops there (in_typ) */
-    s->typ.far = bd.reach; /* past it the scores lie past the crossing's */
     s->typ.mass = -INFINITY;              /* ... and never takes the set's own distance */
+    s->typ.far = bd.reach;                /* past it the scores lie past the crossing's */
     s->typ.w_lo = target;
     s->typ.w_hi = target + heaviest;
     return (int)count;
