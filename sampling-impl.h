@@ -19,9 +19,10 @@ struct scored {
 
 /* How far a token's distance from typical's centre may lie from its exact typical score:
  * eps in all (the centre's uncertainty and the token's own roundings), tok_eps for the token's
- * own roundings alone (sampling-rank.c). */
+ * own roundings alone; centre, how far the centre may lie from the exact scores' centre
+ * (sampling-rank.c). */
 struct g3_score_err {
-    double eps, tok_eps;
+    double eps, tok_eps, centre;
 };
 
 struct gemma3_sampler {
@@ -113,8 +114,9 @@ struct gemma3_sampler {
      * logit l_b up to id id_b; `mass` is their weight (the view's, or with `fine` the fine
      * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
-     * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum). n_cand counts
-     * it; cand is stale. `pending` (the draw next): only the view's bracket of the crossing is
+     * the total order (Gumbel mode; -1 in CDF mode, whose walk reads no maximum, and while
+     * pending, when the Gumbel draw starts from a floor instead). n_cand counts it; cand is
+     * stale. `pending` (the draw next): only the view's bracket of the crossing is
      * known, `dist` is the distance nearer than which every token is in the set and `far` the
      * one beyond which none is, n_cand a lower bound on its size and the set's weight lies in
      * (w_lo, w_hi]; the draw works from that or finds the crossing first. */

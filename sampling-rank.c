@@ -10,12 +10,19 @@
 
 /* The view of s->logits (the whole vocabulary, checked) below lmax, with the moments when
  * asked: built once per set of logits (writable_logits and the temperature's division clear
- * view_valid). Returns 0, building nothing, for a vocabulary over 2^20 tokens, whose sums of
- * units (below n 2^32) might not convert to double exactly: the callers' exact paths run. */
+ * view_valid), the moments added by a pass of their own when a view without them is asked for
+ * them. Returns 0, building nothing, for a vocabulary over 2^20 tokens, whose sums of units
+ * (below n 2^32) might not convert to double exactly: the callers' exact paths run. */
 static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
     if (s->n_vocab > (1 << 20)) return 0;
-    if (s->view_valid && s->view_lmax == lmax && (s->view_has_moments || !moments)) return 1;
+    if (s->view_valid && s->view_lmax == lmax) {
+        if (moments && !s->view_has_moments)
+            s->rank_view(s->logits, lmax, s->n_vocab, NULL, NULL, &s->view_moment);
+        s->view_has_moments |= moments;
+        return 1;
+    }
     memset(s->view_sum, 0, sizeof s->view_sum);
+    s->view_moment = NAN; /* until a pass sums it: a stale one would move the centre unseen */
     s->rank_view(s->logits, lmax, s->n_vocab, s->view_bucket, s->view_sum,
                  moments ? &s->view_moment : NULL);
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
@@ -243,14 +250,14 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u) {
 /* The logits of bucket b (b = G3_VIEW_BUCKETS - 1: the top of the last) lie in [*lo, *hi]:
  * g3_view_bucket's float difference moves an edge by at most 2^-24 of 32 nats (1.9e-6), the
  * fuzz covers that and the roundings here. */
-static void bucket_range(double lmax, int b, double *lo, double *hi) {
+static inline void bucket_range(double lmax, int b, double *lo, double *hi) {
     double fuzz = 1e-5 + 0x1p-40 * fabs(lmax);
     *hi = lmax - (double)b / G3_VIEW_PER_NAT + fuzz;
     *lo = lmax - (double)(b + 1) / G3_VIEW_PER_NAT - fuzz;
 }
 
 /* The nearest (far = 0) or farthest (far = 1) distance from c that bucket b's logits can have. */
-static double bucket_dist(double lmax, double c, int b, int far) {
+static inline double bucket_dist(double lmax, double c, int b, int far) {
     double lo, hi;
     bucket_range(lmax, b, &lo, &hi);
     if (far) return hi - c > c - lo ? hi - c : c - lo; /* c finite: no NaN to order */
@@ -287,7 +294,7 @@ static void order_start(struct bucket_order *o, double lmax, double c, int bc, i
 }
 
 /* The next bucket in the order, *dist its distance; -1 after the last. */
-static int order_next(struct bucket_order *o, double *dist) {
+static inline int order_next(struct bucket_order *o, double *dist) {
     if (o->k_centre == INFINITY && o->k_up == INFINITY && o->k_down == INFINITY) return -1;
     if (o->k_centre <= o->k_up && o->k_centre <= o->k_down) {
         *dist = o->k_centre;
@@ -306,11 +313,25 @@ static int order_next(struct bucket_order *o, double *dist) {
     return o->down;
 }
 
-/* Extends [*lo_b, *hi_b] from bc while the next bucket's distance (far) stays below `below`. */
+/* Extends [*lo_b, *hi_b] from bc while the next bucket's distance (far) stays below `below`:
+ * by bisection, since along each run away from bc both distances only grow (bucket_order). */
 static void grow_range(double lmax, double c, int far, double below, int *lo_b, int *hi_b) {
-    while (*lo_b > 0 && bucket_dist(lmax, c, *lo_b - 1, far) < below) --*lo_b;
-    while (*hi_b + 1 < G3_VIEW_BUCKETS - 1 && bucket_dist(lmax, c, *hi_b + 1, far) < below)
-        ++*hi_b;
+    int out = -1; /* every bucket from *lo_b up to the start passes; out does not (or is -1) */
+    while (*lo_b - out > 1) {
+        int mid = out + (*lo_b - out) / 2;
+        if (bucket_dist(lmax, c, mid, far) < below)
+            *lo_b = mid;
+        else
+            out = mid;
+    }
+    out = G3_VIEW_BUCKETS - 1; /* the last bucket is never taken */
+    while (out - *hi_b > 1) {
+        int mid = *hi_b + (out - *hi_b) / 2;
+        if (bucket_dist(lmax, c, mid, far) < below)
+            *hi_b = mid;
+        else
+            out = mid;
+    }
 }
 
 struct dist_walk {
@@ -537,15 +558,6 @@ static int walk_dist(gemma3_sampler *s, double c, const struct g3_score_err *err
     return WALK_OPEN;
 }
 
-/* The view's sum of weight times (l - lmax) (typical's centre): the pass's sum of the tokens'
- * e^d x, less b/64 times each bucket's weight (d = x - b/64). */
-static double view_moment_sum(const gemma3_sampler *s) {
-    double below = 0;
-    for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
-        below += (double)b / G3_VIEW_PER_NAT * s->view_w[b];
-    return s->view_moment - below;
-}
-
 double g3_rank_z(gemma3_sampler *s, float lmax, double *rel) {
     return view_ensure(s, lmax, 0) ? view_total(s, rel) : 0;
 }
@@ -570,7 +582,8 @@ static struct g3_score_err typical_bounds(int n, float lmax, double z, double re
     double centre_err = fabs(mean) * (2 * rel + 0x1p-52) + s1_err, /* ours against the true */
         sums_err = 2.02 * (n + 10) * 0x1p-53 * (h + 1); /* the true against the exact sums' */
     return (struct g3_score_err){.eps = 2 * (centre_err + sums_err + tok) + 1e-290,
-                                 .tok_eps = 2 * tok + 1e-290};
+                                 .tok_eps = 2 * tok + 1e-290,
+                                 .centre = centre_err + sums_err};
 }
 
 /* Typical's set in the fine tier, weights and centre (the view's left its walk open): the
@@ -629,27 +642,47 @@ static int typical_defer(gemma3_sampler *s, double c, const struct g3_score_err 
     return (int)count;
 }
 
+/* Typical's centre (into *c) and its bounds, from the view whose total is z (within rel). The
+ * centre needs sum w d = sum_b (-b/64) W_b + sum e^d x (d = x - b/64): the second sum is the
+ * pass's moments when it has them; else it is taken at the middle of its range, each token's
+ * exact x lying in (-2^-6 - 2^-19, 2^-19] (d's float rounding is at most 2^-19): -2^-7 z,
+ * within (2^-7 + 2^-19) Z of the exact sum (the centre within 2^-7 nat). */
+static struct g3_score_err typical_centre(const gemma3_sampler *s, double z, double rel,
+                                          double *c) {
+    int n = s->n_vocab;
+    double below = 0;
+    for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
+        below += (double)b / G3_VIEW_PER_NAT * s->view_w[b];
+    double s1 = s->view_has_moments ? s->view_moment - below : -below - 0x1p-7 * z;
+    /* each token's e^d x is within G3_VIEW_MOMENT_ERR e^d of the exact (or the middle's
+     * bound, z within rel of the exact total), the last bucket's, left out, below 2^-41 each,
+     * and the two double sums round by (n + G3_VIEW_BUCKETS) 2^-53 of theirs */
+    double x_err = s->view_has_moments ? 1.01 * G3_VIEW_MOMENT_ERR : 0x1p-7 + 0x1p-18;
+    double s1_err = x_err + (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(s1 / z) + 1) + n * 0x1p-41 / z;
+    return typical_bounds(n, s->view_lmax, z, rel, s1, s1_err, c);
+}
+
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int defer) {
     s->typ.pending = 0;
-    if (!view_ensure(s, lmax, 1)) return 0;
+    int open = s->view_open & G3_VIEW_OPEN_TYPICAL_SET;
+    defer = open ? G3_TYPICAL_NOW : defer;
+    /* the Gumbel draw's pending set takes its centre from the bucket sums: no moments */
+    if (!view_ensure(s, lmax, defer != G3_TYPICAL_DEFER_GUMBEL)) return 0;
     int n = s->n_vocab;
-    double rel, z = view_total(s, &rel), s1 = view_moment_sum(s), c;
-    /* each token's e^d x is within G3_VIEW_MOMENT_ERR e^d of the exact, the last bucket's,
-     * left out, below 2^-41 each, and the two double sums of view_moment_sum round by
-     * (n + G3_VIEW_BUCKETS) 2^-53 of theirs */
-    double s1_err = 1.01 * G3_VIEW_MOMENT_ERR +
-                    (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(s1 / z) + 1) + n * 0x1p-41 / z;
-    struct g3_score_err err = typical_bounds(n, lmax, z, rel, s1, s1_err, &c);
+    double rel, z = view_total(s, &rel), c;
+    double target = (double)tp * z, margin = dist_margin(z, rel, n);
+    struct g3_score_err err = typical_centre(s, z, rel, &c);
+    if (defer != G3_TYPICAL_NOW) {
+        int count = typical_defer(s, c, &err, target, margin, min_keep);
+        if (count > 0) return count;
+        if (!s->view_has_moments) { /* the crossing needs the centre the moments give */
+            view_ensure(s, lmax, 1);
+            err = typical_centre(s, z, rel, &c);
+        }
+    }
     struct walk_weights coarse = {s->view_w, 0, rel, 0};
     struct dist_walk r;
-    double target = (double)tp * z, margin = dist_margin(z, rel, n);
-    int count = defer && !(s->view_open & G3_VIEW_OPEN_TYPICAL_SET)
-                    ? typical_defer(s, c, &err, target, margin, min_keep)
-                    : 0;
-    if (count > 0) return count;
-    int found = s->view_open & G3_VIEW_OPEN_TYPICAL_SET
-                    ? WALK_NEAR_SUM
-                    : walk_dist(s, c, &err, &coarse, target, margin, 0, &r);
+    int found = open ? WALK_NEAR_SUM : walk_dist(s, c, &err, &coarse, target, margin, 0, &r);
     int fine = finer_could_tell(found), close = found == WALK_CLOSE_SCORES;
     if (fine) found = typical_walk_fine(s, tp, &c, &err, &r);
     s->typ_fine_close += close && found == WALK_FOUND;
@@ -660,28 +693,25 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int d
 
 int g3_rank_typical_resolve(gemma3_sampler *s) {
     s->typ_resolved++;
-    int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, 0);
+    int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, G3_TYPICAL_NOW);
     if (count < 2) return 0;
     s->n_cand = count;
     return count;
 }
 
 int32_t g3_rank_typical_first(gemma3_sampler *s) {
-    /* every token of the set has l <= max(l_b, c + dist), or c + far when pending (the next
-     * double up covers the rounding of the sum), so its bucket is that of the float at or
-     * above, or a later one */
+    /* every token of the set has l <= max(l_b, c + dist) (the next double up covers the
+     * rounding of the sum), so its bucket is that of the float at or above, or a later one */
     double c = s->typ.center,
-           edge = s->typ.pending ? nextafter(c + s->typ.far, INFINITY)
-                                 : fmax((double)s->typ.l_b, nextafter(c + s->typ.dist, INFINITY));
+           edge = fmax((double)s->typ.l_b, nextafter(c + s->typ.dist, INFINITY));
     float lmax = s->view_lmax, top = (float)edge;
     if ((double)top < edge) top = nextafterf(top, INFINITY);
     for (int b = edge >= lmax ? 0 : g3_view_bucket(top, lmax); b < G3_VIEW_BUCKETS - 1; b++) {
         if (s->view_sum[b].unit == 0) continue; /* an empty bucket: every unit is positive */
         int ne = bucket_sorted(s, b, NULL);
-        for (int i = 0; i < ne; i++) { /* in the total order: the first of the set is its top */
-            int in = g3_implicit_side(s, s->logits[s->pos_edge[i]], s->pos_edge[i]);
-            if (in != 0) return in > 0 ? s->pos_edge[i] : -1;
-        }
+        for (int i = 0; i < ne; i++) /* in the total order: the first of the set is its top */
+            if (g3_typ_contains(s, s->logits[s->pos_edge[i]], s->pos_edge[i]))
+                return s->pos_edge[i];
     }
     return -1;
 }

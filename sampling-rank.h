@@ -28,11 +28,18 @@ int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u);
  * error, or 0 for a vocabulary too large for the view. */
 double g3_rank_z(gemma3_sampler *s, float lmax, double *rel);
 
+/* Whether g3_rank_typical may leave the set pending for the draw that comes next: not (the
+ * set is read), for the CDF draw (whose walk needs the set's weight close: the centre from the
+ * view's moments), or for the Gumbel draw (which needs only which tokens are surely in and
+ * out: the centre from the bucket sums, within 2^-7 nat, and the view's pass without the
+ * moments, which a crossing found later adds by a pass of their own). */
+enum { G3_TYPICAL_NOW, G3_TYPICAL_DEFER_CDF, G3_TYPICAL_DEFER_GUMBEL };
+
 /* Locally typical over a list that is the whole vocabulary, whose maximum is lmax: the set the
  * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
  * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's
  * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens.
- * With defer (the draw comes next) the set may be left pending (s->typ.pending): only the
+ * With defer (one of the above) the set may be left pending (s->typ.pending): only the
  * view's bracket of its crossing, the return a lower bound on its size (at least 2 and
  * min_keep); the draw then finds the crossing only when it needs it. */
 int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int defer);
@@ -41,8 +48,8 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int d
  * least 2, or 0 when the bounds leave it open (the caller's exact path runs). */
 int g3_rank_typical_resolve(gemma3_sampler *s);
 
-/* The first token of typical's set (s->typ) in the total order, its largest logit at the
- * lowest id; -1 if the view cannot tell, or a pending set's bracket cannot. */
+/* The first token of typical's set (s->typ, found: not pending) in the total order, its
+ * largest logit at the lowest id; -1 if the view cannot tell. */
 int32_t g3_rank_typical_first(gemma3_sampler *s);
 
 /* The exact CDF walk's answer over typical's set (s->typ) walked in its order for the uniform

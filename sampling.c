@@ -458,6 +458,7 @@ int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, doub
     *w_hi = s->typ.w_hi;
     return s->typ.on && s->typ.pending;
 }
+double g3_sampler_typical_centre_err(const gemma3_sampler *s) { return s->typ.err.centre; }
 void g3_sampler_view_open(gemma3_sampler *s, int which) { s->view_open = which; }
 int g3_sampler_top_p_mass_sets(const gemma3_sampler *s) { return s->top_p_mass_sets; }
 double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
@@ -715,7 +716,8 @@ __attribute__((always_inline)) static inline void view_add_units(struct g3_view_
  * sampling.h helpers as its own loop over 16 lanes (vectorised), the units kept for the block
  * and added to their buckets VIEW_LAG tokens behind the steps, so that the scalar adds overlap
  * the vector steps (all of the block's after its steps took a sixth longer on Zen 4); typical's
- * moments summed in the lanes, not per bucket. Both measured, not modelled: see README. */
+ * moments summed in the lanes, not per bucket. Both measured, not modelled: see README. With
+ * bucket NULL the moment alone (the same steps and lanes: the same bits). */
 enum { VIEW_LAG = 64 };
 typedef void moment_lanes_fn(const int32_t *b, const float *x, const float *p, double *lanes);
 __attribute__((always_inline)) static inline void rank_view_body(
@@ -727,7 +729,7 @@ __attribute__((always_inline)) static inline void rank_view_body(
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int m = n - i0 < BLOCK ? n - i0 : BLOCK;
         const float *lb = l + i0;
-        uint16_t *bb = bucket + i0;
+        uint16_t *bb = bucket ? bucket + i0 : NULL;
         int j = 0;
         for (; j + 16 <= m; j += 16) {
             int32_t b[16];
@@ -737,6 +739,7 @@ __attribute__((always_inline)) static inline void rank_view_body(
             for (int k = 0; k < 16; k++) p[k] = g3_view_expm1(x[k]);
             for (int k = 0; k < 16; k++) unit[j + k] = g3_view_unit(p[k], b[k]);
             if (moment) moment_lanes(b, x, p, lanes); /* only typical reads them */
+            if (!bucket) continue;
             for (int k = 0; k < 16; k++) bb[j + k] = (uint16_t)b[k];
             if (j >= VIEW_LAG) view_add_units(sums, bb, unit, j - VIEW_LAG, j - VIEW_LAG + 16);
         }
@@ -746,11 +749,11 @@ __attribute__((always_inline)) static inline void rank_view_body(
             float x = g3_view_reduced(lb[j], lmax, b), p = g3_view_expm1(x);
             unit[j] = g3_view_unit(p, b);
             if (moment) tail += (double)g3_view_moment(x, p, b);
-            bb[j] = (uint16_t)b;
+            if (bucket) bb[j] = (uint16_t)b;
         }
-        view_add_units(sums, bb, unit, added, m);
+        if (bucket) view_add_units(sums, bb, unit, added, m);
     }
-    for (int b = 0; b < G3_VIEW_BUCKETS; b++) {
+    for (int b = 0; bucket && b < G3_VIEW_BUCKETS; b++) {
         sums[b].unit += sums[b].odd;
         sums[b].odd = 0;
     }
@@ -2078,7 +2081,8 @@ static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
  * implicit when no sampler acts after it (draw_next): the Gumbel draw screens the vocabulary
  * against it (it reads no order, only the set's first token), the CDF draw walks it in
  * typical's order itself. When that draw comes (draws: not the kept set) the set may stay
- * pending, only its crossing's bracket known: the draw rarely needs the crossing itself. In
+ * pending, only its crossing's bracket known: the draw rarely needs the crossing itself (nor,
+ * in Gumbel mode, the set's first token or the view's moments: G3_TYPICAL_DEFER_GUMBEL). In
  * Gumbel mode with samplers after it, it is written out in id order. Elsewhere the exact
  * computation runs, as it does wherever the view's bounds leave the set open. */
 static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
@@ -2088,15 +2092,13 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
     if (lmax == -INFINITY) return;
     if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
         (draw_next || gumbel_mode(s))) {
-        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep, draws && draw_next);
-        int32_t first = -1; /* the Gumbel draw starts from the set's top */
-        if (count > 1 && gumbel_mode(s) && draw_next) {
+        int defer = !(draws && draw_next) ? G3_TYPICAL_NOW
+                    : gumbel_mode(s)        ? G3_TYPICAL_DEFER_GUMBEL
+                                            : G3_TYPICAL_DEFER_CDF;
+        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep, defer);
+        int32_t first = -1; /* the Gumbel draw starts from a found set's top */
+        if (count > 1 && gumbel_mode(s) && draw_next && !s->typ.pending)
             first = g3_rank_typical_first(s);
-            if (first < 0 && s->typ.pending) { /* the top lies in the crossing's band */
-                count = g3_rank_typical_resolve(s);
-                first = count > 1 ? g3_rank_typical_first(s) : -1;
-            }
-        }
         if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
             s->typ_fast_sets++;
             s->cand_lazy = 0;
@@ -2110,7 +2112,7 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
             s->typ.on = 1;
             s->typ.first = first;
             s->n_cand = count;
-            if (gumbel_mode(s) && first < 0) g3_cand_materialise(s);
+            if (gumbel_mode(s) && first < 0 && !s->typ.pending) g3_cand_materialise(s);
             return;
         }
     }
@@ -2702,6 +2704,27 @@ static int gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
     return v > best_v || (v == best_v && id < best);
 }
 
+/* A value below which the Gumbel-max over typical's pending set, relative to the vocabulary's
+ * maximum, lies with probability e^(-e^4) < 2e-23: it is ln W + G with W > w_lo its weight and
+ * G standard Gumbel. The draw's first threshold, so that it needs no token to start from (the
+ * set's top, which would cost a scan of the bucket array); not below -23, where the screen's
+ * bound on its roundings holds (gumbel_screen_threshold). */
+static double pending_floor(const gemma3_sampler *s) { return fmax(log(s->typ.w_lo) - 4, -23); }
+
+/* Whether the winner of typical's pending set (best, value best_v, relative to the vocabulary's
+ * maximum), leading every other value computed by the value rival, is the winner relative to
+ * the set's own maximum, as the exact draw compares: a token (not the floor), and a lead
+ * greater than what the other reference's roundings can take. Each value fl(fl(l - ref) + G)
+ * errs by at most 2^-52 (|l - ref| + |v|) <= 2^-52 (2 |v| + 26) (G in [-3.2, 23]), relative
+ * to the set's maximum (between l and the vocabulary's) by at most 2^-52 (3 |v| + 52): the four
+ * roundings of two values lie within 2^-49 (|best_v| + |rival| + 32), and a value below the
+ * rival leads by its distance to the rival more than its larger magnitude adds. The screen's
+ * rejects lie 1/64 below. */
+static int pending_winner_stands(int32_t best, double best_v, double rival) {
+    if (best < 0) return 0;
+    return rival == -INFINITY || best_v - rival > 0x1p-46 * (fabs(best_v) + fabs(rival) + 32);
+}
+
 /* Gumbel-max over the list: argmax(l_i + G_i), G_i from (seed, position, token id), ties to the
  * lowest id. A vectorised screen (g3_gumbel_screen_n: the random bits, and the bound
  * g3_gumbel_upper on the noise they can give, 16 tokens at a time) passes every token that
@@ -2710,7 +2733,9 @@ static int gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
  * of the total order). *second (not NULL) gets the best value among the other tokens whose
  * values were computed (-inf if none); every other token's lies more than 1/64 - 4e-5 below
  * the winner's (gumbel_screen_threshold). Over typical's pending set: the winner of the tokens
- * surely in it, or -3 when one of those its bracket cannot tell would beat it. */
+ * surely in it, relative to the vocabulary's maximum and from a floor (pending_floor) instead of
+ * the set's top, or -3 when one of those its bracket cannot tell would beat it or the winner
+ * does not stand (pending_winner_stands). */
 static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
                                     int n_skip, int32_t start, double *second) {
     const float *l = s->logits;
@@ -2718,14 +2743,15 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     if (n == 0) return -1;
     /* the list is 0..n-1, or a window of it or typical's set: logits read in place */
     int implicit = s->win.on || s->typ.on, full = implicit || (s->id_order && n == s->n_vocab);
+    int pending = s->typ.on && s->typ.pending; /* its top unknown: from the vocabulary's max */
     if (implicit) n = s->n_vocab;
     const int32_t *ids = full ? s->iota : s->cand;
-    float lmax_f = g3_cand_max(s);
+    float lmax_f = pending ? s->view_lmax : g3_cand_max(s);
     if (lmax_f == -INFINITY) return -1;
     int32_t top = -1; /* the first token of the total order: the lowest id at the maximum */
     if (start >= 0) {
         top = start;
-    } else if (implicit) {
+    } else if (implicit) { /* a pending set's first is -1: the draw starts from a floor */
         top = s->win.on ? s->win.first : s->typ.first;
     } else if (full) {
         top = first_max(s, l, n, lmax_f);
@@ -2736,7 +2762,8 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     /* relative to the max, so that the noise is not lost in the rounding of a huge logit */
     uint64_t key = g3_rng_key(s->seed, pos);
     int32_t best = top;
-    double best_v = gumbel_value(s, key, lmax_f, top), second_v = -INFINITY;
+    double best_v = pending ? pending_floor(s) : gumbel_value(s, key, lmax_f, top),
+           second_v = -INFINITY;
     double open_v = -INFINITY; /* the best of a pending set's tokens it cannot tell */
     int32_t open_id = -1;
     uint8_t pass[GUMBEL_CHUNK];
@@ -2781,6 +2808,9 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
         }
     }
     if (open_id >= 0 && gumbel_beats(open_v, open_id, best_v, best)) return -3;
+    if (pending && ((s->view_open & G3_VIEW_OPEN_TYPICAL_WINNER) ||
+                    !pending_winner_stands(best, best_v, fmax(second_v, open_v))))
+        return -3;
     s->typ_fast_draws += implicit && start < 0 && s->typ.on;
     s->typ_pending_draws += implicit && s->typ.on && s->typ.pending;
     if (second) *second = second_v;
@@ -2896,8 +2926,14 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     check_finite(s);
     int32_t tok = draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
     if (tok != -3) return tok;
-    /* a token of typical's pending set that the bracket cannot tell could win: the set first */
-    if (!g3_rank_typical_resolve(s)) typical_settle(s);
+    /* typical's pending set: a token the bracket cannot tell could win, or the winner found
+     * relative to the vocabulary's maximum might not be the one relative to the set's: the set
+     * first, then the draw from its top */
+    if (!g3_rank_typical_resolve(s)) {
+        typical_settle(s);
+    } else if ((s->typ.first = g3_rank_typical_first(s)) < 0) {
+        g3_cand_materialise(s);
+    }
     return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
 }
 

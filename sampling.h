@@ -73,11 +73,20 @@ void g3_sampler_typical_pending(const gemma3_sampler *s, int *draws, int *resolv
  * 0 otherwise. */
 int g3_sampler_typical_pending_set(const gemma3_sampler *s, double *center, double *sure,
                                    double *far, double *w_lo, double *w_hi);
+/* Tests: the bound the last typical set over the whole vocabulary (found or pending) claims on
+ * the distance of its centre from the exact scores' centre. */
+double g3_sampler_typical_centre_err(const gemma3_sampler *s);
 /* Tests: the rank view's answers are skipped as if its sums had left them open: typical's set
  * and typical's draws over a set the view found (which then take the fine tier, the draws
- * taking the set again there first), top-p's boundary (which then takes the exact masses);
- * 0 back to normal. */
-enum { G3_VIEW_OPEN_TYPICAL_SET = 1, G3_VIEW_OPEN_TYPICAL_DRAW = 2, G3_VIEW_OPEN_TOP_P = 4 };
+ * taking the set again there first), top-p's boundary (which then takes the exact masses),
+ * the winner of a Gumbel draw over typical's pending set (which then finds the set and draws
+ * again, as when a rival's value lies within the roundings); 0 back to normal. */
+enum {
+    G3_VIEW_OPEN_TYPICAL_SET = 1,
+    G3_VIEW_OPEN_TYPICAL_DRAW = 2,
+    G3_VIEW_OPEN_TOP_P = 4,
+    G3_VIEW_OPEN_TYPICAL_WINNER = 8
+};
 void g3_sampler_view_open(gemma3_sampler *s, int which);
 /* Tests: how many top-p boundaries over the whole vocabulary the exact masses found since init
  * (the view's left open). */
@@ -461,8 +470,9 @@ struct g3_view_sum {
 /* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, sums[b].unit += its
  * unit, and (moment not NULL) *moment = the sum of g3_view_moment over the tokens, in double:
  * 16 lanes (token i in lane i % 16 of its block of 1024), then tree_sum16, then the last
- * block's tail; sums zeroed by the caller. Integer sums: any order gives the same bits. One C
- * body per instruction set like g3_approx_exp_n_get (the same bits). */
+ * block's tail; sums zeroed by the caller; with bucket and sums NULL the moment alone. Integer
+ * sums: any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get
+ * (the same bits). */
 typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
                                 uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
                                 double *moment);

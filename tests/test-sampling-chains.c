@@ -956,6 +956,10 @@ static void check_rank_view(void) {
             CHECK_MSG(moment == (moments ? want_moment : -1), "isa %d moment %.17g against %.17g",
                       isa, moment, want_moment);
         }
+        double alone = -1; /* the moment alone (no buckets, no sums): the same bits */
+        fn(l, lmax, N, NULL, NULL, &alone);
+        CHECK_MSG(alone == want_moment, "isa %d moment alone %.17g against %.17g", isa, alone,
+                  want_moment);
     }
     /* the band scan over those buckets, every ISA against a direct count (ragged lengths):
      * single buckets with the tokens below them counted, and bands less an inner range */
@@ -1897,8 +1901,11 @@ static void bulk_logits(float *l, int V, double sd) {
  * set, after each draw that left one, in both modes: every token nearer to the centre than the
  * distance the set claims is in it, none beyond the other, and its weight lies in the claimed
  * range. Gaussian bulks with strong leaders (bench-sampling's shape), some on eighths of a nat
- * (ties); on half the vectors min_keep runs past the crossing, which a pending set must not
- * claim. The draws against the reference too. */
+ * (ties), some on 64ths with every token at the top of its view bucket or (the maximum raised
+ * by 0.999/64) at the bottom, where a centre from the bucket sums alone errs the most; on half
+ * the vectors min_keep runs past the crossing, which a pending set must not claim. The draws
+ * against the reference too; on one vector in eight the Gumbel winner is sent to the found set
+ * (G3_VIEW_OPEN_TYPICAL_WINNER), whose draw must come from the view's set. */
 static void check_typical_pending(struct ref *r, float *l) {
     enum { V = 262144, VECTORS = 16, POSITIONS = 8 };
     struct ref_set rs;
@@ -1907,11 +1914,20 @@ static void check_typical_pending(struct ref *r, float *l) {
     gemma3_sampler *s = sampler_all_off(V);
     uint8_t *in = malloc(V);
     int wrong = 0, printed = 0, checked = 0, gumbel_checked = 0, min_keep_vectors = 0;
+    int forced = 0, forced_fast = 0; /* Gumbel winners the hook sent to the found set */
     for (int v = 0; s && in && v < VECTORS; v++) {
         bulk_logits(l, V, v % 3 == 0 ? 1.0 : 2.5);
         for (int j = 0; j < 8; j++) l[next() % V] += 12.0f - (float)j;
         if (v % 4 == 1)
             for (int i = 0; i < V; i++) l[i] = roundf(l[i] * 8) / 8;
+        if (v % 8 == 3 || v % 8 == 6) {
+            int top = 0;
+            for (int i = 0; i < V; i++) {
+                l[i] = roundf(l[i] * 64) / 64;
+                top = l[i] > l[top] ? i : top;
+            }
+            if (v % 8 == 6) l[top] += 0.999f / 64;
+        }
         p.typical_p = (float)(0.8 + 0.15 * unif());
         p.min_keep = 0;
         p.seed = (uint32_t)next();
@@ -1937,7 +1953,15 @@ static void check_typical_pending(struct ref *r, float *l) {
             if (pos % POSITIONS == 0 && !restart_in_mode(s, &p, pos / POSITIONS, r, V)) break;
             memcpy(r->c, rs.ids, (size_t)rs.n * sizeof *r->c);
             r->n = rs.n;
+            int force = pos >= POSITIONS && v % 8 == 2, draws, resolved, after, sets, fast, fast2;
+            g3_sampler_view_open(s, force ? G3_VIEW_OPEN_TYPICAL_WINNER : 0);
+            g3_sampler_typical_pending(s, &draws, &resolved);
+            g3_sampler_typical_fast(s, &sets, &fast);
             int32_t want = ref_draw(r, pos), got = gemma3_sampler_sample(s, l, pos);
+            g3_sampler_typical_pending(s, &draws, &after);
+            g3_sampler_typical_fast(s, &sets, &fast2);
+            forced += force && after > resolved;
+            forced_fast += force && after > resolved && fast2 > fast;
             double c, sure, far, w_lo, w_hi;
             int bad = got != want;
             if (g3_sampler_typical_pending_set(s, &c, &sure, &far, &w_lo, &w_hi)) {
@@ -1956,14 +1980,85 @@ static void check_typical_pending(struct ref *r, float *l) {
         }
     }
     printf("typical's pending sets: %d draws left one (%d in Gumbel mode), checked against the "
-           "reference (%d vectors with min_keep past the crossing), %d wrong\n",
-           checked, gumbel_checked, min_keep_vectors, wrong);
+           "reference (%d vectors with min_keep past the crossing), %d Gumbel winners sent to "
+           "the found set (%d drawn from the view's), %d wrong\n",
+           checked, gumbel_checked, min_keep_vectors, forced, forced_fast, wrong);
     CHECK_MSG(s && in, "typical pending: out of memory");
     CHECK_MSG(wrong == 0, "typical pending: %d draws wrong or with wrong claims", wrong);
+    CHECK_MSG(forced >= POSITIONS && forced_fast == forced,
+              "typical pending: %d Gumbel winners sent to the set, %d drawn from the view's",
+              forced, forced_fast);
     CHECK_MSG(checked - gumbel_checked >= VECTORS * POSITIONS / 4 &&
                   gumbel_checked >= VECTORS * POSITIONS / 4,
               "typical pending: only %d draws left one (%d in Gumbel mode)", checked,
               gumbel_checked);
+    free(in);
+    gemma3_sampler_free(s);
+    ref_set_free(&rs);
+}
+
+/* The Gumbel draw's pending set takes typical's centre from the view's bucket sums alone, each
+ * token's place within its bucket taken at the middle (sampling-rank.c's typical_centre): the
+ * centre against the reference's, within the bound it claims, and the set's claims against the
+ * reference set, on bulks where that centre errs the most: every token within 1/20 of its view
+ * bucket's top or bottom (64ths of a nat less a random part of one, the maximum on the grid),
+ * so that it lies nearly 1/128 nat off; no strong leader, so that the maximum's own weight,
+ * whose place is known, is a small part of the total. One Gumbel draw per vector. */
+static double ref_typical_centre(struct ref *r, const float *l, int V);
+static void check_typical_coarse_centre(struct ref *r, float *l) {
+    enum { V = 32768, VECTORS = 96 };
+    struct ref_set rs;
+    if (!ref_set_alloc(&rs, V)) return;
+    gemma3_sampler_params p = all_off();
+    gemma3_sampler *s = sampler_all_off(V);
+    uint8_t *in = malloc(V);
+    int wrong = 0, checked = 0, printed = 0;
+    double worst = 0; /* the centre's distance from the reference's over the bound it claims */
+    for (int v = 0; s && in && v < VECTORS; v++) {
+        bulk_logits(l, V, 1.5 + unif());
+        int top = 0;
+        for (int i = 0; i < V; i++) {
+            l[i] = roundf(l[i] * 64) / 64;
+            top = l[i] > l[top] ? i : top;
+        }
+        for (int i = 0; i < V; i++) /* below the maximum, off the grid by a random part */
+            if (l[i] < l[top]) l[i] -= (float)(((v % 2 ? 0.95 : 0) + 0.05 * unif()) / 64);
+        p.typical_p = (float)(0.5 + 0.45 * unif());
+        p.min_keep = 0;
+        p.seed = (uint32_t)next();
+        double centre = ref_typical_centre(r, l, V);
+        ref_load(r, l, V);
+        ref_typical(r, p.typical_p);
+        ref_set_take(&rs, r, l);
+        memset(in, 0, V);
+        for (int i = 0; i < rs.n; i++) in[rs.ids[i]] = 1;
+        if (!restart_in_mode(s, &p, 1, r, V)) break;
+        memcpy(r->c, rs.ids, (size_t)rs.n * sizeof *r->c);
+        r->n = rs.n;
+        int32_t want = ref_draw(r, 0), got = gemma3_sampler_sample(s, l, 0);
+        double c, sure, far, w_lo, w_hi;
+        int bad = got != want;
+        if (g3_sampler_typical_pending_set(s, &c, &sure, &far, &w_lo, &w_hi)) {
+            checked++;
+            for (int i = 0; i < V; i++) {
+                double d = fabs((double)l[i] - c);
+                bad += in[i] ? d > far : d < sure;
+            }
+            double off = fabs(c - centre) / (g3_sampler_typical_centre_err(s) + 1e-12);
+            worst = fmax(worst, off);
+            bad += !(off <= 1);
+        }
+        if (bad && printed++ < 5)
+            printf("typical coarse centre, vector %d: token %d (want %d), %d wrong claims\n", v,
+                   got, want, bad - (got != want));
+        wrong += bad > 0;
+    }
+    printf("typical's centre from the bucket sums: %d of %d Gumbel draws left a pending set, "
+           "the centre at most %.3f of its bound off, %d wrong\n",
+           checked, VECTORS, worst, wrong);
+    CHECK_MSG(s && in, "typical coarse centre: out of memory");
+    CHECK_MSG(wrong == 0, "typical coarse centre: %d draws wrong or with wrong claims", wrong);
+    CHECK_MSG(checked >= VECTORS / 2, "typical coarse centre: only %d pending sets", checked);
     free(in);
     gemma3_sampler_free(s);
     ref_set_free(&rs);
@@ -2120,6 +2215,7 @@ int main(void) {
     check_xtc_whole_vocab(&r, l);
     check_top_p_whole_vocab(&r, l);
     check_typical_pending(&r, l); /* last: the draws above keep their random streams */
+    check_typical_coarse_centre(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
     int per_chain_fail[N_CHAINS] = {0};
     for (int si = 0; si < n_sizes; si++) {
