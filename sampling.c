@@ -1871,7 +1871,10 @@ static int count_at_least(const gemma3_sampler *s, double thr) {
     return count;
 }
 
-static void keep_at_least(gemma3_sampler *s, double thr) {
+/* Aligned to 64 bytes: its count of 16 is a loop of four SSE compares, which ran a sixth slower
+ * (min-p alone 0.051 -> 0.059 ms on Zen 4) when a change elsewhere in this file moved it across
+ * a 64-byte line. */
+__attribute__((aligned(64))) static void keep_at_least(gemma3_sampler *s, double thr) {
     const float *l = s->logits;
     int n = s->n_cand, m = 0;
     if (s->id_order && n == s->n_vocab) { /* skip the blocks of 16 with no survivor */
