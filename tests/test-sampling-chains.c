@@ -2026,6 +2026,7 @@ static void check_typical_coarse_centre(struct ref *r, float *l) {
         p.typical_p = (float)(0.5 + 0.45 * unif());
         p.min_keep = 0;
         p.seed = (uint32_t)next();
+        r->p = &p;
         double centre = ref_typical_centre(r, l, V);
         ref_load(r, l, V);
         ref_typical(r, p.typical_p);
