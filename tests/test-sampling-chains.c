@@ -1997,6 +1997,15 @@ static void check_typical_pending(struct ref *r, float *l) {
     ref_set_free(&rs);
 }
 
+/* The centre of the reference's typical scores, lmax + ln z - h (each score is the distance
+ * from it up to the token's own roundings), for the whole vocabulary. */
+static double ref_typical_centre(struct ref *r, const float *l, int V) {
+    ref_load(r, l, V);
+    float lmax = ref_max(r);
+    double z = ref_z(r, lmax);
+    return lmax + log(z) - ref_entropy(r, lmax, z);
+}
+
 /* The Gumbel draw's pending set takes typical's centre from the view's bucket sums alone, each
  * token's place within its bucket taken at the middle (sampling-rank.c's typical_centre): the
  * centre against the reference's, within the bound it claims, and the set's claims against the
@@ -2004,7 +2013,6 @@ static void check_typical_pending(struct ref *r, float *l) {
  * bucket's top or bottom (64ths of a nat less a random part of one, the maximum on the grid),
  * so that it lies nearly 1/128 nat off; no strong leader, so that the maximum's own weight,
  * whose place is known, is a small part of the total. One Gumbel draw per vector. */
-static double ref_typical_centre(struct ref *r, const float *l, int V);
 static void check_typical_coarse_centre(struct ref *r, float *l) {
     enum { V = 32768, VECTORS = 96 };
     struct ref_set rs;
@@ -2063,15 +2071,6 @@ static void check_typical_coarse_centre(struct ref *r, float *l) {
     free(in);
     gemma3_sampler_free(s);
     ref_set_free(&rs);
-}
-
-/* The centre of the reference's typical scores, lmax + ln z - h (each score is the distance
- * from it up to the token's own roundings), for the whole vocabulary. */
-static double ref_typical_centre(struct ref *r, const float *l, int V) {
-    ref_load(r, l, V);
-    float lmax = ref_max(r);
-    double z = ref_z(r, lmax);
-    return lmax + log(z) - ref_entropy(r, lmax, z);
 }
 
 /* How far each token's logit moves the centre per nat, about: w (1 + d - mean) / Z, d its
