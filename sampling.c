@@ -2725,9 +2725,11 @@ static int gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
 static double pending_floor(const gemma3_sampler *s) { return fmax(log(s->typ.w_lo) - 4, -23); }
 
 /* Whether the winner of typical's pending set (best, value best_v, relative to the vocabulary's
- * maximum), leading every other value computed by the value rival, is the winner relative to
- * the set's own maximum, as the exact draw compares: a token (not the floor), and a lead
- * greater than what the other reference's roundings can take. Each value fl(fl(l - ref) + G)
+ * maximum) stands: rival is the best of the other values computed, those of the tokens the
+ * bracket cannot tell among them (were one of those ahead, the set would have to be found).
+ * It stands when it is a token (not the floor) and leads the rival by more than the other
+ * reference's roundings can take, so that it is also the winner relative to the set's own
+ * maximum, as the exact draw compares. Each value fl(fl(l - ref) + G)
  * errs by at most 2^-52 (|l - ref| + |v|) <= 2^-52 (2 |v| + 26) (G in [-3.2, 23]), relative
  * to the set's maximum (between l and the vocabulary's) by at most 2^-52 (3 |v| + 52): the four
  * roundings of two values lie within 2^-49 (|best_v| + |rival| + 32), and a value below the
@@ -2747,8 +2749,8 @@ static int pending_winner_stands(int32_t best, double best_v, double rival) {
  * values were computed (-inf if none); every other token's lies more than 1/64 - 4e-5 below
  * the winner's (gumbel_screen_threshold). Over typical's pending set: the winner of the tokens
  * surely in it, relative to the vocabulary's maximum and from a floor (pending_floor) instead of
- * the set's top, or -3 when one of those its bracket cannot tell would beat it or the winner
- * does not stand (pending_winner_stands). */
+ * the set's top, or -3 when the winner does not stand (pending_winner_stands: a token the
+ * bracket cannot tell comes near it or ahead, or it leads too narrowly). */
 static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip,
                                     int n_skip, int32_t start, double *second) {
     const float *l = s->logits;
@@ -2778,7 +2780,6 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
     double best_v = pending ? pending_floor(s) : gumbel_value(s, key, lmax_f, top),
            second_v = -INFINITY;
     double open_v = -INFINITY; /* the best of a pending set's tokens it cannot tell */
-    int32_t open_id = -1;
     uint8_t pass[GUMBEL_CHUNK];
     uint64_t hashes[GUMBEL_CHUNK];
     float *g = s->gathered;
@@ -2805,9 +2806,8 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
             int32_t id = ids[c + j];
             int in = implicit ? g3_implicit_side(s, lc[j], id) : 1;
             if (in == 0 || (n_skip > 0 && listed(skip, n_skip, id))) continue;
-            if (in < 0) { /* what the winner must beat, or the set be found */
-                double v = gumbel_value(s, key, lmax_f, id);
-                if (gumbel_beats(v, id, open_v, open_id)) open_v = v, open_id = id;
+            if (in < 0) { /* what the winner must lead, or the set be found */
+                open_v = fmax(open_v, gumbel_value(s, key, lmax_f, id));
                 continue;
             }
             double v = gumbel_value(s, key, lmax_f, id);
@@ -2820,7 +2820,6 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
             }
         }
     }
-    if (open_id >= 0 && gumbel_beats(open_v, open_id, best_v, best)) return -3;
     if (pending && ((s->view_open & G3_VIEW_OPEN_TYPICAL_WINNER) ||
                     !pending_winner_stands(best, best_v, fmax(second_v, open_v))))
         return -3;
