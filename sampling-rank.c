@@ -702,8 +702,7 @@ int g3_rank_typical_resolve(gemma3_sampler *s) {
 int32_t g3_rank_typical_first(gemma3_sampler *s) {
     /* every token of the set has l <= max(l_b, c + dist) (the next double up covers the
      * rounding of the sum), so its bucket is that of the float at or above, or a later one */
-    double c = s->typ.center,
-           edge = fmax((double)s->typ.l_b, nextafter(c + s->typ.dist, INFINITY));
+    double edge = fmax((double)s->typ.l_b, nextafter(s->typ.center + s->typ.dist, INFINITY));
     float lmax = s->view_lmax, top = (float)edge;
     if ((double)top < edge) top = nextafterf(top, INFINITY);
     for (int b = edge >= lmax ? 0 : g3_view_bucket(top, lmax); b < G3_VIEW_BUCKETS - 1; b++) {

@@ -2090,6 +2090,12 @@ static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
     s->id_order = keep <= 1;
 }
 
+/* A found set of typical's for the Gumbel draw: its first token, which the draw starts from, or
+ * the set written out where the view cannot tell it. */
+static void typical_gumbel_top(gemma3_sampler *s) {
+    if ((s->typ.first = g3_rank_typical_first(s)) < 0) g3_cand_materialise(s);
+}
+
 /* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
  * implicit when no sampler acts after it (draw_next): the Gumbel draw screens the vocabulary
  * against it (it reads no order, only the set's first token), the CDF draw walks it in
@@ -2109,9 +2115,6 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
                     : gumbel_mode(s)        ? G3_TYPICAL_DEFER_GUMBEL
                                             : G3_TYPICAL_DEFER_CDF;
         int count = g3_rank_typical(s, lmax, tp, s->p.min_keep, defer);
-        int32_t first = -1; /* the Gumbel draw starts from a found set's top */
-        if (count > 1 && gumbel_mode(s) && draw_next && !s->typ.pending)
-            first = g3_rank_typical_first(s);
         if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
             s->typ_fast_sets++;
             s->cand_lazy = 0;
@@ -2123,9 +2126,13 @@ static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
         if (count > 1) {
             s->typ_fast_sets++;
             s->typ.on = 1;
-            s->typ.first = first;
+            s->typ.first = -1;
             s->n_cand = count;
-            if (gumbel_mode(s) && first < 0 && !s->typ.pending) g3_cand_materialise(s);
+            if (!gumbel_mode(s) || s->typ.pending) return; /* a pending set's draw needs no top */
+            if (draw_next)
+                typical_gumbel_top(s);
+            else
+                g3_cand_materialise(s);
             return;
         }
     }
@@ -2824,7 +2831,7 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
                     !pending_winner_stands(best, best_v, fmax(second_v, open_v))))
         return -3;
     s->typ_fast_draws += implicit && start < 0 && s->typ.on;
-    s->typ_pending_draws += implicit && s->typ.on && s->typ.pending;
+    s->typ_pending_draws += pending;
     if (second) *second = second_v;
     return best;
 }
@@ -2941,11 +2948,10 @@ static int32_t draw_gumbel(gemma3_sampler *s, int64_t pos) {
     /* typical's pending set: a token the bracket cannot tell could win, or the winner found
      * relative to the vocabulary's maximum might not be the one relative to the set's: the set
      * first, then the draw from its top */
-    if (!g3_rank_typical_resolve(s)) {
+    if (g3_rank_typical_resolve(s))
+        typical_gumbel_top(s);
+    else
         typical_settle(s);
-    } else if ((s->typ.first = g3_rank_typical_first(s)) < 0) {
-        g3_cand_materialise(s);
-    }
     return draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
 }
 
