@@ -654,10 +654,12 @@ static struct g3_score_err typical_centre(const gemma3_sampler *s, double z, dou
     for (int b = 0; b < G3_VIEW_BUCKETS - 1; b++)
         below += (double)b / G3_VIEW_PER_NAT * s->view_w[b];
     double s1 = s->view_has_moments ? s->view_moment - below : -below - 0x1p-7 * z;
-    /* each token's e^d x is within G3_VIEW_MOMENT_ERR e^d of the exact (or the middle's
-     * bound, z within rel of the exact total), the last bucket's, left out, below 2^-41 each,
-     * and the two double sums round by (n + G3_VIEW_BUCKETS) 2^-53 of theirs */
-    double x_err = s->view_has_moments ? 1.01 * G3_VIEW_MOMENT_ERR : 0x1p-7 + 0x1p-18;
+    /* each token's e^d x is within G3_VIEW_MOMENT_ERR e^d of the exact, their float sums
+     * within G3_VIEW_MOMENT_SUM_ERR Z (or the middle's bound; z within rel of the exact
+     * total), the last bucket's, left out, below 2^-41 each, and the two double sums round by
+     * (n + G3_VIEW_BUCKETS) 2^-53 of theirs */
+    double x_err = s->view_has_moments ? 1.01 * (G3_VIEW_MOMENT_ERR + G3_VIEW_MOMENT_SUM_ERR)
+                                       : 0x1p-7 + 0x1p-18;
     double s1_err = x_err + (n + G3_VIEW_BUCKETS) * 0x1p-53 * (fabs(s1 / z) + 1) + n * 0x1p-41 / z;
     return typical_bounds(n, s->view_lmax, z, rel, s1, s1_err, c);
 }

@@ -689,14 +689,14 @@ __attribute__((always_inline)) static inline double exp_block_sums_body(const fl
     return total;
 }
 
-/* The rank view's moments of 16 tokens into their lanes: lanes[k] += g3_view_moment(...). */
+/* The rank view's moments of 16 tokens into their float lanes: lanes[k] += g3_view_moment(...). */
 __attribute__((always_inline)) static inline void moment_lanes_plain(const int32_t *b,
                                                                      const float *x,
                                                                      const float *p,
-                                                                     double *lanes) {
+                                                                     float *lanes) {
     float t[16];
     for (int k = 0; k < 16; k++) t[k] = g3_view_moment(x[k], p[k], b[k]);
-    for (int k = 0; k < 16; k++) lanes[k] += (double)t[k];
+    for (int k = 0; k < 16; k++) lanes[k] += t[k];
 }
 
 /* The units of tokens [k, end) of a block added to their buckets (scalar: a histogram), the odd
@@ -719,7 +719,7 @@ __attribute__((always_inline)) static inline void view_add_units(struct g3_view_
  * moments summed in the lanes, not per bucket. Both measured, not modelled: see README. With
  * bucket NULL the moment alone (the same steps and lanes: the same bits). */
 enum { VIEW_LAG = 64 };
-typedef void moment_lanes_fn(const int32_t *b, const float *x, const float *p, double *lanes);
+typedef void moment_lanes_fn(const int32_t *b, const float *x, const float *p, float *lanes);
 __attribute__((always_inline)) static inline void rank_view_steps(
     const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
     struct g3_view_sum *restrict sums, double *moment, moment_lanes_fn *moment_lanes) {
@@ -727,6 +727,7 @@ __attribute__((always_inline)) static inline void rank_view_steps(
     uint32_t unit[BLOCK];
     double lanes[16] = {0}, tail = 0;
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        float block_lanes[16] = {0};
         const int m = n - i0 < BLOCK ? n - i0 : BLOCK;
         const float *lb = l + i0;
         uint16_t *bb = bucket ? bucket + i0 : NULL;
@@ -738,11 +739,12 @@ __attribute__((always_inline)) static inline void rank_view_steps(
             for (int k = 0; k < 16; k++) x[k] = g3_view_reduced(lb[j + k], lmax, b[k]);
             for (int k = 0; k < 16; k++) p[k] = g3_view_expm1(x[k]);
             for (int k = 0; k < 16; k++) unit[j + k] = g3_view_unit(p[k], b[k]);
-            if (moment) moment_lanes(b, x, p, lanes); /* only typical reads them */
+            if (moment) moment_lanes(b, x, p, block_lanes); /* only typical reads them */
             if (!bucket) continue;
             for (int k = 0; k < 16; k++) bb[j + k] = (uint16_t)b[k];
             if (j >= VIEW_LAG) view_add_units(sums, bb, unit, j - VIEW_LAG, j - VIEW_LAG + 16);
         }
+        for (int k = 0; k < 16; k++) lanes[k] += (double)block_lanes[k];
         const int added = j >= VIEW_LAG ? j - VIEW_LAG : 0;
         for (; j < m; j++) {
             int b = g3_view_bucket(lb[j], lmax);
@@ -1074,7 +1076,7 @@ AVX2_LOOPS("avx2") __attribute__((always_inline)) static inline __m256 lookup16_
     return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 AVX2_LOOPS("avx2") __attribute__((always_inline)) static inline void moment_lanes_avx2(
-    const int32_t *b, const float *x, const float *p, double *lanes) {
+    const int32_t *b, const float *x, const float *p, float *lanes) {
     for (int h = 0; h < 16; h += 8) {
         const __m256i bi = _mm256_loadu_si256((const __m256i *)(b + h));
         __m256 e = _mm256_mul_ps(lookup16_avx2(g3_view_exp_two, _mm256_srli_epi32(bi, 7)),
@@ -1084,11 +1086,7 @@ AVX2_LOOPS("avx2") __attribute__((always_inline)) static inline void moment_lane
         __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(G3_VIEW_BUCKETS - 1), bi);
         __m256 t = _mm256_mul_ps(e, _mm256_loadu_ps(x + h));
         t = _mm256_and_ps(_mm256_castsi256_ps(in), t);
-        _mm256_storeu_pd(lanes + h, _mm256_add_pd(_mm256_loadu_pd(lanes + h),
-                                                  _mm256_cvtps_pd(_mm256_castps256_ps128(t))));
-        _mm256_storeu_pd(lanes + h + 4,
-                         _mm256_add_pd(_mm256_loadu_pd(lanes + h + 4),
-                                       _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1))));
+        _mm256_storeu_ps(lanes + h, _mm256_add_ps(_mm256_loadu_ps(lanes + h), t));
     }
 }
 AVX2_LOOPS("avx2") static void rank_view_avx2(const float *restrict l, float lmax,
@@ -1100,7 +1098,7 @@ AVX2_LOOPS("avx2") static void rank_view_avx2(const float *restrict l, float lma
 /* moment_lanes_plain by hand, as moment_lanes_avx2: each table is one register here, read by a
  * permute. */
 AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") __attribute__((always_inline)) static inline void
-moment_lanes_avx512(const int32_t *b, const float *x, const float *p, double *lanes) {
+moment_lanes_avx512(const int32_t *b, const float *x, const float *p, float *lanes) {
     const __m512i bi = _mm512_loadu_si512(b);
     __m512 e = _mm512_mul_ps(
         _mm512_permutexvar_ps(_mm512_srli_epi32(bi, 7), _mm512_loadu_ps(g3_view_exp_two)),
@@ -1109,11 +1107,7 @@ moment_lanes_avx512(const int32_t *b, const float *x, const float *p, double *la
     e = _mm512_mul_ps(e, _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(p)));
     __mmask16 in = _mm512_cmplt_epi32_mask(bi, _mm512_set1_epi32(G3_VIEW_BUCKETS - 1));
     __m512 t = _mm512_maskz_mul_ps(in, e, _mm512_loadu_ps(x));
-    _mm512_storeu_pd(lanes, _mm512_add_pd(_mm512_loadu_pd(lanes),
-                                          _mm512_cvtps_pd(_mm512_castps512_ps256(t))));
-    _mm512_storeu_pd(lanes + 8,
-                     _mm512_add_pd(_mm512_loadu_pd(lanes + 8),
-                                   _mm512_cvtps_pd(_mm512_extractf32x8_ps(t, 1))));
+    _mm512_storeu_ps(lanes, _mm512_add_ps(_mm512_loadu_ps(lanes), t));
 }
 AVX512_WIDE("avx512f,avx512dq,avx512bw,avx512vl") static void rank_view_avx512(
     const float *restrict l, float lmax, int n, uint16_t *restrict bucket,
@@ -1786,7 +1780,9 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     if (whole) {
-        if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
+        /* every nucleus holds the first token of the total order: no sums for that winner */
+        if (w >= 0 && ((s->logits[w] == lmax && first_max(s, s->logits, n, lmax) == w) ||
+                       nucleus_holds(s, lmax, p, w))) {
             s->top_p_winner_draws++;
             s->ids_tmp[0] = w;
             g3_cand_keep_selected(s, 1);

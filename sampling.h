@@ -453,6 +453,11 @@ static const float g3_view_exp_64th[16] = {
  * 3 2^-24), three more roundings of 2^-24 and p's 2^-29 act on |x| < 2^-6 + 2^-19, and x's
  * own rounding is 2^-30: within 2^-27.3 e^(l - lmax) of e^(l - lmax) times the exact x. */
 #define G3_VIEW_MOMENT_ERR 0x1p-27
+/* The pass sums the moments in float, 16 lanes of 64 tokens a block (then in double): a float
+ * sum of 64 terms errs by at most 63 2^-24 / (1 - 63 2^-24) < 2^-18 of their sum of magnitudes,
+ * each term at most (2^-6 + 2^-19)(1 + 2^-20) e^(l - lmax): in all within this of Z, the sum
+ * of e^(l - lmax) (test-sampling-chains checks it against the exact sum). */
+#define G3_VIEW_MOMENT_SUM_ERR 0x1.01p-24
 static inline float g3_view_exp_bucket(int b) {
     return (g3_view_exp_two[(b >> 7) & 15] * g3_view_exp_eighth[(b >> 3) & 15]) *
            g3_view_exp_64th[b & 7];
@@ -468,9 +473,9 @@ struct g3_view_sum {
     uint64_t odd;
 };
 /* The view's pass: bucket[i] = g3_view_bucket(l[i], lmax) for every token, sums[b].unit += its
- * unit, and (moment not NULL) *moment = the sum of g3_view_moment over the tokens, in double:
- * 16 lanes (token i in lane i % 16 of its block of 1024), then tree_sum16, then the last
- * block's tail; sums zeroed by the caller; with bucket and sums NULL the moment alone. Integer
+ * unit, and (moment not NULL) *moment = the sum of g3_view_moment over the tokens: 16 float
+ * lanes per block of 1024 (token i in lane i % 16), each block's added to 16 double lanes,
+ * then tree_sum16, then the last block's tail (in double); sums zeroed by the caller; with bucket and sums NULL the moment alone. Integer
  * sums: any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get
  * (the same bits). */
 typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,

@@ -861,16 +861,17 @@ static double view_moment_total(const float *l, float lmax, int n) {
     double lane[16] = {0}, tail = 0;
     for (int i0 = 0; i0 < n; i0 += 1024) {
         int m = n - i0 < 1024 ? n - i0 : 1024;
+        float block[16] = {0};
         for (int j = 0; j < m; j++) {
             float v = l[i0 + j];
             int b = g3_view_bucket(v, lmax);
-            float x = g3_view_reduced(v, lmax, b);
-            double t = g3_view_moment(x, g3_view_expm1(x), b);
+            float x = g3_view_reduced(v, lmax, b), t = g3_view_moment(x, g3_view_expm1(x), b);
             if (j < m / 16 * 16)
-                lane[j % 16] += t;
+                block[j % 16] += t;
             else
                 tail += t;
         }
+        for (int k = 0; k < 16; k++) lane[k] += block[k];
     }
     for (int w = 8; w >= 1; w /= 2)
         for (int k = 0; k < w; k++) lane[k] += lane[k + w];
@@ -937,6 +938,18 @@ static void check_rank_view(void) {
     }
     CHECK(monotone);
     const double want_moment = view_moment_total(l, lmax, N);
+    double exact_moment = 0, z = 0; /* the per-token and float-lane bounds, summed, hold */
+    for (int i = 0; i < N; i++) {
+        int b = g3_view_bucket(l[i], lmax);
+        if (b == G3_VIEW_BUCKETS - 1) continue;
+        double d = (double)l[i] - lmax, e = exp(d);
+        z += e;
+        exact_moment += e * (d + (double)b / G3_VIEW_PER_NAT);
+    }
+    double sum_err = fabs(want_moment - exact_moment) / z;
+    printf("rank view: the moments' sum within %.3g Z of the exact (bound %.3g)\n", sum_err,
+           G3_VIEW_MOMENT_ERR + G3_VIEW_MOMENT_SUM_ERR);
+    CHECK_MSG(sum_err < G3_VIEW_MOMENT_ERR + G3_VIEW_MOMENT_SUM_ERR, "%.3g", sum_err);
     CHECK(g3_view_bucket(lmax, lmax) == 0 && g3_view_bucket(-INFINITY, lmax) == G3_VIEW_BUCKETS - 1);
     for (int isa = 0; isa <= 2; isa++) {
         g3_rank_view_fn fn = g3_rank_view_get(isa);
