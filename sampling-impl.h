@@ -41,6 +41,7 @@ struct gemma3_sampler {
     int view_open;       /* tests: g3_sampler_view_open */
     int top_p_mass_sets; /* tests: top-p boundaries the exact masses found over the vocabulary */
     int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
+    int top_p_coarse_draws;            /* tests: those the coarse sums decided */
     int xtc_winner_draws;              /* tests: XTC's answers by the winner first, no Z */
     int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
@@ -51,6 +52,7 @@ struct gemma3_sampler {
     g3_expf_weight_fn expf_weight;         /* its weight of one token */
     g3_expf_block_sums_fn exp_block_sums;  /* the best of g3_exp_block_sums_get */
     g3_exp_rough_sums_fn exp_rough_sums;   /* the best of g3_exp_rough_sums_get */
+    g3_exp_rough_sums_fn exp_coarse_sums;  /* the best of g3_exp_coarse_sums_get */
     g3_rank_view_fn rank_view;             /* the best of g3_rank_view_get */
     g3_approx_exp_n_fn approx_exp_n;       /* the best of g3_approx_exp_n_get */
     g3_copy_check_fn copy_check;           /* the best of g3_copy_check_get */

@@ -367,6 +367,7 @@ int gemma3_sampler_init(const gemma3_sampler_params *params, int n_vocab, gemma3
     s->expf_block_sums = g3_expf_block_sums_get(isa_detect());
     s->expf_weight = g3_expf_weight_get(isa_detect());
     s->exp_rough_sums = g3_exp_rough_sums_get(isa_detect());
+    s->exp_coarse_sums = g3_exp_coarse_sums_get(isa_detect());
     s->exp_block_sums = g3_exp_block_sums_get(isa_detect());
     s->rank_view = g3_rank_view_get(isa_detect());
     s->approx_exp_n = g3_approx_exp_n_get(isa_detect());
@@ -467,6 +468,7 @@ double g3_sampler_typical_mass(const gemma3_sampler *s, int *fine) {
 }
 int32_t g3_sampler_typical_first(const gemma3_sampler *s) { return s->typ.on ? s->typ.first : -1; }
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s) { return s->top_p_winner_draws; }
+int g3_sampler_top_p_coarse_draws(const gemma3_sampler *s) { return s->top_p_coarse_draws; }
 int g3_sampler_xtc_winner_draws(const gemma3_sampler *s) { return s->xtc_winner_draws; }
 void g3_sampler_skip_rough(gemma3_sampler *s, int on) { s->skip_rough = on; }
 void g3_sampler_skip_float_draw(gemma3_sampler *s, int on) { s->skip_float_draw = on; }
@@ -814,13 +816,17 @@ __attribute__((always_inline)) static inline double expf_block_sums_body(const f
     return total;
 }
 
-/* g3_exp_rough_sums: blocks of 64 in 16 float lanes of 4 terms, each lane then added to its
- * double lane (no sum per block, whose chain of 16 dependent additions would bound the pass), a
- * second set of lanes for l >= at. */
+/* g3_exp_rough_sums (g3_exp_coarse_sums with coarse): blocks of 64 in 16 float lanes of 4
+ * terms, each lane then added to its double lane (no sum per block, whose chain of 16 dependent
+ * additions would bound the pass), a second set of lanes for l >= at. */
+__attribute__((always_inline)) static inline float rough_term(float l, float lmax, int coarse) {
+    return coarse ? g3_exp_coarse(l, lmax) : g3_exp_rough(l, lmax);
+}
 __attribute__((always_inline)) static inline double exp_rough_sums_body(const float *restrict l,
                                                                         float lmax, int n,
                                                                         float at,
-                                                                        double *at_least) {
+                                                                        double *at_least,
+                                                                        int coarse) {
     double lane[16] = {0}, lane_at[16] = {0};
     int i = 0;
     for (; i + 64 <= n; i += 64) {
@@ -828,7 +834,7 @@ __attribute__((always_inline)) static inline double exp_rough_sums_body(const fl
         for (int q = 0; q < 4; q++) {
             const float *x = l + i + q * 16;
             float w[16];
-            for (int k = 0; k < 16; k++) w[k] = g3_exp_rough(x[k], lmax);
+            for (int k = 0; k < 16; k++) w[k] = rough_term(x[k], lmax, coarse);
             for (int k = 0; k < 16; k++) acc[k] += w[k];
             for (int k = 0; k < 16; k++) acc_at[k] += g3_f32_select((uint32_t)-(int32_t)(x[k] >= at), w[k], 0.0f);
         }
@@ -837,7 +843,7 @@ __attribute__((always_inline)) static inline double exp_rough_sums_body(const fl
     }
     double total = 0, above = 0;
     for (; i < n; i++) {
-        double w = g3_exp_rough(l[i], lmax);
+        double w = rough_term(l[i], lmax, coarse);
         total += w;
         above += l[i] >= at ? w : 0.0;
     }
@@ -849,7 +855,11 @@ __attribute__((always_inline)) static inline double exp_rough_sums_body(const fl
 
 static double exp_rough_sums_scalar(const float *restrict l, float lmax, int n, float at,
                                     double *at_least) {
-    return exp_rough_sums_body(l, lmax, n, at, at_least);
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 0);
+}
+static double exp_coarse_sums_scalar(const float *restrict l, float lmax, int n, float at,
+                                     double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 1);
 }
 
 static double expf_block_sums_scalar(const float *restrict l, float lmax, int n,
@@ -1138,11 +1148,19 @@ __attribute__((target("fma"))) static double expf_weight_avx2(float l, float lma
 AVX2_LOOPS("avx2") static double exp_rough_sums_avx2(const float *restrict l,
                                                                   float lmax, int n, float at,
                                                                   double *at_least) {
-    return exp_rough_sums_body(l, lmax, n, at, at_least);
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 0);
 }
 AVX512_WIDE("avx512f") static double exp_rough_sums_avx512(
     const float *restrict l, float lmax, int n, float at, double *at_least) {
-    return exp_rough_sums_body(l, lmax, n, at, at_least);
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 0);
+}
+AVX2_LOOPS("avx2") static double exp_coarse_sums_avx2(const float *restrict l, float lmax, int n,
+                                                      float at, double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 1);
+}
+AVX512_WIDE("avx512f") static double exp_coarse_sums_avx512(
+    const float *restrict l, float lmax, int n, float at, double *at_least) {
+    return exp_rough_sums_body(l, lmax, n, at, at_least, 1);
 }
 AVX2_LOOPS("avx2") static void sigma_sums_n_avx2(const float *restrict l, int n,
                                                               double *out) {
@@ -1550,6 +1568,7 @@ g3_expf_block_sums_fn g3_expf_block_sums_get(int isa) { PICK_ISA(expf_block_sums
 g3_expf_weight_fn g3_expf_weight_get(int isa) { PICK_ISA(expf_weight); }
 
 g3_exp_rough_sums_fn g3_exp_rough_sums_get(int isa) { PICK_ISA(exp_rough_sums); }
+g3_exp_rough_sums_fn g3_exp_coarse_sums_get(int isa) { PICK_ISA(exp_coarse_sums); }
 
 g3_sigma_sums_n_fn g3_sigma_sums_n_get(int isa) { PICK_ISA(sigma_sums_n); }
 
@@ -1750,17 +1769,30 @@ static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, in
 static int gumbel_beats(double v, int32_t id, double best_v, int32_t best);
 
 /* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
- * the tokens before it in the total order below floor(p Q), Q the total. The rough sums bound
- * Q_b by the tokens at or above w's logit (w and its ties too: more than Q_b) and Q from below:
- * each q_i is within 1/2 + 2^-52 of 2^40 e^d (g3_fixed_mass), the sums within their rel; the
- * 2^-50 and the constants cover the roundings of these few doubles. */
-static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
+ * the tokens before it in the total order below floor(p Q), Q the total. Sums of weights each
+ * within rel of e^d (sums, within lane_rel) bound Q_b by the tokens at or above w's logit (w
+ * and its ties too: more than Q_b) and Q from below: each q_i is within 1/2 + 2^-52 of
+ * 2^40 e^d (g3_fixed_mass); the 2^-50 and the constants cover the roundings of these few
+ * doubles. The coarse sums first (a third of the rough sums' time), which decide unless w lies
+ * within about a sixteenth of the nucleus's edge. */
+static int nucleus_holds_by(gemma3_sampler *s, g3_exp_rough_sums_fn sums, double rel, float lmax,
+                            float p, int32_t w) {
     int n = s->n_cand;
-    double at_or_above, total = s->exp_rough_sums(s->logits, lmax, n, s->logits[w], &at_or_above);
-    double rel = g3_exp_rough_sums_rel(n);
-    double before_hi = 0x1p40 * at_or_above / (1 - rel) * (1 + 0x1p-50) + 0.5 * n + 1;
-    double target_lo = (double)p * (0x1p40 * total / (1 + rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
+    double at_or_above, total = sums(s->logits, lmax, n, s->logits[w], &at_or_above);
+    double lane_rel = g3_exp_lane_sums_rel(rel, n);
+    double before_hi = 0x1p40 * at_or_above / (1 - lane_rel) * (1 + 0x1p-50) + 0.5 * n + 1;
+    double target_lo =
+        (double)p * (0x1p40 * total / (1 + lane_rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
     return before_hi < target_lo;
+}
+/* The first token of the total order is in every nucleus: that winner needs no sums. */
+static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
+    if (s->logits[w] == lmax && first_max(s, s->logits, s->n_cand, lmax) == w) return 1;
+    if (nucleus_holds_by(s, s->exp_coarse_sums, G3_EXP_COARSE_REL_ERR, lmax, p, w)) {
+        s->top_p_coarse_draws++;
+        return 1;
+    }
+    return nucleus_holds_by(s, s->exp_rough_sums, G3_EXP_ROUGH_REL_ERR, lmax, p, w);
 }
 
 /* Top-p: keep token i iff the mass strictly before it in the total order is < p * Z, i.e. the
@@ -1780,9 +1812,7 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     if (whole) {
-        /* every nucleus holds the first token of the total order: no sums for that winner */
-        if (w >= 0 && ((s->logits[w] == lmax && first_max(s, s->logits, n, lmax) == w) ||
-                       nucleus_holds(s, lmax, p, w))) {
+        if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
             s->top_p_winner_draws++;
             s->ids_tmp[0] = w;
             g3_cand_keep_selected(s, 1);

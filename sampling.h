@@ -103,6 +103,8 @@ int32_t g3_sampler_typical_first(const gemma3_sampler *s);
  * (top_p's winner-first path in sampling.c; the rest built the nucleus), and how many XTC calls
  * the winner among the tokens XTC cannot drop answered without XTC's count (xtc_winner_first). */
 int g3_sampler_top_p_winner_draws(const gemma3_sampler *s);
+/* Tests: how many of those top-p answers the coarse sums (g3_exp_coarse) decided. */
+int g3_sampler_top_p_coarse_draws(const gemma3_sampler *s);
 int g3_sampler_xtc_winner_draws(const gemma3_sampler *s);
 /* Tests: 1 turns the rough sums (g3_exp_rough_sums) off: XTC's count takes the float tier's Z,
  * top-p in Gumbel mode builds the nucleus; 0 back on. */
@@ -261,6 +263,24 @@ static inline float g3_exp_rough(float l, float lmax) {
     memcpy(&p, &pb, sizeof p);
     return p;
 }
+/* A coarse e^(l - lmax), tried before g3_exp_rough where only the clearest cases are to be
+ * decided (top-p's membership of a Gumbel winner): the float whose bits are
+ * trunc(2^23 y) + 127 2^23 - C, y = (l - lmax) log2 e, which reads 2^floor(y') (1 + f) for
+ * y' = y - C 2^-23 = floor(y') + f, against 2^y' between 1 and (1 + f0)/2^f0 = 1.061476
+ * (f0 = 1/ln 2 - 1); C = 2^23 log2 sqrt(1.061476) centres that: within 0.0303 of e^(l - lmax)
+ * with the roundings of the difference, of y and its truncation (below 2^-15.9 in y), clamped
+ * at -64 as g3_exp_rough is. 6 operations against g3_exp_rough's 14. */
+#define G3_EXP_COARSE_REL_ERR 0x1p-5
+static inline float g3_exp_coarse(float l, float lmax) {
+    float x = l - lmax;
+    x = g3_f32_select((uint32_t)-(int32_t)(x > -64.0f), x, -64.0f); /* -inf too */
+    int32_t y = (int32_t)(x * 12102203.0f); /* 2^23 log2 e */
+    uint32_t bits = (uint32_t)(y + (127 << 23) - 361009);
+    float w;
+    memcpy(&w, &bits, sizeof w);
+    return w;
+}
+
 /* The sums of g3_exp_rough(l[i], lmax) over i < n, all of them (returned) and those with
  * l[i] >= at (*at_least), each in 16 float lanes of 4 terms per block of 64, the lanes and
  * blocks added in double: within G3_EXP_ROUGH_REL_ERR + 4 2^-24 + n 2^-53 of the sums of the
@@ -268,10 +288,16 @@ static inline float g3_exp_rough(float l, float lmax) {
 typedef double (*g3_exp_rough_sums_fn)(const float *restrict l, float lmax, int n, float at,
                                        double *at_least);
 g3_exp_rough_sums_fn g3_exp_rough_sums_get(int isa);
-/* The relative bound of g3_exp_rough_sums over n tokens, their clamp below -64 included for a
- * sum of at least 1 (every total: the maximum's term is exactly 1). */
+/* The same sums of g3_exp_coarse (the same type and lanes). */
+g3_exp_rough_sums_fn g3_exp_coarse_sums_get(int isa);
+/* The relative bound of such sums over n tokens of terms each within rel of e^(l - lmax), their
+ * clamp below -64 included for a sum of at least 1 (every total: the maximum's term is within
+ * rel of 1). */
+static inline double g3_exp_lane_sums_rel(double rel, int n) {
+    return rel + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
+}
 static inline double g3_exp_rough_sums_rel(int n) {
-    return G3_EXP_ROUGH_REL_ERR + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
+    return g3_exp_lane_sums_rel(G3_EXP_ROUGH_REL_ERR, n);
 }
 
 /* blocks[b] = sum of g3_approx_expf(l[i], lmax, fused) over i in [64 b, 64 b + 64) (the

@@ -267,6 +267,10 @@ static int run_pass(int which, int isa, const float *l, float lmax, struct pass_
         g3_sigma_sums_n_fn f = g3_sigma_sums_n_get(isa);
         return f ? (f(l, V, out), 1) : 0;
     }
+    case 12: {
+        g3_exp_rough_sums_fn f = g3_exp_coarse_sums_get(isa);
+        return f ? (f(l, lmax, V, lmax - 3.0f, &at_least), 1) : 0;
+    }
     }
     return 0;
 }
@@ -276,6 +280,7 @@ static const char *const pass_names[] = {
     "rough sums",                "float tier block sums",       "double tier block sums",
     "rank view",                 "rank view with moments",      "band scan (one bucket)",
     "Gumbel screen",             "fixed masses (top-p exact)",  "top-n-sigma sums",
+    "coarse sums",
 };
 enum { N_PASSES = (int)(sizeof pass_names / sizeof pass_names[0]) };
 
