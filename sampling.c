@@ -2208,20 +2208,24 @@ static int xtc_count_with_z(gemma3_sampler *s, float lmax, float thr, double z, 
 }
 
 /* XTC's count by tiers of Z (xtc_count_with_z): the rank view's when the CDF draw comes next
- * (view: it walks the same view), else the rough sums' (g3_exp_rough_sums, a third of the float
- * tier's time, which decide unless a token lies within about 2^-8 of the limit), then the float
- * tier's (g3_expf_block_sums_rel, as in surprise_limit). Returns -1 when
+ * (view: it walks the same view), else the coarse sums' (g3_exp_coarse_sums, which decide
+ * unless a token lies within about a sixth of a nat of the limit), the rough sums' (a third of
+ * the float tier's time; within about 2^-6), then the float tier's (g3_expf_block_sums_rel, as
+ * in surprise_limit). Returns -1 when
  * none decides (or thr is 0): the caller then computes every p. On a count, the first
  * max(count, 1) tokens of the total order are in ids_tmp (selected: they already are). */
 static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, int selected) {
     if (lmax == -INFINITY || !(thr > 0.0f)) return -1;
     int n = s->n_cand, m = xtc_top_count(thr, n);
-    for (int tier = view ? 0 : s->skip_rough ? 2 : 1; tier <= 2; tier++) {
+    for (int tier = view ? 0 : s->skip_rough ? 3 : 1; tier <= 3; tier++) {
         double rel_z = 0, z = 0, unused;
         if (tier == 0) {
             z = g3_rank_z(s, lmax, &rel_z);
             if (z == 0) continue;
         } else if (tier == 1) {
+            z = s->exp_coarse_sums(s->logits, lmax, n, INFINITY, &unused);
+            rel_z = g3_exp_lane_sums_rel(G3_EXP_COARSE_REL_ERR, n);
+        } else if (tier == 2) {
             z = s->exp_rough_sums(s->logits, lmax, n, INFINITY, &unused);
             rel_z = g3_exp_rough_sums_rel(n);
         } else {

@@ -106,8 +106,8 @@ int g3_sampler_top_p_winner_draws(const gemma3_sampler *s);
 /* Tests: how many of those top-p answers the coarse sums (g3_exp_coarse) decided. */
 int g3_sampler_top_p_coarse_draws(const gemma3_sampler *s);
 int g3_sampler_xtc_winner_draws(const gemma3_sampler *s);
-/* Tests: 1 turns the rough sums (g3_exp_rough_sums) off: XTC's count takes the float tier's Z,
- * top-p in Gumbel mode builds the nucleus; 0 back on. */
+/* Tests: 1 turns the coarse and rough sums (g3_exp_coarse_sums, g3_exp_rough_sums) off: XTC's
+ * count takes the float tier's Z, top-p in Gumbel mode builds the nucleus; 0 back on. */
 void g3_sampler_skip_rough(gemma3_sampler *s, int on);
 
 /* exp(x) for -708 <= x <= 0 in double, branch-free so that loops over it vectorise:

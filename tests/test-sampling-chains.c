@@ -1681,6 +1681,75 @@ static void check_xtc_whole_vocab(struct ref *r, float *l) {
     ref_set_free(&rs);
 }
 
+/* The step k (of 5e-5 nats down from lmax + from, over a nat) where g3_exp_coarse reads lowest
+ * (low) or highest against e^d. */
+static int coarse_extreme_d(float lmax, double from, int low) {
+    int best = 0;
+    double best_ratio = low ? INFINITY : 0;
+    for (int k = 0; k < 20000; k++) {
+        float l = (float)(lmax + from - k * 5e-5);
+        double ratio = g3_exp_coarse(l, lmax) / exp((double)l - lmax);
+        if (low ? ratio < best_ratio : ratio > best_ratio) best_ratio = ratio, best = k;
+    }
+    return best;
+}
+
+/* XTC's count on the coarse sums near its limit (xtc_count_fast in sampling.c): two leaders,
+ * the maximum at 0 and the second with p 0.5% past the threshold (or short of it), over a
+ * bulk of ties that holds most of Z, placed where g3_exp_coarse reads 3% high (or low),
+ * so that Z from the coarse sums taken with too small a bound would move the second leader to
+ * the other side of the limit: XTC would then keep the maximum (or drop it). Kept sets and
+ * draws in both modes against the reference's. */
+static void check_xtc_coarse_edge(struct ref *r, float *l) {
+    enum { V = 32768, POSITIONS = 12 };
+    const float thr = 0.04f;
+    struct ref_set rs;
+    gemma3_sampler *s = sampler_all_off(V);
+    if (!s || !ref_set_alloc(&rs, V)) {
+        CHECK(0);
+        gemma3_sampler_free(s);
+        return;
+    }
+    int wrong = 0, printed = 0, dropped = 0;
+    for (int high = 0; high < 2; high++) {
+        double bulk_d = -7.4 - coarse_extreme_d(0.0f, -7.4, !high) * 5e-5;
+        float bulk = (float)bulk_d;
+        double m = (V - 2) * exp((double)bulk), want = thr * (high ? 1.005 : 0.995);
+        l[0] = 0.0f; /* e^d1 = want Z, Z = 1 + e^d1 + m */
+        l[1] = (float)log(want * (1 + m) / (1 - want));
+        for (int i = 2; i < V; i++) l[i] = bulk;
+        double z = 1 + exp((double)l[1]) + m, p1 = exp((double)l[1]) / z;
+        CHECK_MSG(fabs(p1 / want - 1) < 1e-5 && 1 / z > 1.1 * thr && m > 0.75 * z,
+                  "vector %d: p1 %g, p0 %g, bulk %g of z", high, p1, 1 / z, m / z);
+        gemma3_sampler_params p = all_off();
+        p.xtc_probability = 1.0f;
+        p.xtc_threshold = thr;
+        p.temperature = 1.0f;
+        gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_DEFAULT, &p);
+        p.seed = 5;
+        r->p = &p;
+        r->seed = p.seed;
+        r->V = V;
+        ref_load(r, l, V);
+        ref_xtc(r, 0);
+        ref_set_take(&rs, r, l);
+        dropped += rs.n < V;
+        for (int mode = 0; mode < 2; mode++) {
+            if (!restart_in_mode(s, &p, mode, r, V)) continue;
+            char label[64];
+            snprintf(label, sizeof label, "xtc coarse edge, bulk reads %s, mode %d",
+                     high ? "high" : "low", mode);
+            wrong += compare_set_and_draws(r, s, l, V, &rs, POSITIONS, label, &printed);
+        }
+    }
+    printf("XTC's count at the coarse sums' edge: %d of 2 vectors drop the maximum, %d wrong\n",
+           dropped, wrong);
+    CHECK(dropped == 1); /* the second leader past the threshold: the maximum goes */
+    CHECK(wrong == 0);
+    ref_set_free(&rs);
+    gemma3_sampler_free(s);
+}
+
 /* A vector whose maximum (10) lies in its second, third or last quarter, at the offset within
  * the quarter of a token of the first 4,096 just below it (9), over a bulk far below: at
  * 262,144 tokens, past the first block of the Gumbel draw that checks as it goes (blocks of
@@ -1705,16 +1774,6 @@ static void max_past_first_block(float *l, int V) {
  * position the winner over the whole vocabulary is found (top-p off); with p 1.5% short of the
  * mass before it the draw must come from the nucleus (the exact mass before it below p Z), with
  * p 10% past it the winner must stand, on the coarse sums. */
-static int coarse_extreme_d(float lmax, double from, int low) {
-    int best = 0;
-    double best_ratio = low ? INFINITY : 0;
-    for (int k = 0; k < 20000; k++) {
-        float l = (float)(lmax + from - k * 5e-5);
-        double ratio = g3_exp_coarse(l, lmax) / exp((double)l - lmax);
-        if (low ? ratio < best_ratio : ratio > best_ratio) best_ratio = ratio, best = k;
-    }
-    return best;
-}
 static void check_top_p_coarse_edge(float *l) {
     enum { V = 32768, G = 1000, POSITIONS = 96 };
     const float lmax = 10.0f;
@@ -2311,6 +2370,7 @@ int main(void) {
     check_xtc_whole_vocab(&r, l);
     check_top_p_whole_vocab(&r, l);
     check_top_p_coarse_edge(l);
+    check_xtc_coarse_edge(&r, l);
     check_typical_pending(&r, l); /* last: the draws above keep their random streams */
     check_typical_coarse_centre(&r, l);
     int calls = 0, mismatches = 0, single = 0, fallbacks = 0;
