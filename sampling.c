@@ -1773,8 +1773,7 @@ static int gumbel_beats(double v, int32_t id, double best_v, int32_t best);
  * within rel of e^d (sums, within lane_rel) bound Q_b by the tokens at or above w's logit (w
  * and its ties too: more than Q_b) and Q from below: each q_i is within 1/2 + 2^-52 of
  * 2^40 e^d (g3_fixed_mass); the 2^-50 and the constants cover the roundings of these few
- * doubles. The coarse sums first (a third of the rough sums' time), which decide unless w lies
- * within about a sixteenth of the nucleus's edge. */
+ * doubles. */
 static int nucleus_holds_by(gemma3_sampler *s, g3_exp_rough_sums_fn sums, double rel, float lmax,
                             float p, int32_t w) {
     int n = s->n_cand;
@@ -1785,7 +1784,9 @@ static int nucleus_holds_by(gemma3_sampler *s, g3_exp_rough_sums_fn sums, double
         (double)p * (0x1p40 * total / (1 + lane_rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
     return before_hi < target_lo;
 }
-/* The first token of the total order is in every nucleus: that winner needs no sums. */
+/* The first token of the total order is in every nucleus: that winner needs no sums. Else the
+ * coarse sums (half the rough sums' time), which decide unless w lies within about 6% of the
+ * nucleus's edge, then the rough sums. */
 static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
     if (s->logits[w] == lmax && first_max(s, s->logits, s->n_cand, lmax) == w) return 1;
     if (nucleus_holds_by(s, s->exp_coarse_sums, G3_EXP_COARSE_REL_ERR, lmax, p, w)) {
@@ -2209,9 +2210,9 @@ static int xtc_count_with_z(gemma3_sampler *s, float lmax, float thr, double z, 
 
 /* XTC's count by tiers of Z (xtc_count_with_z): the rank view's when the CDF draw comes next
  * (view: it walks the same view), else the coarse sums' (g3_exp_coarse_sums, which decide
- * unless a token lies within about a sixth of a nat of the limit), the rough sums' (a third of
- * the float tier's time; within about 2^-6), then the float tier's (g3_expf_block_sums_rel, as
- * in surprise_limit). Returns -1 when
+ * unless a token lies within about an eighth of a nat of the limit), the rough sums' (a third
+ * of the float tier's time; within about 2^-7), then the float tier's (g3_expf_block_sums_rel,
+ * as in surprise_limit). Returns -1 when
  * none decides (or thr is 0): the caller then computes every p. On a count, the first
  * max(count, 1) tokens of the total order are in ids_tmp (selected: they already are). */
 static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, int selected) {

@@ -1770,7 +1770,7 @@ static void max_past_first_block(float *l, int V) {
  * sampling.c): the tokens down to the winner lie where g3_exp_coarse reads 3% low and the rest,
  * most of the mass, where it reads 3% high, so that a bound taken too small would put the winner
  * inside a nucleus that ends just before it. In id order (the total order here): the maximum,
- * then 1,000 tokens at about 2.5 nats below it, then the rest at about 5.6 below. At each
+ * then 1,000 tokens between 2 and 3 nats below it, then the rest between 5 and 6 below. At each
  * position the winner over the whole vocabulary is found (top-p off); with p 1.5% short of the
  * mass before it the draw must come from the nucleus (the exact mass before it below p Z), with
  * p 10% past it the winner must stand, on the coarse sums. */
@@ -1807,7 +1807,8 @@ static void check_top_p_coarse_edge(float *l) {
             p.top_p = (float)(before[w] / z * (past ? 1.1 : 0.985));
             if (p.top_p >= 1.0f || g3_sampler_set_params(s1, &p) != GEMMA3_OK) continue;
             gemma3_sampler_reset(s1);
-            int won = g3_sampler_top_p_winner_draws(s1), was_coarse = g3_sampler_top_p_coarse_draws(s1);
+            int won = g3_sampler_top_p_winner_draws(s1);
+            int was_coarse = g3_sampler_top_p_coarse_draws(s1);
             int32_t t = gemma3_sampler_sample(s1, l, pos);
             won = g3_sampler_top_p_winner_draws(s1) - won;
             was_coarse = g3_sampler_top_p_coarse_draws(s1) - was_coarse;
