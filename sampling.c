@@ -718,8 +718,9 @@ __attribute__((always_inline)) static inline void view_add_units(struct g3_view_
  * sampling.h helpers as its own loop over 16 lanes (vectorised), the units kept for the block
  * and added to their buckets VIEW_LAG tokens behind the steps, so that the scalar adds overlap
  * the vector steps (all of the block's after its steps took a sixth longer on Zen 4); typical's
- * moments summed in the lanes, not per bucket. Both measured, not modelled: see README. With
- * bucket NULL the moment alone (the same steps and lanes: the same bits). */
+ * moments summed in 16 float lanes a block, not per bucket, the block's added in double at its
+ * end (a conversion per token cost the AVX2 pass an eighth). Both measured, not modelled: see
+ * README. With bucket NULL the moment alone (the same steps and lanes: the same bits). */
 enum { VIEW_LAG = 64 };
 typedef void moment_lanes_fn(const int32_t *b, const float *x, const float *p, float *lanes);
 __attribute__((always_inline)) static inline void rank_view_steps(
@@ -2223,12 +2224,11 @@ static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, in
         if (tier == 0) {
             z = g3_rank_z(s, lmax, &rel_z);
             if (z == 0) continue;
-        } else if (tier == 1) {
-            z = s->exp_coarse_sums(s->logits, lmax, n, INFINITY, &unused);
-            rel_z = g3_exp_lane_sums_rel(G3_EXP_COARSE_REL_ERR, n);
-        } else if (tier == 2) {
-            z = s->exp_rough_sums(s->logits, lmax, n, INFINITY, &unused);
-            rel_z = g3_exp_rough_sums_rel(n);
+        } else if (tier < 3) {
+            int coarse = tier == 1;
+            z = (coarse ? s->exp_coarse_sums : s->exp_rough_sums)(s->logits, lmax, n, INFINITY,
+                                                                  &unused);
+            rel_z = g3_exp_lane_sums_rel(coarse ? G3_EXP_COARSE_REL_ERR : G3_EXP_ROUGH_REL_ERR, n);
         } else {
             z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
             rel_z = g3_expf_block_sums_rel(n);

@@ -296,9 +296,6 @@ g3_exp_rough_sums_fn g3_exp_coarse_sums_get(int isa);
 static inline double g3_exp_lane_sums_rel(double rel, int n) {
     return rel + 4 * 0x1p-24 + (double)n * 0x1p-53 + (double)n * 0x1p-91;
 }
-static inline double g3_exp_rough_sums_rel(int n) {
-    return g3_exp_lane_sums_rel(G3_EXP_ROUGH_REL_ERR, n);
-}
 
 /* blocks[b] = sum of g3_approx_expf(l[i], lmax, fused) over i in [64 b, 64 b + 64) (the
  * last block may be short), in 16 float lanes of 4 terms each, the lanes added in double as a
