@@ -707,6 +707,7 @@ __attribute__((always_inline)) static inline void view_add_units(struct g3_view_
                                                                  const uint16_t *bb,
                                                                  const uint32_t *unit, int k,
                                                                  int end) {
+#pragma GCC unroll 8 /* the AVX-512 build otherwise keeps a loop of two tokens: 6% slower */
     for (; k + 2 <= end; k += 2) {
         sums[bb[k]].unit += unit[k];
         sums[bb[k + 1]].odd += unit[k + 1];
