@@ -851,7 +851,7 @@ static void check_block_scan(void) {
     }
 }
 
-/* A token's view weight e^(-b/64) 2^-31 u (sampling.h), and its share of the sum of weight
+/* A token's view weight e^(-b/64) 2^-31 u (sampling-passes.h), and its share of the sum of weight
  * times (l - lmax), its e^d x less b/64 times its weight, as sampling-rank.c reads them. */
 static double view_weight_of(float l, float lmax, double *moment) {
     int b = g3_view_bucket(l, lmax);
@@ -862,7 +862,7 @@ static double view_weight_of(float l, float lmax, double *moment) {
     return w;
 }
 
-/* The rank view's sum of moments in its order (sampling.h): token i in lane i % 16 of its
+/* The rank view's sum of moments in its order (sampling-passes.h): token i in lane i % 16 of its
  * block of 1024 where a whole 16 lies, the lanes summed as a tree (k with k + 8, + 4, + 2,
  * + 1), then the last block's tail in order. */
 static double view_moment_total(const float *l, float lmax, int n) {
