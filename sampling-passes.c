@@ -1083,6 +1083,7 @@ __attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restr
 #define SAMPLING_X86 0
 #endif
 
+/* The sampler's own check, not kernels.h's, so that it links without the kernels. */
 enum { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
 int g3_sampling_isa(void) {
 #if SAMPLING_X86

@@ -43,8 +43,6 @@ static inline uint32_t g3_non_finite(float f) {
  * G3_APPROX_EXP_REL_ERR = 2^-48 (3.6e-15), and test-sampling-chains checks the observed error on
  * a million inputs against a quarter of it (about 4.7e-16 is seen). */
 #define G3_APPROX_EXP_REL_ERR 0x1p-48
-/* floor(v) for v in [0, 2^51): the nearest integer (v + 2^52 - 2^52, exact), less 1 where that
- * lies above v; by masks, so that AVX2 vectorises it (a call of floor() it does not). */
 /* mask (all ones or zero) ? a : b, on the bits: selects that compile to masks, not branches */
 static inline float g3_f32_select(uint32_t mask, float a, float b) {
     uint32_t ua, ub;
@@ -64,6 +62,8 @@ static inline double g3_f64_select(uint64_t mask, double a, double b) {
     return a;
 }
 
+/* floor(v) for v in [0, 2^51): the nearest integer (v + 2^52 - 2^52, exact), less 1 where that
+ * lies above v; by masks, so that AVX2 vectorises it (a call of floor() it does not). */
 static inline double g3_floor_small(double v) {
     const double r = (v + 0x1p52) - 0x1p52;
     return r - g3_f64_select((uint64_t)-(int64_t)(r > v), 1.0, 0.0);
