@@ -1103,7 +1103,7 @@ int g3_sampling_isa(void) {
 #define PICK_ISA(fn)                                                                           \
     do {                                                                                       \
         if (isa == ISA_SCALAR) return fn##_scalar;                                             \
-        int have = g3_sampling_isa();                                                               \
+        int have = g3_sampling_isa();                                                          \
         if (isa == ISA_AVX2 && have >= ISA_AVX2) return fn##_avx2;                             \
         if (isa == ISA_AVX512 && have >= ISA_AVX512) return fn##_avx512;                       \
         return NULL;                                                                           \

@@ -421,8 +421,8 @@ struct g3_view_sum {
  * unit, and (moment not NULL) *moment = the sum of g3_view_moment over the tokens: 16 float
  * lanes per block of 1024 (token i in lane i % 16), each block's added to 16 double lanes,
  * then tree_sum16, then the last block's tail (in double); sums zeroed by the caller; with
- * bucket and sums NULL the moment alone. Integer sums: any order gives the same bits. One C body per instruction set like g3_approx_exp_n_get
- * (the same bits). */
+ * bucket and sums NULL the moment alone. Integer sums: any order gives the same bits. One C
+ * body per instruction set like g3_approx_exp_n_get (the same bits). */
 typedef void (*g3_rank_view_fn)(const float *restrict l, float lmax, int n,
                                 uint16_t *restrict bucket, struct g3_view_sum *restrict sums,
                                 double *moment);

@@ -633,20 +633,26 @@ static int32_t draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_
 static double gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id);
 static int gumbel_beats(double v, int32_t id, double best_v, int32_t best);
 
-/* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
- * the tokens before it in the total order below floor(p Q), Q the total. Sums of weights each
- * within rel of e^d (sums, within lane_rel) bound Q_b by the tokens at or above w's logit (w
- * and its ties too: more than Q_b) and Q from below: each q_i is within 1/2 + 2^-52 of
- * 2^40 e^d (g3_fixed_mass); the 2^-50 and the constants cover the roundings of these few
- * doubles. */
-static int nucleus_holds_by(gemma3_sampler *s, g3_exp_rough_sums_fn sums, double rel, float lmax,
-                            float p, int32_t w) {
+/* The coarse (g3_exp_coarse, coarse = 1) or rough (g3_exp_rough) sums of e^(l - lmax) over the
+ * list, all of them (returned) and those with l >= at (*at_least), and *rel their bound. */
+static double exp_lane_sums(const gemma3_sampler *s, int coarse, float lmax, float at,
+                            double *at_least, double *rel) {
     int n = s->n_cand;
-    double at_or_above, total = sums(s->logits, lmax, n, s->logits[w], &at_or_above);
-    double lane_rel = g3_exp_lane_sums_rel(rel, n);
-    double before_hi = 0x1p40 * at_or_above / (1 - lane_rel) * (1 + 0x1p-50) + 0.5 * n + 1;
-    double target_lo =
-        (double)p * (0x1p40 * total / (1 + lane_rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
+    *rel = g3_exp_lane_sums_rel(coarse ? G3_EXP_COARSE_REL_ERR : G3_EXP_ROUGH_REL_ERR, n);
+    return (coarse ? s->exp_coarse_sums : s->exp_rough_sums)(s->logits, lmax, n, at, at_least);
+}
+
+/* Whether token w surely lies in top-p's nucleus of the whole vocabulary: the fixed mass Q_b of
+ * the tokens before it in the total order below floor(p Q), Q the total. The coarse or rough
+ * sums (within rel) bound Q_b by the tokens at or above w's logit (w and its ties too: more
+ * than Q_b) and Q from below: each q_i is within 1/2 + 2^-52 of 2^40 e^d (g3_fixed_mass); the
+ * 2^-50 and the constants cover the roundings of these few doubles. */
+static int nucleus_holds_by(gemma3_sampler *s, int coarse, float lmax, float p, int32_t w) {
+    int n = s->n_cand;
+    double at_or_above, rel;
+    double total = exp_lane_sums(s, coarse, lmax, s->logits[w], &at_or_above, &rel);
+    double before_hi = 0x1p40 * at_or_above / (1 - rel) * (1 + 0x1p-50) + 0.5 * n + 1;
+    double target_lo = (double)p * (0x1p40 * total / (1 + rel) * (1 - 0x1p-50) - 0.5 * n) - 2;
     return before_hi < target_lo;
 }
 /* The first token of the total order is in every nucleus: that winner needs no sums. Else the
@@ -654,11 +660,11 @@ static int nucleus_holds_by(gemma3_sampler *s, g3_exp_rough_sums_fn sums, double
  * nucleus's edge, then the rough sums. */
 static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
     if (s->logits[w] == lmax && first_max(s, s->logits, s->n_cand, lmax) == w) return 1;
-    if (nucleus_holds_by(s, s->exp_coarse_sums, G3_EXP_COARSE_REL_ERR, lmax, p, w)) {
+    if (nucleus_holds_by(s, 1, lmax, p, w)) {
         s->top_p_coarse_draws++;
         return 1;
     }
-    return nucleus_holds_by(s, s->exp_rough_sums, G3_EXP_ROUGH_REL_ERR, lmax, p, w);
+    return nucleus_holds_by(s, 0, lmax, p, w);
 }
 
 /* Top-p: keep token i iff the mass strictly before it in the total order is < p * Z, i.e. the
@@ -1089,10 +1095,7 @@ static int xtc_count_fast(gemma3_sampler *s, float lmax, float thr, int view, in
             z = g3_rank_z(s, lmax, &rel_z);
             if (z == 0) continue;
         } else if (tier < 3) {
-            int coarse = tier == 1;
-            z = (coarse ? s->exp_coarse_sums : s->exp_rough_sums)(s->logits, lmax, n, INFINITY,
-                                                                  &unused);
-            rel_z = g3_exp_lane_sums_rel(coarse ? G3_EXP_COARSE_REL_ERR : G3_EXP_ROUGH_REL_ERR, n);
+            z = exp_lane_sums(s, tier == 1, lmax, INFINITY, &unused, &rel_z);
         } else {
             z = s->expf_block_sums(s->logits, lmax, n, s->blocks);
             rel_z = g3_expf_block_sums_rel(n);
