@@ -71,15 +71,11 @@ static int check_vocab(const char *dir, const g3_config *c, const gemma3_tokeniz
 
 int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
 
-/* enum gemma3_weight_type -> g3_wtype (G3_WTYPE_AS_STORED for AS_STORED); -2 if invalid. */
+/* enum gemma3_weight_type -> g3_wtype (the same types, numbered from G3_WTYPE_PUBLIC_BASE;
+ * G3_WTYPE_AS_STORED for AS_STORED); -2 if invalid. */
 static int to_wtype(int type) {
-    switch (type) {
-    case GEMMA3_WEIGHTS_AS_STORED: return G3_WTYPE_AS_STORED;
-    case GEMMA3_WEIGHTS_BF16: return G3_WTYPE_BF16;
-    case GEMMA3_WEIGHTS_Q8_0: return G3_WTYPE_Q8_0;
-    case GEMMA3_WEIGHTS_Q4_0: return G3_WTYPE_Q4_0;
-    default: return -2;
-    }
+    if (type == GEMMA3_WEIGHTS_AS_STORED) return G3_WTYPE_AS_STORED;
+    return g3_wtype_get(type - G3_WTYPE_PUBLIC_BASE) ? type - G3_WTYPE_PUBLIC_BASE : -2;
 }
 
 const char *gemma3_weight_type_name(enum gemma3_weight_type type) {
@@ -88,21 +84,23 @@ const char *gemma3_weight_type_name(enum gemma3_weight_type type) {
 }
 
 int gemma3_weight_type_parse(const char *name) {
-    int t = name ? g3_wtype_parse(name) : -1;
-    switch (t) {
-    case G3_WTYPE_BF16: return GEMMA3_WEIGHTS_BF16;
-    case G3_WTYPE_Q8_0: return GEMMA3_WEIGHTS_Q8_0;
-    case G3_WTYPE_Q4_0: return GEMMA3_WEIGHTS_Q4_0;
-    default:
-        return g3_error(GEMMA3_ERR_ARG, "weight type '%s' is not bf16, q8_0 or q4_0",
-                        name ? name : "(null)");
-    }
+    int t = g3_wtype_parse(name);
+    if (t < 0)
+        return g3_error(GEMMA3_ERR_ARG, "weight type '%s' is not one of %s", name ? name : "(null)",
+                        g3_wtype_list(0));
+    return t + G3_WTYPE_PUBLIC_BASE;
 }
+
+int gemma3_weight_type_is_quantized(enum gemma3_weight_type type) {
+    return g3_wtype_is_block((int)type - G3_WTYPE_PUBLIC_BASE);
+}
+
+const char *gemma3_weight_type_list(int quantized_only) { return g3_wtype_list(quantized_only); }
 
 /* The layout of quantized matrices: x8 where the sessions' quantized kernels prefer it. */
 static g3_layout quant_layout(enum gemma3_repack repack, const char *isa) {
     if (repack != GEMMA3_REPACK_AUTO) return repack == GEMMA3_REPACK_X8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS;
-    const int level = isa ? g3_isa_parse(isa) : (int)g3_isa_detect();
+    const int level = g3_isa_choose(isa); /* refused again, with its message, by the session */
     const g3_quant_kernels *k = level >= 0 ? g3_quant_kernels_get((g3_isa)level) : NULL;
     return k && k->prefer_x8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS;
 }
@@ -205,6 +203,7 @@ struct gemma3_session {
     const g3_config *cfg;
     const g3_kernels *kern;
     const g3_quant_kernels *qkern;
+    g3_backend backend;            /* the two tables and the precision, for g3_matmul */
     g3_pool *pool;
     int n_ctx, n_batch, exact, kv_bf16;
     int n_swa_extra;               /* sliding rings keep W + this many positions */
@@ -353,13 +352,9 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
                         "session: config not runnable (head_dim %d, heads %d/%d, layers %d, window %d)",
                         c->head_dim, c->n_heads, c->n_kv_heads, c->n_layers, c->sliding_window);
 
-    int isa = p.isa ? g3_isa_parse(p.isa) : (int)g3_isa_detect();
-    if (isa < 0)
-        return g3_error(GEMMA3_ERR_ARG, "session: isa '%s' is not scalar, avx2 or avx512", p.isa);
+    int isa = g3_isa_choose(p.isa);
+    if (isa < 0) return isa; /* its message names the isa */
     const g3_kernels *kern = g3_kernels_get((g3_isa)isa);
-    if (!kern)
-        return g3_error(GEMMA3_ERR_UNSUPPORTED, "session: isa '%s' is not supported by this CPU",
-                        p.isa ? p.isa : "?");
 
     gemma3_session *s = calloc(1, sizeof *s);
     if (!s) return g3_error(GEMMA3_ERR_NOMEM, "session: out of memory");
@@ -367,8 +362,9 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->cfg = c;
     s->kern = kern;
     s->qkern = g3_quant_kernels_get((g3_isa)isa);
-    s->quant = model->w.wtype != G3_WTYPE_BF16;
+    s->quant = g3_wtype_is_block(model->w.wtype);
     s->exact = p.exact != 0;
+    s->backend = (g3_backend){kern, s->qkern, s->exact};
     s->kv_bf16 = !s->exact && p.kv_type == GEMMA3_KV_BF16;
     s->n_ctx = p.n_ctx ? p.n_ctx : 4096;
     if (s->n_ctx > c->max_position_embeddings) s->n_ctx = c->max_position_embeddings;
@@ -537,32 +533,11 @@ static void set_input(chunk *ck, const float *in, size_t ld, int n_in) {
         s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in + (size_t)t * ld, n_in);
 }
 
-/* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk. Dispatch on the
- * weights' type: BF16 against bf16 (default) or fp32 (exact) inputs; Q8_0/Q4_0 blocks against Q8
- * activation rows (default) or the fp32 activations (exact). */
+/* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk, by the kernel the
+ * backend has for W. */
 static void matmul_rows(const chunk *ck, float *Y, size_t ldy, g3_matrix W, int r0, int r1) {
-    const gemma3_session *s = ck->s;
-    if (r0 >= r1) return;
-    if (W.type == G3_WTYPE_BF16) {
-        if (s->exact)
-            s->kern->matmul_f32(Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
-        else
-            s->kern->matmul_bf16(Y, ldy, W.data, ck->in_bf16, (size_t)ck->n_in, ck->T, ck->n_in,
-                                 r0, r1);
-    } else if (W.layout == G3_LAYOUT_X8) {
-        if (s->exact)
-            s->qkern->matmul_q_f32_x8(W.type, Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
-        else if (W.type == G3_WTYPE_Q8_0)
-            s->qkern->matmul_q8_0_x8(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
-        else
-            s->qkern->matmul_q4_0_x8(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
-    } else if (s->exact) {
-        s->qkern->matmul_q_f32(W.type, Y, ldy, W.data, ck->in_f32, ck->ld_in, ck->T, ck->n_in, r0, r1);
-    } else if (W.type == G3_WTYPE_Q8_0) {
-        s->qkern->matmul_q8_0(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
-    } else {
-        s->qkern->matmul_q4_0(Y, ldy, W.data, ck->in_q, ck->T, ck->n_in, r0, r1);
-    }
+    const g3_matmul_in x = {ck->in_f32, ck->ld_in, ck->in_bf16, ck->in_q, ck->T, ck->n_in};
+    g3_matmul(&ck->s->backend, Y, ldy, W, &x, r0, r1);
 }
 
 /* A plain matmul split by rows between threads. */
@@ -799,13 +774,8 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     const float embed_scale = sqrtf((float)H);
     for (int t = 0; t < T; t++) {
         float *ht = s->h + (size_t)t * H;
-        if (w->embed.type == G3_WTYPE_BF16) {
-            const uint16_t *row = (const uint16_t *)w->embed.data + (size_t)tokens[t] * H;
-            for (int i = 0; i < H; i++) ht[i] = g3_bf16_to_f32(row[i]) * embed_scale;
-        } else { /* a quantized embedding: that row's blocks, dequantized */
-            g3_dequantize_matrix_row(w->embed.type, w->embed.layout, w->embed.data, H, tokens[t], ht);
-            for (int i = 0; i < H; i++) ht[i] *= embed_scale;
-        }
+        g3_dequantize_matrix_row(w->embed.type, w->embed.layout, w->embed.data, H, tokens[t], ht);
+        for (int i = 0; i < H; i++) ht[i] *= embed_scale;
     }
     fill_rope_tables(s, p0, T);
 
@@ -1022,3 +992,5 @@ int gemma3_session_forward(gemma3_session *s, const int32_t *tokens, int n_token
     return all_logits ? gemma3_session_forward_last(s, tokens, n_tokens, n_tokens, all_logits)
                       : gemma3_session_forward_last(s, tokens, n_tokens, 1, s->logits);
 }
+
+int gemma3_set_isa(const char *isa) { return g3_isa_set_default(isa); }

@@ -87,6 +87,11 @@ enum gemma3_weight_type {
 const char *gemma3_weight_type_name(enum gemma3_weight_type type);
 /* The type named "bf16", "q8_0" or "q4_0"; GEMMA3_ERR_ARG (negative) for any other name. */
 int gemma3_weight_type_parse(const char *name);
+/* 1 for a block-quantized type (what gemma3_quantize writes: Q8_0, Q4_0), else 0. */
+int gemma3_weight_type_is_quantized(enum gemma3_weight_type type);
+/* The names of every type ("bf16, q8_0, q4_0"), or of the quantized ones alone ("q8_0, q4_0"),
+ * in enum order, as a front end lists them. */
+const char *gemma3_weight_type_list(int quantized_only);
 
 enum gemma3_repack { GEMMA3_REPACK_AUTO = 0, GEMMA3_REPACK_NONE = 1, GEMMA3_REPACK_X8 = 2 };
 
@@ -113,10 +118,18 @@ typedef struct gemma3_model_params {
      * layout (a quantized directory used in place). X8: the groups on any CPU. The layout
      * changes the order of a few float additions (logits within rounding), never the blocks. */
     enum gemma3_repack repack;
-    /* The kernels the sessions will use ("scalar", "avx2", "avx512"; NULL = the best the CPU
-     * has): AUTO lays quantized matrices out for them. */
+    /* The kernels the sessions will use ("scalar", "avx2", "avx512"; NULL = gemma3_set_isa's
+     * level): AUTO lays quantized matrices out for them. */
     const char *isa;
 } gemma3_model_params;
+/* The instruction set of every table this process chooses from now on when a caller names
+ * none: the sessions' kernels, the quantizers at load and the sampler's passes (chosen at
+ * gemma3_sampler_init). "scalar", "avx2" or "avx512"; NULL: the environment's GEMMA3_ISA if
+ * set, else the best the CPU has (the default). GEMMA3_ERR_ARG for an unknown name,
+ * GEMMA3_ERR_UNSUPPORTED for one this CPU lacks (nothing changed). Every level gives the
+ * sampler the same bits; the kernels' differ by rounding. */
+int gemma3_set_isa(const char *isa);
+
 /* gemma3_model_load with params (NULL = defaults). */
 int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gemma3_model **out);
 void gemma3_model_free(gemma3_model *model);
@@ -192,7 +205,7 @@ typedef struct gemma3_session_params {
     enum gemma3_kv_type kv_type;
     int exact;          /* 1 = FP32 activations and FP32 KV cache everywhere (reference mode);
                          * 0 = matmul inputs rounded to BF16 (vdpbf16ps), kv_type cache */
-    const char *isa;    /* "scalar", "avx2", "avx512" or NULL for the best the CPU has */
+    const char *isa;    /* "scalar", "avx2", "avx512" or NULL for gemma3_set_isa's level */
     int n_batch;        /* most tokens per prefill chunk (bounds the scratch); 0 = 512 */
     int n_swa_extra;    /* positions a sliding-window layer keeps beyond its window W (0): its
                          * ring has min(W + n_swa_extra, n_ctx) slots, so the cache can be cut

@@ -11,15 +11,11 @@
 #include "kernels.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KERNELS_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #else
 #define KERNELS_X86 0
 #endif
@@ -1530,50 +1526,8 @@ static const g3_kernels kernels_amx_bf16 = {
     KERNELS_512_COMMON,
 };
 
-/* ==== x86 feature detection =============================================================== */
-
-typedef struct {
-    int avx2, avx512, avx512bf16, amx_bf16;
-} cpu_features;
-
-/* AMX: cpuid 7.0 EDX bits 24 (tiles), 22 (BF16), 25 (INT8), and Linux's permission for the tile
- * data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once per process. */
-int g3_cpu_amx(void) {
-    static atomic_int cache = -1;
-    int bits = atomic_load_explicit(&cache, memory_order_relaxed);
-    if (bits < 0) {
-        unsigned a, b, c, d;
-        bits = 0;
-        if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1)) {
-#if defined(__linux__) && defined(__x86_64__)
-            if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0)
-                bits = G3_AMX_TILE | (d >> 22 & 1 ? G3_AMX_BF16 : 0) | (d >> 25 & 1 ? G3_AMX_INT8 : 0);
-#endif
-        }
-        atomic_store_explicit(&cache, bits, memory_order_relaxed);
-    }
-    return bits;
-}
-
-/* cpuid (and the OS's saved-state support, which __builtin_cpu_supports also checks) is asked
- * once; the answer is cached in an atomic, so concurrent first calls are harmless: they compute
- * the same bits. */
-static cpu_features cpu_get(void) {
-    static atomic_int cache = -1; /* bit 0: avx2+fma, 1: avx512 f/bw/vl/dq, 2: avx512bf16, 3: amx-bf16 */
-    int bits = atomic_load_explicit(&cache, memory_order_relaxed);
-    if (bits < 0) {
-        __builtin_cpu_init();
-        int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-        int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-        int amx = bf16 && (g3_cpu_amx() & G3_AMX_BF16);
-        bits = avx2 | avx512 << 1 | bf16 << 2 | amx << 3;
-        atomic_store_explicit(&cache, bits, memory_order_relaxed);
-    }
-    return (cpu_features){.avx2 = bits & 1, .avx512 = bits >> 1 & 1, .avx512bf16 = bits >> 2 & 1,
-                          .amx_bf16 = bits >> 3 & 1};
-}
+/* The amx-bf16 table's needs: AVX512-BF16 (its edges) and the BF16 tiles. */
+static int amx_bf16(const g3_cpu *f) { return f->avx512_bf16 && (f->amx & G3_AMX_BF16); }
 
 #endif /* KERNELS_X86 */
 
@@ -1613,29 +1567,16 @@ double g3_log_sum_exp_strips(const g3_kernels *k, const float *x, int n) {
 
 /* ==== dispatch ============================================================================ */
 
-#if !KERNELS_X86
-int g3_cpu_amx(void) { return 0; }
-#endif
-
-g3_isa g3_isa_detect(void) {
-#if KERNELS_X86
-    cpu_features f = cpu_get();
-    return f.avx512 ? G3_ISA_AVX512 : f.avx2 ? G3_ISA_AVX2 : G3_ISA_SCALAR;
-#else
-    return G3_ISA_SCALAR;
-#endif
-}
-
 /* On other CPUs only the scalar table exists: the x86 levels give NULL ("not supported"). */
 const g3_kernels *g3_kernels_get(g3_isa isa) {
     if (isa == G3_ISA_SCALAR) return &kernels_scalar;
 #if KERNELS_X86
-    cpu_features f = cpu_get();
+    const g3_cpu *f = g3_cpu_get();
     switch (isa) {
-    case G3_ISA_AVX2: return f.avx2 ? &kernels_avx2 : NULL;
+    case G3_ISA_AVX2: return f->avx2 ? &kernels_avx2 : NULL;
     case G3_ISA_AVX512:
-        if (!f.avx512) return NULL;
-        return f.amx_bf16 ? &kernels_amx_bf16 : f.avx512bf16 ? &kernels_avx512bf16 : &kernels_avx512;
+        if (!f->avx512) return NULL;
+        return amx_bf16(f) ? &kernels_amx_bf16 : f->avx512_bf16 ? &kernels_avx512bf16 : &kernels_avx512;
     default: return NULL;
     }
 #else
@@ -1648,20 +1589,12 @@ int g3_kernels_all(const g3_kernels **out, int max) {
     int n = 0;
     all[n++] = &kernels_scalar;
 #if KERNELS_X86
-    cpu_features f = cpu_get();
-    if (f.avx2) all[n++] = &kernels_avx2;
-    if (f.avx512) all[n++] = &kernels_avx512;
-    if (f.avx512bf16) all[n++] = &kernels_avx512bf16;
-    if (f.amx_bf16) all[n++] = &kernels_amx_bf16;
+    const g3_cpu *f = g3_cpu_get();
+    if (f->avx2) all[n++] = &kernels_avx2;
+    if (f->avx512) all[n++] = &kernels_avx512;
+    if (f->avx512_bf16) all[n++] = &kernels_avx512bf16;
+    if (amx_bf16(f)) all[n++] = &kernels_amx_bf16;
 #endif
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return n < max ? n : max;
-}
-
-int g3_isa_parse(const char *name) {
-    if (!name) return -1;
-    if (strcmp(name, "scalar") == 0) return G3_ISA_SCALAR;
-    if (strcmp(name, "avx2") == 0) return G3_ISA_AVX2;
-    if (strcmp(name, "avx512") == 0) return G3_ISA_AVX512;
-    return -1;
 }

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum g3_isa { G3_ISA_SCALAR = 0, G3_ISA_AVX2 = 1, G3_ISA_AVX512 = 2 } g3_isa;
+#include "kernels/cpu.h"
 
 typedef struct g3_kernels {
     const char *name;  /* "scalar", "avx2", "avx512", "avx512bf16", "amx-bf16" */
@@ -70,21 +70,12 @@ enum { G3_LSE_STRIP = 1024 };
 double g3_lse_merge(const double *strip_lse, int n_strips);
 double g3_log_sum_exp_strips(const g3_kernels *k, const float *x, int n);
 
-/* AMX on this CPU and permitted by the OS (bits; 0 elsewhere). Asked once; asking requests
- * the tile state for the process. */
-enum { G3_AMX_TILE = 1, G3_AMX_BF16 = 2, G3_AMX_INT8 = 4 };
-int g3_cpu_amx(void);
-
-/* The best ISA this CPU supports (cpuid, checked once). */
-g3_isa g3_isa_detect(void);
 /* The table for an ISA level; NULL if the CPU cannot run it. */
 const g3_kernels *g3_kernels_get(g3_isa isa);
 /* Every table this CPU can run, scalar first, into out[0..max); returns how many. Besides
  * g3_kernels_get's choices this lists "avx512" (widening matmul_bf16) and "avx512bf16" next to
  * "amx-bf16", so tests and benchmarks cover each. */
 int g3_kernels_all(const g3_kernels **out, int max);
-/* Parses "scalar" / "avx2" / "avx512"; -1 if unknown. */
-int g3_isa_parse(const char *name);
 
 /* Split-half ("rotate_half", NeoX) RoPE on n_heads vectors of head_dim, in place, with per-pair
  * cos/sin tables of head_dim/2 entries for this position. Scalar: cheap next to the matmuls. */

@@ -262,11 +262,14 @@ static int quantize_ref(g3_wtype t, const void *src, int src_bf16, void *row, in
 g3_quantize_row_fn g3_quantize_row_get(g3_isa isa) {
     if (isa == G3_ISA_SCALAR) return quantize_ref;
 #ifdef G3_X86
-    if (!g3_kernels_get(isa)) return NULL;
+    if (!g3_isa_supported(isa)) return NULL;
     return isa == G3_ISA_AVX512 ? quantize_avx512 : quantize_avx2;
 #else
     return NULL;
 #endif
 }
 
-g3_quantize_row_fn g3_quantize_row_best(void) { return g3_quantize_row_get(g3_isa_detect()); }
+g3_quantize_row_fn g3_quantize_row_best(void) {
+    const int isa = g3_isa_choose(NULL);
+    return g3_quantize_row_get(isa < 0 ? G3_ISA_SCALAR : (g3_isa)isa);
+}

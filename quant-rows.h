@@ -24,7 +24,8 @@ typedef int (*g3_quantize_row_fn)(g3_wtype t, const void *src, int src_bf16, voi
 /* The implementation for an instruction set (G3_ISA_SCALAR: the portable one, g3_quantize_row
  * per block), or NULL where this CPU lacks it. */
 g3_quantize_row_fn g3_quantize_row_get(g3_isa isa);
-/* The fastest this CPU runs. */
+/* The one for the level tables are chosen for (kernels/cpu.h: --isa, GEMMA3_ISA; by default the
+ * fastest this CPU runs; scalar where that level is refused). */
 g3_quantize_row_fn g3_quantize_row_best(void);
 
 #endif

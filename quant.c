@@ -3,43 +3,81 @@
 #include "quant.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
 
 /* ---- names and sizes ------------------------------------------------------------------------ */
 
+static const g3_wtype_traits wtypes[G3_WTYPE_COUNT]; /* the rows, below the functions they name */
+
+const g3_wtype_traits *g3_wtype_get(int t) {
+    return t >= 0 && t < G3_WTYPE_COUNT ? &wtypes[t] : NULL;
+}
+
+int g3_wtype_is_block(int t) {
+    const g3_wtype_traits *tr = g3_wtype_get(t);
+    return tr && tr->quantize_row != NULL;
+}
+
 const char *g3_wtype_name(g3_wtype t) {
-    switch (t) {
-    case G3_WTYPE_BF16: return "bf16";
-    case G3_WTYPE_Q8_0: return "q8_0";
-    case G3_WTYPE_Q4_0: return "q4_0";
-    }
-    return "?";
+    const g3_wtype_traits *tr = g3_wtype_get((int)t);
+    return tr ? tr->name : "?";
 }
 
 const char *g3_wtype_name_upper(g3_wtype t) {
-    switch (t) {
-    case G3_WTYPE_BF16: return "BF16";
-    case G3_WTYPE_Q8_0: return "Q8_0";
-    case G3_WTYPE_Q4_0: return "Q4_0";
-    }
-    return "?";
+    const g3_wtype_traits *tr = g3_wtype_get((int)t);
+    return tr ? tr->name_upper : "?";
 }
 
 int g3_wtype_parse(const char *name) {
-    for (int t = G3_WTYPE_BF16; t <= G3_WTYPE_Q4_0; t++)
-        if (strcmp(name, g3_wtype_name((g3_wtype)t)) == 0) return t;
+    for (int t = 0; name && t < G3_WTYPE_COUNT; t++)
+        if (strcmp(name, wtypes[t].name) == 0) return t;
     return -1;
 }
 
-size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in) {
-    switch (t) {
-    case G3_WTYPE_BF16: return (size_t)n_in * sizeof(uint16_t);
-    case G3_WTYPE_Q8_0: return (size_t)(n_in / G3_QK) * sizeof(g3_block_q8_0);
-    case G3_WTYPE_Q4_0: return (size_t)(n_in / G3_QK) * sizeof(g3_block_q4_0);
+/* Written once, before any thread could ask: the table is constant. */
+static char type_lists[2][G3_WTYPE_COUNT * 16];
+
+static void make_type_lists(void) {
+    for (int blocks = 0; blocks < 2; blocks++) {
+        char *p = type_lists[blocks];
+        for (int t = 0; t < G3_WTYPE_COUNT; t++)
+            if (!blocks || g3_wtype_is_block(t))
+                p += sprintf(p, "%s%s", p == type_lists[blocks] ? "" : ", ", wtypes[t].name);
     }
-    return 0;
+}
+
+const char *g3_wtype_list(int blocks_only) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_type_lists);
+    return type_lists[blocks_only != 0];
+}
+
+size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in) {
+    const g3_wtype_traits *tr = g3_wtype_get((int)t);
+    return tr ? (size_t)(n_in / tr->block) * tr->block_bytes : 0;
+}
+
+/* ---- the matrix entry point ---------------------------------------------------------------- */
+
+void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
+               int r0, int r1) {
+    if (r0 >= r1) return;
+    const int slot = wtypes[W.type].kernel_slot, x8 = W.layout == G3_LAYOUT_X8;
+    if (slot < 0) { /* BF16 */
+        if (be->exact)
+            be->k->matmul_f32(Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
+        else
+            be->k->matmul_bf16(Y, ldy, W.data, x->bf16, (size_t)x->n_in, x->n_tok, x->n_in, r0, r1);
+    } else if (be->exact) {
+        (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)(W.type, Y, ldy, W.data, x->f32, x->ld_f32,
+                                                             x->n_tok, x->n_in, r0, r1);
+    } else {
+        (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[slot](Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
+    }
 }
 
 /* ---- fp16 ----------------------------------------------------------------------------------- */
@@ -114,38 +152,59 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n) {
     }
 }
 
+static void quantize_q8_0(const float *x, void *row, int64_t n) { g3_quantize_row_q8_0(x, row, n); }
+static void quantize_q4_0(const float *x, void *row, int64_t n) { g3_quantize_row_q4_0(x, row, n); }
+
+static void dequantize_q8_0(const void *row, float *y, int64_t n) {
+    const g3_block_q8_0 *blk = row;
+    for (int64_t b = 0; b < n / G3_QK; b++) {
+        const float d = g3_f16_to_f32(blk[b].d);
+        for (int j = 0; j < G3_QK; j++) y[b * G3_QK + j] = d * (float)blk[b].qs[j];
+    }
+}
+
+static void dequantize_q4_0(const void *row, float *y, int64_t n) {
+    const g3_block_q4_0 *blk = row;
+    for (int64_t b = 0; b < n / G3_QK; b++) {
+        const float d = g3_f16_to_f32(blk[b].d);
+        for (int j = 0; j < G3_QK / 2; j++) {
+            y[b * G3_QK + j] = d * (float)((blk[b].qs[j] & 15) - 8);
+            y[b * G3_QK + j + G3_QK / 2] = d * (float)((blk[b].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+static void dequantize_bf16(const void *row, float *y, int64_t n) {
+    const uint16_t *h = row;
+    for (int64_t i = 0; i < n; i++) y[i] = g3_bf16_to_f32(h[i]);
+}
+
+/* ---- the weight types --------------------------------------------------------------------- */
+
+/* The exponent bits that make a bf16 or an fp16 value NaN or infinite. */
+#define BF16_NONFINITE 0x7f80u
+#define F16_NONFINITE 0x7c00u
+
+static const g3_wtype_traits wtypes[G3_WTYPE_COUNT] = {
+    [G3_WTYPE_BF16] = {"bf16", "BF16", 1, sizeof(uint16_t), NULL, dequantize_bf16, BF16_NONFINITE, -1},
+    [G3_WTYPE_Q8_0] = {"q8_0", "Q8_0", G3_QK, sizeof(g3_block_q8_0), quantize_q8_0, dequantize_q8_0,
+                       F16_NONFINITE, 0},
+    [G3_WTYPE_Q4_0] = {"q4_0", "Q4_0", G3_QK, sizeof(g3_block_q4_0), quantize_q4_0, dequantize_q4_0,
+                       F16_NONFINITE, 1},
+};
+
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n) {
-    if (t == G3_WTYPE_Q8_0) g3_quantize_row_q8_0(x, row, n);
-    else if (t == G3_WTYPE_Q4_0) g3_quantize_row_q4_0(x, row, n);
+    if (g3_wtype_is_block((int)t)) wtypes[t].quantize_row(x, row, n);
 }
 
 void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n) {
-    if (t == G3_WTYPE_Q8_0) {
-        const g3_block_q8_0 *blk = row;
-        for (int64_t b = 0; b < n / G3_QK; b++) {
-            const float d = g3_f16_to_f32(blk[b].d);
-            for (int j = 0; j < G3_QK; j++) y[b * G3_QK + j] = d * (float)blk[b].qs[j];
-        }
-    } else if (t == G3_WTYPE_Q4_0) {
-        const g3_block_q4_0 *blk = row;
-        for (int64_t b = 0; b < n / G3_QK; b++) {
-            const float d = g3_f16_to_f32(blk[b].d);
-            for (int j = 0; j < G3_QK / 2; j++) {
-                y[b * G3_QK + j] = d * (float)((blk[b].qs[j] & 15) - 8);
-                y[b * G3_QK + j + G3_QK / 2] = d * (float)((blk[b].qs[j] >> 4) - 8);
-            }
-        }
-    } else if (t == G3_WTYPE_BF16) {
-        const uint16_t *h = row;
-        for (int64_t i = 0; i < n; i++) y[i] = g3_bf16_to_f32(h[i]);
-    }
+    const g3_wtype_traits *tr = g3_wtype_get((int)t);
+    if (tr) tr->dequantize_row(row, y, n);
 }
 
 /* ---- the x8 layout ------------------------------------------------------------------------ */
 
-static size_t block_bytes(g3_wtype t) {
-    return t == G3_WTYPE_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
-}
+static size_t block_bytes(g3_wtype t) { return wtypes[t].block_bytes; }
 
 size_t g3_x8_bytes(g3_wtype t, int64_t rows, int64_t n_in) {
     return (size_t)((rows + G3_X8 - 1) / G3_X8 * G3_X8) * g3_wtype_row_bytes(t, n_in);
@@ -443,11 +502,7 @@ static const g3_quant_kernels quant_scalar = {
 /* ---- x86 SIMD tables ------------------------------------------------------------------------ */
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <stdatomic.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 /* Every SIMD function carries its own target attribute (one portable build, no -march), and the
  * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
@@ -508,26 +563,15 @@ static const g3_quant_kernels quant_scalar = {
 
 enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
 
-/* AVX-VNNI (cpuid leaf 7.1 EAX bit 4), asked directly: not every compiler's
- * __builtin_cpu_supports knows it. It uses the ymm state that the AVX2 check already covers. */
-static int has_avx_vnni(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
-    return (a >> 4) & 1;
-}
-
-/* Which variants the CPU runs (cpuid and the OS's saved state, through the compiler's runtime). */
+/* Which variants the CPU runs. */
 static int quant_cpu(void) {
-    __builtin_cpu_init();
+    const g3_cpu *c = g3_cpu_get();
     int f = 0;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= Q_AVX2;
-    if ((f & Q_AVX2) && has_avx_vnni()) f |= Q_AVX2VNNI;
-    if ((f & Q_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        f |= Q_AVX512;
-    if ((f & Q_AVX512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
-        f |= Q_AVX512VNNI;
-    if ((f & Q_AVX512VNNI) && amx_available()) f |= Q_AMX;
+    if (c->avx2) f |= Q_AVX2;
+    if (c->avx_vnni) f |= Q_AVX2VNNI;
+    if (c->avx512) f |= Q_AVX512;
+    if (c->avx512_vnni) f |= Q_AVX512VNNI;
+    if (c->avx512_vnni && amx_available(c)) f |= Q_AMX;
     return f;
 }
 

@@ -23,7 +23,10 @@
 
 #define G3_QK 32 /* weights per block, both types */
 
+/* The weight types. gemma3.h's enum gemma3_weight_type numbers the same types from 1 (its 0 is
+ * "as stored"): public = g3_wtype + G3_WTYPE_PUBLIC_BASE. */
 typedef enum g3_wtype { G3_WTYPE_BF16 = 0, G3_WTYPE_Q8_0 = 1, G3_WTYPE_Q4_0 = 2 } g3_wtype;
+enum { G3_WTYPE_COUNT = 3, G3_WTYPE_PUBLIC_BASE = 1 };
 
 typedef struct g3_block_q8_0 {
     uint16_t d;       /* fp16 scale */
@@ -35,11 +38,38 @@ typedef struct g3_block_q4_0 {
     uint8_t qs[G3_QK / 2];
 } g3_block_q4_0;
 
+/* Everything type-specific, one row per type (quant.c's g3_wtypes): after it, a new type is its
+ * row plus its kernels (a slot in every quantized table, g3_quant_kernels below). */
+typedef struct g3_wtype_traits {
+    const char *name;       /* as users type it: "q8_0" */
+    const char *name_upper; /* llama-bench's spelling: "Q8_0" */
+    int block;              /* weights per block: G3_QK, or 1 for a plain type (BF16) */
+    size_t block_bytes;     /* bytes per block (a plain type: per weight) */
+    /* The reference row quantizer (llama.cpp's rounding), n a multiple of block; NULL for a
+     * plain type, which nothing quantizes to. */
+    void (*quantize_row)(const float *x, void *row, int64_t n);
+    /* Back to float (exact: a block's scale times its integers; BF16 widened). */
+    void (*dequantize_row)(const void *row, float *y, int64_t n);
+    /* The check on load (--check-tensors): the 16 bits at each step of a row (a plain type's
+     * elements; a block type's fp16 scales, every block's first two bytes) are NaN or infinite
+     * when (bits & nonfinite_mask) == nonfinite_mask. */
+    uint16_t nonfinite_mask;
+    /* Its kernels' index in the quantized tables' matmul_q / matmul_q_x8 (-1: the BF16 kernels). */
+    int kernel_slot;
+} g3_wtype_traits;
+
+/* The row of type t; NULL if t is no type. */
+const g3_wtype_traits *g3_wtype_get(int t);
+/* 1 for a block type (quantized: what g3_quantize_row writes), 0 otherwise (or no type). */
+int g3_wtype_is_block(int t);
+
 /* "bf16", "q8_0", "q4_0"; llama-bench's spelling ("BF16", "Q8_0", "Q4_0") with _upper. */
 const char *g3_wtype_name(g3_wtype t);
 const char *g3_wtype_name_upper(g3_wtype t);
 /* Parses a lower-case name; -1 if unknown. */
 int g3_wtype_parse(const char *name);
+/* The names of every type, or of the block types alone, in order, joined by ", ". */
+const char *g3_wtype_list(int blocks_only);
 /* Bytes of one row of n_in weights (n_in a multiple of G3_QK for the block types). */
 size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in);
 
@@ -47,7 +77,8 @@ size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in);
  * n a multiple of G3_QK. Byte-identical blocks for the same float input. */
 void g3_quantize_row_q8_0(const float *x, g3_block_q8_0 *y, int64_t n);
 void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n);
-/* Quantizes one row of n values into row (g3_wtype_row_bytes(t, n) bytes); t is a block type. */
+/* Quantizes one row of n values into row (g3_wtype_row_bytes(t, n) bytes); t is a block type
+ * (its row's quantize_row). */
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n);
 /* Back to float: y[i] = d * q (Q8_0) or d * (q - 8) (Q4_0). */
 void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
@@ -86,6 +117,9 @@ uint16_t g3_f32_to_f16(float f);
 /* Bytes of one quantized activation row of n_in values (n_in a multiple of G3_QK). */
 size_t g3_act_row_bytes(int n_in);
 
+typedef void (*g3_matmul_q_fn)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1);
+
 typedef struct g3_quant_kernels {
     /* "scalar", "avx2" (AVX2+FMA+F16C), "avx2vnni" (+AVX-VNNI), "avx512" (F/BW/VL/DQ),
      * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI), "amx" (+AMX-INT8 and the kernel's
@@ -98,10 +132,12 @@ typedef struct g3_quant_kernels {
     /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
      * type wtype (row r at W + r * g3_wtype_row_bytes(wtype, n_in)) and X holds n_tok
      * quantized activation rows of g3_act_row_bytes(n_in) bytes each. */
-    void (*matmul_q8_0)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
-                        int r0, int r1);
-    void (*matmul_q4_0)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
-                        int r0, int r1);
+    union {
+        struct {
+            g3_matmul_q_fn matmul_q8_0, matmul_q4_0;
+        };
+        g3_matmul_q_fn matmul_q[G3_WTYPE_COUNT - 1]; /* by g3_wtype_traits.kernel_slot */
+    };
     /* The same with fp32 activations (the --exact mode): X[t*ldx + k]. */
     void (*matmul_q_f32)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                          size_t ldx, int n_tok, int n_in, int r0, int r1);
@@ -110,15 +146,50 @@ typedef struct g3_quant_kernels {
      * the block's exact integer dot product (with Q4_0's correction): the same bits in every
      * table (the AVX-512 and AMX ones run the AVX2 kernels). _f32: per output the row layout's
      * computation of the avx2 table (the scalar table: of its own). */
-    void (*matmul_q8_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
-                           int n_in, int r0, int r1);
-    void (*matmul_q4_0_x8)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
-                           int n_in, int r0, int r1);
+    union {
+        struct {
+            g3_matmul_q_fn matmul_q8_0_x8, matmul_q4_0_x8;
+        };
+        g3_matmul_q_fn matmul_q_x8[G3_WTYPE_COUNT - 1];
+    };
     void (*matmul_q_f32_x8)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                             size_t ldx, int n_tok, int n_in, int r0, int r1);
     /* 1: the x8 kernels are this table's fastest (AUTO repacks models for it) */
     int prefer_x8;
 } g3_quant_kernels;
+
+/* ---- the matrix entry point ------------------------------------------------------------------ */
+
+/* A weight matrix [rows][n_in]: row r at data + r * g3_wtype_row_bytes(type, n_in), or for
+ * quantized blocks in the x8 layout its group there. */
+typedef struct g3_matrix {
+    const void *data;
+    g3_wtype type;
+    g3_layout layout;
+} g3_matrix;
+
+/* The kernels one session runs, chosen once: a level's tables and the precision. */
+typedef struct g3_backend {
+    const g3_kernels *k;       /* BF16 matmuls and the vector kernels */
+    const g3_quant_kernels *q; /* the block types' matmuls */
+    int exact;                 /* fp32 activations (the reference mode) */
+} g3_backend;
+
+/* A matmul's n_tok input rows of n_in values, in each form a weight type takes: fp32 (f32,
+ * ld_f32 apart: the exact mode), bf16 (n_in apart: BF16 weights) and quantized activation rows
+ * (g3_act_row_bytes(n_in) apart: block weights). Only the form the call needs is read. */
+typedef struct g3_matmul_in {
+    const float *f32;
+    size_t ld_f32;
+    const uint16_t *bf16;
+    const void *q;
+    int n_tok, n_in;
+} g3_matmul_in;
+
+/* Y[t*ldy + r] = W[r] . x[t] for t < n_tok, r0 <= r < r1, by the kernel for W's type and layout
+ * and the backend's precision (the caller need not know which ran). */
+void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
+               int r0, int r1);
 
 /* The table for an ISA level (the same levels as g3_kernels_get): the best variant the CPU has
  * at that level (AMX, else VNNI, where present); NULL if the CPU cannot run the level. */

@@ -66,10 +66,10 @@ static int copy_file(const char *src, const char *dst) {
 int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                     int n_threads) {
     if (!src_dir || !dst_dir) return g3_error(GEMMA3_ERR_ARG, "quantize: no directory given");
-    int wt = type == GEMMA3_WEIGHTS_Q8_0 ? G3_WTYPE_Q8_0 : type == GEMMA3_WEIGHTS_Q4_0 ? G3_WTYPE_Q4_0 : -1;
-    if (wt < 0)
-        return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not q8_0 or q4_0",
-                        gemma3_weight_type_name(type));
+    const int wt = (int)type - G3_WTYPE_PUBLIC_BASE;
+    if (!g3_wtype_is_block(wt))
+        return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not one of %s",
+                        gemma3_weight_type_name(type), g3_wtype_list(1));
     if (n_threads < 0 || n_threads > 1024)
         return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
     char src[4096], dst[4096];

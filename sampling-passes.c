@@ -5,6 +5,8 @@
  * sampling-rank.c, sampling-select.c) takes them through the getters at init. */
 #include "sampling-passes.h"
 
+#include "kernels/cpu.h"
+
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -1083,18 +1085,12 @@ __attribute__((target("avx512f"))) static void approx_exp_n_avx512(double *restr
 #define SAMPLING_X86 0
 #endif
 
-/* The sampler's own check, not kernels.h's, so that it links without the kernels. */
-enum { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+/* The backend's probe and level (--isa, GEMMA3_ISA); it links without the kernels. A level
+ * refused there (the session reports it) leaves the passes scalar. */
+enum { ISA_SCALAR = G3_ISA_SCALAR, ISA_AVX2 = G3_ISA_AVX2, ISA_AVX512 = G3_ISA_AVX512 };
 int g3_sampling_isa(void) {
-#if SAMPLING_X86
-    __builtin_cpu_init();
-    /* FMA with AVX2: every such CPU has it, and the rank view's build uses it */
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return ISA_SCALAR;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? ISA_AVX512
-                                                                                   : ISA_AVX2;
-#else
-    return ISA_SCALAR;
-#endif
+    int isa = g3_isa_choose(NULL);
+    return isa < 0 ? ISA_SCALAR : isa;
 }
 
 /* A getter's body: fn's scalar reference, or its AVX2 / AVX-512 build where the CPU runs it;
@@ -1103,9 +1099,8 @@ int g3_sampling_isa(void) {
 #define PICK_ISA(fn)                                                                           \
     do {                                                                                       \
         if (isa == ISA_SCALAR) return fn##_scalar;                                             \
-        int have = g3_sampling_isa();                                                          \
-        if (isa == ISA_AVX2 && have >= ISA_AVX2) return fn##_avx2;                             \
-        if (isa == ISA_AVX512 && have >= ISA_AVX512) return fn##_avx512;                       \
+        if (isa == ISA_AVX2 && g3_isa_supported(G3_ISA_AVX2)) return fn##_avx2;                \
+        if (isa == ISA_AVX512 && g3_isa_supported(G3_ISA_AVX512)) return fn##_avx512;          \
         return NULL;                                                                           \
     } while (0)
 #else

@@ -13,8 +13,8 @@
 
 #include "rng.h"
 
-/* The instruction set the passes' getters take: 0 scalar, 1 AVX2, 2 AVX-512 (F and DQ), the
- * numbering of kernels.h's g3_isa. The best this CPU runs, asked once (the sampler's init). */
+/* The instruction set the passes' getters take: kernels/cpu.h's g3_isa. The level chosen there
+ * (--isa, GEMMA3_ISA, else the best this CPU runs), asked at the sampler's init. */
 int g3_sampling_isa(void);
 
 /* Order-preserving map float -> uint32: a < b  <=>  key(a) < key(b) and a == b  <=>  key(a) ==

@@ -301,7 +301,7 @@ static void fingerprint(const g3_session_view *v, uint64_t f[N_FIELDS]) {
 static const char *field_str(enum field_kind kind, uint64_t value, char *buf, size_t n) {
     switch (kind) {
     case F_HASH: snprintf(buf, n, "%016llx", (unsigned long long)value); break;
-    case F_WTYPE: snprintf(buf, n, "%s", value <= G3_WTYPE_Q4_0 ? g3_wtype_name((g3_wtype)value) : "?"); break;
+    case F_WTYPE: snprintf(buf, n, "%s", value < G3_WTYPE_COUNT ? g3_wtype_name((g3_wtype)value) : "?"); break;
     case F_KV: snprintf(buf, n, "%s", value ? "bf16" : "f32"); break;
     default: snprintf(buf, n, "%llu", (unsigned long long)value); break;
     }

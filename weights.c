@@ -84,10 +84,11 @@ static int check_binding(const char *dir, binding *b, const g3_st *st, enum sour
                         "saying how it is quantized",
                         dir, b->name);
     const int quantized = b->kind == BIND_MATRIX && src != SRC_PLAIN;
-    if (quantized && b->shape[1] % G3_QK)
+    const int block = g3_wtype_get(qtype)->block;
+    if (quantized && b->shape[1] % block)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: tensor %s: %lld columns are not a multiple of %d, cannot be %s", dir,
-                        b->name, (long long)b->shape[1], G3_QK, g3_wtype_name(qtype));
+                        b->name, (long long)b->shape[1], block, g3_wtype_name(qtype));
     int64_t expect[2] = {b->shape[0], b->shape[1]};
     if (b->kind == BIND_MATRIX && src == SRC_QFILE) expect[1] = (int64_t)g3_wtype_row_bytes(qtype, b->shape[1]);
     int same = t->n_dims == b->n_dims;
@@ -325,7 +326,7 @@ static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtyp
                             int64_t *first_bad, const g3_st *st) {
     const g3_tensor *t = b->t;
     if (b->kind == BIND_MATRIX) {
-        b->dst_m->type = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+        b->dst_m->type = qtype; /* BF16 for a plain checkpoint */
         b->dst_m->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
     }
     if (b->arena_offset == (size_t)-1) {
@@ -453,16 +454,15 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
                           g3_wtype *qtype) {
     const char *q = g3_st_metadata(st, "gemma3.quant");
     if (!q) {
-        *src = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0 ? SRC_QUANTIZE : SRC_PLAIN;
+        *src = g3_wtype_is_block(want) ? SRC_QUANTIZE : SRC_PLAIN;
         *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : G3_WTYPE_BF16;
         return GEMMA3_OK;
     }
     int t = g3_wtype_parse(q);
-    if (t != G3_WTYPE_Q8_0 && t != G3_WTYPE_Q4_0)
+    if (!g3_wtype_is_block(t))
         return g3_error(GEMMA3_ERR_FORMAT,
-                        "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (q8_0 "
-                        "or q4_0)",
-                        dir, q);
+                        "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (%s)",
+                        dir, q, g3_wtype_list(1));
     if (want != G3_WTYPE_AS_STORED && want != t)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: the checkpoint is quantized to %s; it cannot be loaded as %s (no "
@@ -489,9 +489,10 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                         g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
-    if (want != G3_WTYPE_AS_STORED && (want < G3_WTYPE_BF16 || want > G3_WTYPE_Q4_0))
-        return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not bf16, q8_0 or q4_0", dir, want);
-    const int may_quantize = want == G3_WTYPE_Q8_0 || want == G3_WTYPE_Q4_0;
+    if (want != G3_WTYPE_AS_STORED && !g3_wtype_get(want))
+        return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
+                        g3_wtype_list(0));
+    const int may_quantize = g3_wtype_is_block(want);
     /* Quantizing or repacking reads each source tensor once: map it (no copy) and drop its
      * pages after. Used in place: read on n_threads threads, or mapped and faulted in on them. */
     const int lazy = may_quantize || layout == G3_LAYOUT_X8;
@@ -570,7 +571,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
             for (int i = 0; i < n; i++)
                 if (b[i].kind == BIND_MATRIX)
                     w->n_params += b[i].shape[0] * b[i].shape[1] - b[i].t->n_elements;
-        w->wtype = src == SRC_PLAIN ? G3_WTYPE_BF16 : qtype;
+        w->wtype = qtype;
         w->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
         if (!w->lm_head.data) w->lm_head = w->embed;
         if (src == SRC_QUANTIZE) w->quantize_seconds = g3_now() - t0;
@@ -599,16 +600,12 @@ typedef struct scan_job {
     int64_t *first_bad; /* [nth] row * cols + element (BF16) or row * blocks + block; -1 none */
 } scan_job;
 
-/* Is the element (BF16) or block scale (fp16 d of Q8_0/Q4_0) at p a NaN or an infinity? */
-static int bad_bf16(const uint8_t *p) {
+/* Is the element (a plain type) or block scale (a block type's fp16 d) at p a NaN or an
+ * infinity? mask: the type's nonfinite_mask. */
+static int bad_at(const uint8_t *p, uint16_t mask) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return (h & 0x7f80u) == 0x7f80u;
-}
-static int bad_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return (h & 0x7c00u) == 0x7c00u;
+    return (h & mask) == mask;
 }
 
 static void task_scan(void *ctx, int ith, int nth) {
@@ -616,10 +613,12 @@ static void task_scan(void *ctx, int ith, int nth) {
     int lo, hi;
     g3_split((int)j->rows, ith, nth, 1, &lo, &hi);
     const size_t rb = g3_wtype_row_bytes(j->type, j->cols);
-    const int bf16 = j->type == G3_WTYPE_BF16, x8 = j->layout == G3_LAYOUT_X8;
-    const int64_t per_row = bf16 ? j->cols : j->cols / G3_QK;
+    const g3_wtype_traits *tr = g3_wtype_get(j->type);
+    const int plain = !g3_wtype_is_block(j->type), x8 = j->layout == G3_LAYOUT_X8;
+    const int64_t per_row = j->cols / tr->block;
+    const uint16_t mask = tr->nonfinite_mask;
     /* a row's elements or block scales lie at equal steps from its first, in either layout */
-    const size_t step = bf16                   ? 2
+    const size_t step = plain                  ? tr->block_bytes
                         : x8 && per_row > 1    ? g3_x8_scale_offset(j->type, j->cols, 0, 1)
                                                : rb / (size_t)per_row;
     j->first_bad[ith] = -1;
@@ -627,10 +626,10 @@ static void task_scan(void *ctx, int ith, int nth) {
         const uint8_t *row =
             j->data + (x8 ? g3_x8_scale_offset(j->type, j->cols, r, 0) : (size_t)r * rb);
         int any = 0;
-        for (int64_t e = 0; e < per_row; e++) any |= bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step);
+        for (int64_t e = 0; e < per_row; e++) any |= bad_at(row + e * step, mask);
         if (!any) continue;
         for (int64_t e = 0; e < per_row; e++)
-            if (bf16 ? bad_bf16(row + e * step) : bad_f16(row + e * step)) {
+            if (bad_at(row + e * step, mask)) {
                 j->first_bad[ith] = r * per_row + e;
                 return;
             }
@@ -657,11 +656,11 @@ static int check_matrix(const char *dir, g3_pool *pool, int64_t *first_bad, cons
                         const char *name, g3_matrix m, int64_t rows, int64_t cols) {
     int64_t at = scan_matrix(pool, first_bad, m, rows, cols);
     if (at < 0) return GEMMA3_OK;
-    if (m.type == G3_WTYPE_BF16)
+    if (!g3_wtype_is_block(m.type))
         return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: element [%lld, %lld] is not finite "
                         "(NaN or infinity)", dir, prefix, name, (long long)(at / cols),
                         (long long)(at % cols));
-    int64_t blocks = cols / G3_QK;
+    int64_t blocks = cols / g3_wtype_get(m.type)->block;
     return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s%s: row %lld, block %lld: the %s scale is not "
                     "finite (NaN or infinity)", dir, prefix, name, (long long)(at / blocks),
                     (long long)(at % blocks), g3_wtype_name(m.type));
@@ -717,9 +716,9 @@ int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w,
 
 int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
                                int n_threads, const char *path) {
-    if (type != G3_WTYPE_Q8_0 && type != G3_WTYPE_Q4_0)
-        return g3_error(GEMMA3_ERR_ARG, "%s: cannot quantize to %s (q8_0 or q4_0)", src_dir,
-                        g3_wtype_name(type));
+    if (!g3_wtype_is_block(type))
+        return g3_error(GEMMA3_ERR_ARG, "%s: cannot quantize to %s (%s)", src_dir,
+                        g3_wtype_name(type), g3_wtype_list(1));
     g3_weights *w = calloc(1, sizeof *w); /* only the destinations of the plan */
     g3_st *st = NULL;
     binding *b = NULL;

@@ -13,14 +13,6 @@
 #include "quant.h"
 #include "safetensors.h"
 
-/* A weight matrix [rows][n_in]: row r at data + r * g3_wtype_row_bytes(type, n_in), or for
- * quantized blocks in the x8 layout its group there (quant.h). */
-typedef struct g3_matrix {
-    const void *data;
-    g3_wtype type;
-    g3_layout layout;
-} g3_matrix;
-
 typedef struct g3_layer_weights {
     g3_matrix wq;             /* [nH*hd][H] */
     g3_matrix wk;             /* [nKV*hd][H] */

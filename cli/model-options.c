@@ -35,13 +35,16 @@ static int parse_isa(const char *flag, const char *value, void *group) {
     if (strcmp(value, "scalar") && strcmp(value, "avx2") && strcmp(value, "avx512"))
         return cli_usage_error("%s: '%s' is not one of scalar, avx2, avx512", flag, value);
     ((cli_model_opts *)group)->sp.isa = value;
+    /* the sampler's passes and the quantizers too; a level this CPU lacks is refused by the
+     * session, with its message */
+    (void)gemma3_set_isa(value);
     return 0;
 }
 
 static int parse_quant(const char *flag, const char *value, void *group) {
     int type = gemma3_weight_type_parse(value);
     if (type < 0 || type == GEMMA3_WEIGHTS_AS_STORED)
-        return cli_usage_error("%s: '%s' is not one of bf16, q8_0, q4_0", flag, value);
+        return cli_usage_error("%s: '%s' is not one of %s", flag, value, gemma3_weight_type_list(0));
     ((cli_model_opts *)group)->mp.weight_type = (enum gemma3_weight_type)type;
     return 0;
 }
@@ -73,7 +76,8 @@ static const cli_option model_options[] = {
     {"--kv-type, -ctk", "T", CLI_CUSTOM, .parse = parse_kv_type,
      .help = "KV cache type: f32 or bf16", .default_text = "bf16; f32 with --exact"},
     {"--isa", "NAME", CLI_CUSTOM, .parse = parse_isa,
-     .help = "kernels: scalar, avx2 or avx512", .default_text = "the best the CPU has"},
+     .help = "kernels, quantizers and the sampler's passes: scalar, avx2 or avx512",
+     .default_text = "GEMMA3_ISA, else the best the CPU has"},
     {"--mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_MMAP,
      .help = "use the weights in place from the page cache (no copy at load)"},
     {"--no-mmap", NULL, CLI_SWITCH, M(mp.load_mode), .value = GEMMA3_LOAD_READ,

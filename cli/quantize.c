@@ -15,8 +15,8 @@ typedef struct quantize_args {
 
 static int parse_type(const char *flag, const char *value, void *args) {
     int type = gemma3_weight_type_parse(value);
-    if (type != GEMMA3_WEIGHTS_Q8_0 && type != GEMMA3_WEIGHTS_Q4_0)
-        return cli_usage_error("%s: '%s' is not one of q8_0, q4_0", flag, value);
+    if (type < 0 || !gemma3_weight_type_is_quantized((enum gemma3_weight_type)type))
+        return cli_usage_error("%s: '%s' is not one of %s", flag, value, gemma3_weight_type_list(1));
     ((quantize_args *)args)->type = type;
     return 0;
 }
