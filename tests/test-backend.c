@@ -1,0 +1,92 @@
+/* test-backend.c - the backend's one CPU probe and its level, and the weight-type table:
+ * --isa (gemma3_set_isa) and GEMMA3_ISA choose the level of every table (the BF16 and
+ * quantized kernels, the row quantizers, the sampler's passes); every type row is consistent
+ * with the public names and with the kernels' slots. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gemma3.h"
+#include "kernels.h"
+#include "quant-rows.h"
+#include "quant.h"
+#include "sampling-passes.h"
+
+/* The level every chooser reports: the session-less ones agree with g3_isa_choose. */
+static void check_level(int want) {
+    CHECK_EQ_INT(g3_isa_choose(NULL), want);
+    CHECK_EQ_INT(g3_sampling_isa(), want);
+    CHECK(g3_quantize_row_best() == g3_quantize_row_get((g3_isa)want));
+}
+
+static void test_levels(void) {
+    unsetenv("GEMMA3_ISA");
+    const int best = (int)g3_isa_detect();
+    CHECK(g3_isa_supported(G3_ISA_SCALAR));
+    for (int isa = 0; isa < G3_ISA_COUNT; isa++) {
+        CHECK_EQ_INT(g3_isa_parse(g3_isa_name((g3_isa)isa)), isa);
+        CHECK_EQ_INT(!!g3_isa_supported((g3_isa)isa), isa <= best);
+        CHECK_EQ_INT(g3_kernels_get((g3_isa)isa) != NULL, isa <= best);
+        CHECK_EQ_INT(g3_quant_kernels_get((g3_isa)isa) != NULL, isa <= best);
+        CHECK_EQ_INT(g3_quantize_row_get((g3_isa)isa) != NULL, isa <= best);
+        CHECK_EQ_INT(g3_gumbel_screen_n_get(isa) != NULL, isa <= best);
+    }
+    check_level(best);
+    /* the process's level (what --isa sets) governs every table, the sampler's included */
+    CHECK_EQ_INT(gemma3_set_isa("scalar"), GEMMA3_OK);
+    check_level(G3_ISA_SCALAR);
+    CHECK_EQ_INT(gemma3_set_isa("bogus"), GEMMA3_ERR_ARG);
+    check_level(G3_ISA_SCALAR); /* unchanged on error */
+    if (best < G3_ISA_AVX512) {
+        CHECK_EQ_INT(gemma3_set_isa("avx512"), GEMMA3_ERR_UNSUPPORTED);
+        CHECK(strstr(gemma3_last_error(), "not supported by this CPU") != NULL);
+    }
+    /* the environment's, under the process's */
+    setenv("GEMMA3_ISA", "scalar", 1);
+    CHECK_EQ_INT(gemma3_set_isa(NULL), GEMMA3_OK);
+    check_level(G3_ISA_SCALAR);
+    setenv("GEMMA3_ISA", "nonsense", 1);
+    CHECK_EQ_INT(g3_isa_choose(NULL), GEMMA3_ERR_ARG);
+    CHECK(strstr(gemma3_last_error(), "GEMMA3_ISA") != NULL);
+    CHECK_EQ_INT(g3_sampling_isa(), G3_ISA_SCALAR); /* refused: the session reports it */
+    CHECK_EQ_INT(g3_isa_choose("scalar"), G3_ISA_SCALAR); /* a caller's own name wins */
+    unsetenv("GEMMA3_ISA");
+    check_level(best);
+}
+
+static void test_types(void) {
+    const g3_quant_kernels *q = g3_quant_kernels_get(G3_ISA_SCALAR);
+    int n_block = 0;
+    for (int t = 0; t < G3_WTYPE_COUNT; t++) {
+        const g3_wtype_traits *tr = g3_wtype_get(t);
+        CHECK(tr != NULL);
+        CHECK_EQ_INT(g3_wtype_parse(tr->name), t);
+        CHECK_EQ_INT(gemma3_weight_type_parse(tr->name), t + G3_WTYPE_PUBLIC_BASE);
+        CHECK(strcmp(gemma3_weight_type_name((enum gemma3_weight_type)(t + G3_WTYPE_PUBLIC_BASE)),
+                     tr->name) == 0);
+        CHECK_EQ_INT(g3_wtype_row_bytes((g3_wtype)t, 64), 64 / tr->block * tr->block_bytes);
+        const int block = g3_wtype_is_block(t);
+        CHECK_EQ_INT(gemma3_weight_type_is_quantized((enum gemma3_weight_type)(t + G3_WTYPE_PUBLIC_BASE)),
+                     block);
+        CHECK_EQ_INT(block, tr->kernel_slot >= 0);
+        if (block) {
+            n_block++;
+            CHECK(q->matmul_q[tr->kernel_slot] && q->matmul_q_x8[tr->kernel_slot]);
+            CHECK(strstr(gemma3_weight_type_list(1), tr->name) != NULL);
+        }
+        CHECK(strstr(gemma3_weight_type_list(0), tr->name) != NULL);
+    }
+    CHECK_EQ_INT(n_block, G3_WTYPE_COUNT - 1);
+    CHECK(g3_wtype_get(-1) == NULL && g3_wtype_get(G3_WTYPE_COUNT) == NULL);
+    CHECK_EQ_INT(gemma3_weight_type_parse("q5_k"), GEMMA3_ERR_ARG);
+    CHECK(strcmp(gemma3_weight_type_list(0), "bf16, q8_0, q4_0") == 0);
+    CHECK(strcmp(gemma3_weight_type_list(1), "q8_0, q4_0") == 0);
+    CHECK(q->matmul_q[g3_wtype_get(G3_WTYPE_Q8_0)->kernel_slot] == q->matmul_q8_0);
+    CHECK(q->matmul_q_x8[g3_wtype_get(G3_WTYPE_Q4_0)->kernel_slot] == q->matmul_q4_0_x8);
+}
+
+int main(void) {
+    test_levels();
+    test_types();
+    return check_report();
+}
