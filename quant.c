@@ -517,7 +517,7 @@ static const g3_quant_kernels quant_scalar = {
 #define Q_FN(name) name##_avx2
 #define Q_NAME "avx2"
 #define Q_VNNI 0
-#include "quant-avx2.inc"
+#include "kernels/quant-avx2.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
@@ -527,7 +527,7 @@ static const g3_quant_kernels quant_scalar = {
 #define Q_FN(name) name##_avx2vnni
 #define Q_NAME "avx2vnni"
 #define Q_VNNI 1
-#include "quant-avx2.inc"
+#include "kernels/quant-avx2.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
@@ -538,7 +538,7 @@ static const g3_quant_kernels quant_scalar = {
 #define Q_NAME "avx512"
 #define Q_VNNI 0
 #define Q_VBMI 0
-#include "quant-avx512.inc"
+#include "kernels/quant-avx512.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
@@ -552,14 +552,14 @@ static const g3_quant_kernels quant_scalar = {
 #define Q_NAME "avx512vnni"
 #define Q_VNNI 1
 #define Q_VBMI 1
-#include "quant-avx512.inc"
+#include "kernels/quant-avx512.inc"
 #undef Q_TARGET
 #undef Q_FN
 #undef Q_NAME
 #undef Q_VNNI
 #undef Q_VBMI
 
-#include "quant-amx.inc"
+#include "kernels/quant-amx.inc"
 
 enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
 

@@ -7,7 +7,7 @@
 # objdump or on a non-x86-64 build.
 . tests/lib.sh
 command -v objdump >/dev/null 2>&1 || { echo "no objdump: skipped"; exit 77; }
-set -- "$G3_BUILD"/*.o
+set -- "$G3_BUILD"/*.o "$G3_BUILD"/kernels/*.o
 [ -e "$1" ] || { echo "no objects in $G3_BUILD: skipped"; exit 77; }
 case "$(objdump -f "$1" 2>/dev/null)" in *x86-64*) ;; *) echo "not x86-64: skipped"; exit 77 ;; esac
 

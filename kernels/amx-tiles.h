@@ -1,4 +1,4 @@
-/* amx-tiles.h - what the two AMX kernel files (kernels-amx.inc, quant-amx.inc) share: loading a
+/* kernels/amx-tiles.h - what the two AMX kernel files (amx-bf16.inc, quant-amx.inc) share: loading a
  * tile configuration, the per-thread scratch their batched paths (and AVX2's) pack into, and a 16 x 16 fp32
  * transpose (their C tiles hold outputs as rows x tokens, Y is tokens x rows). Include only
  * inside an x86 section, after <immintrin.h>. */
@@ -20,7 +20,7 @@ g3_amx_configure(const uint8_t rows[8], const uint16_t colsb[8]) {
     _tile_loadconfig(&cfg);
 }
 
-/* One per thread (defined in kernels.c): a matmul call packs its activations (and, quantized,
+/* One per thread (defined in kernels/avx2.c): a matmul call packs its activations (and, quantized,
  * unpacks its weight rows) here; calls never nest, so every kernel file shares it. */
 enum { G3_MATMUL_SCRATCH_BYTES = 2 << 20 };
 extern _Thread_local _Alignas(64) unsigned char g3_matmul_scratch[G3_MATMUL_SCRATCH_BYTES];
