@@ -28,7 +28,7 @@
  *   bounds (float, then double) and fall back to the exact computation wherever the bound cannot
  *   settle the answer; the Gumbel draw screens every token with a bound on the noise its random
  *   bits can give; over the whole vocabulary top-p, typical and the CDF walk over what they
- *   keep read one bucketed pass (sampling-rank.h) and sort one bucket or band.
+ *   keep read one bucketed pass (sampling/rank.h) and sort one bucket or band.
  * - Gumbel path: the count-th largest of 16-way column maxima bounds the top-k threshold, so the
  *   histogram only sees the few tokens that can survive (exact: count values reach the bound).
  * - Greedy (T == 0) skips the truncation samplers and XTC: they cannot change the argmax except
@@ -40,7 +40,7 @@
  * - Dynamic temperature normalises the entropy by ln N with N counting banned tokens too, as
  *   llama.cpp does (they are in its candidate array). */
 #define _POSIX_C_SOURCE 200809L
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #include <float.h>
 #include <limits.h>
@@ -51,9 +51,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sampling-impl.h"
-#include "sampling-rank.h"
-#include "sampling-select.h"
+#include "sampling/state.h"
+#include "sampling/rank.h"
+#include "sampling/candidates.h"
 #include "util.h"
 
 /* ================================ parameters ================================================ */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 static uint32_t take(const uint8_t **p, size_t *n) {
     uint32_t v = 0;

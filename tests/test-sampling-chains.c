@@ -18,7 +18,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_VECTORS 10 /* every kind of vector once per vocabulary size */
@@ -851,8 +851,8 @@ static void check_block_scan(void) {
     }
 }
 
-/* A token's view weight e^(-b/64) 2^-31 u (sampling-passes.h), and its share of the sum of weight
- * times (l - lmax), its e^d x less b/64 times its weight, as sampling-rank.c reads them. */
+/* A token's view weight e^(-b/64) 2^-31 u (sampling/passes.h), and its share of the sum of weight
+ * times (l - lmax), its e^d x less b/64 times its weight, as sampling/rank.c reads them. */
 static double view_weight_of(float l, float lmax, double *moment) {
     int b = g3_view_bucket(l, lmax);
     float x = g3_view_reduced(l, lmax, b), p = g3_view_expm1(x);
@@ -862,7 +862,7 @@ static double view_weight_of(float l, float lmax, double *moment) {
     return w;
 }
 
-/* The rank view's sum of moments in its order (sampling-passes.h): token i in lane i % 16 of its
+/* The rank view's sum of moments in its order (sampling/passes.h): token i in lane i % 16 of its
  * block of 1024 where a whole 16 lies, the lanes summed as a tree (k with k + 8, + 4, + 2,
  * + 1), then the last block's tail in order. */
 static double view_moment_total(const float *l, float lmax, int n) {
@@ -886,7 +886,7 @@ static double view_moment_total(const float *l, float lmax, int n) {
     return lane[0] + tail;
 }
 
-/* The rank view (sampling-rank.c): each token's weight against libm's e^(l - lmax) and its
+/* The rank view (sampling/rank.c): each token's weight against libm's e^(l - lmax) and its
  * moment against e^d d, on a million inputs over every bucket and lmax of several magnitudes
  * (within a quarter of the bounds the sampler assumes; 0 in the last bucket, where e^d is
  * below 2^-46); the scalar pass against a direct computation (each token's bucket, the sums
@@ -1462,7 +1462,7 @@ static void check_temperature_first(struct ref *r, float *l, int32_t *hist) {
 }
 
 /* Mirostat v1 over Gemma's vocabulary, many steps: its top 100 and its top k come from a heap
- * over the positions that reach the smallest of m group maxima (sampling-select.c,
+ * over the positions that reach the smallest of m group maxima (sampling/candidates.c,
  * positions_reaching); a bound too high drops one of the first m and the draw, or mu, moves
  * off the reference's. Vectors with ties, few levels and bans, a new one each step; mu (and so
  * k) wanders. */
@@ -1950,7 +1950,7 @@ static int check_typical_mass(const gemma3_sampler *s, const float *l, int V,
     return 1;
 }
 
-/* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
+/* Typical over a whole vocabulary (the rank view's walk by distance, sampling/rank.c) against
  * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
  * with a temperature after typical, each vector's reference set computed once and drawn from at
  * many positions in both modes, and the kept set compared too. The fast path must answer most
@@ -2053,7 +2053,7 @@ static void bulk_logits(float *l, int V, double sd) {
     }
 }
 
-/* Typical's pending sets (the draw next: sampling-rank.c's typical_defer) against the reference
+/* Typical's pending sets (the draw next: sampling/rank.c's typical_defer) against the reference
  * set, after each draw that left one, in both modes: every token nearer to the centre than the
  * distance the set claims is in it, none beyond the other, and its weight lies in the claimed
  * range. Gaussian bulks with strong leaders (bench-sampling's shape), some on eighths of a nat
@@ -2163,7 +2163,7 @@ static double ref_typical_centre(struct ref *r, const float *l, int V) {
 }
 
 /* The Gumbel draw's pending set takes typical's centre from the view's bucket sums alone, each
- * token's place within its bucket taken at the middle (sampling-rank.c's typical_centre): the
+ * token's place within its bucket taken at the middle (sampling/rank.c's typical_centre): the
  * centre against the reference's, within the bound it claims, and the set's claims against the
  * reference set, on bulks where that centre errs the most: every token within 1/20 of its view
  * bucket's top or bottom (64ths of a nat less a random part of one, the maximum on the grid),

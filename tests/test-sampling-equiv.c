@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define V 262144
 

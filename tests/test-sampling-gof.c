@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define V 64
 #if defined(__SANITIZE_ADDRESS__) || defined(G3_TEST_QUICK)

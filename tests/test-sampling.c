@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define MAXV 4096
 

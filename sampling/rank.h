@@ -1,5 +1,5 @@
-/* sampling-rank.h - top-p's boundary and typical's set over the whole vocabulary, and the CDF
- * walk over a window of its total order (sampling-select.h) or over typical's set, without
+/* sampling/rank.h - top-p's boundary and typical's set over the whole vocabulary, and the CDF
+ * walk over a window of its total order (sampling/candidates.h) or over typical's set, without
  * sorting the vocabulary: one pass buckets every token by its logit and sums approximate
  * weights per bucket (the rank view); only the bucket (top-p) or the band of distances
  * (typical) that holds the answer is sorted. Each answer comes with a bound on the error of the
@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "sampling-impl.h"
+#include "sampling/state.h"
 
 /* Top-p over a list that is the whole vocabulary, whose maximum is lmax: finds the shortest
  * prefix of the total order whose fixed-point mass (g3_fixed_mass) reaches floor(p * the total),

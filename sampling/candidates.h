@@ -1,15 +1,15 @@
-/* sampling-select.h - operations on the sampler's candidate list (sampling-impl.h): each keeps
+/* sampling/candidates.h - operations on the sampler's candidate list (sampling/state.h): each keeps
  * the list's flags `sorted` and `id_order` true to what it did. Two families that must keep the
  * same sets (docs/sampling.md §3): the sort path (heap selection, radix sort) and the Gumbel
  * path's sorting-free selection (g3_cand_select_first). */
-#ifndef G3_SAMPLING_SELECT_H
-#define G3_SAMPLING_SELECT_H
+#ifndef G3_SAMPLING_CANDIDATES_H
+#define G3_SAMPLING_CANDIDATES_H
 
 #include <math.h>
 #include <stdint.h>
 
-#include "sampling-impl.h"
-#include "sampling.h"
+#include "sampling/state.h"
+#include "sampling/test-hooks.h"
 
 /* The total order of the candidate list: a before b iff logit greater, or equal and id smaller. */
 static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
@@ -24,7 +24,7 @@ void g3_cand_materialise(gemma3_sampler *s);
 
 /* Windows: the list as a stretch of the whole vocabulary's total order, kept implicit (s->win)
  * so that top-p's nucleus or what XTC leaves of a vocabulary is never written out or sorted
- * unless a sampler reads it; the draws read a window straight (sampling-rank.h). The list is
+ * unless a sampler reads it; the draws read a window straight (sampling/rank.h). The list is
  * then sorted in the total order. */
 static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) {
     int after_hi = !s->win.has_hi || l < s->win.hi_l || (l == s->win.hi_l && id > s->win.hi_id);

@@ -1,12 +1,12 @@
-/* sampling-impl.h - the sampler's state, shared by sampling.c (the samplers and the draw) and
- * sampling-select.c (the candidate-list machinery). Not part of any API. */
-#ifndef G3_SAMPLING_IMPL_H
-#define G3_SAMPLING_IMPL_H
+/* sampling/state.h - the sampler's state, shared by sampling.c (the samplers and the draw) and
+ * sampling/candidates.c (the candidate-list machinery). Not part of any API. */
+#ifndef G3_SAMPLING_STATE_H
+#define G3_SAMPLING_STATE_H
 
 #include <stdint.h>
 
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define RADIX_BUCKETS 2048
 #define TYPICAL_BUCKETS 65536
@@ -20,7 +20,7 @@ struct scored {
 /* How far a token's distance from typical's centre may lie from its exact typical score:
  * eps in all (the centre's uncertainty and the token's own roundings), tok_eps for the token's
  * own roundings alone; centre, how far the centre may lie from the exact scores' centre
- * (sampling-rank.c). */
+ * (sampling/rank.c). */
 struct g3_score_err {
     double eps, tok_eps, centre;
 };
@@ -103,7 +103,7 @@ struct gemma3_sampler {
     uint64_t hist_mass[RADIX_BUCKETS];
 
     /* The list as a window of the whole vocabulary's total order, not written out
-     * (sampling-rank.h): the tokens after (hi_l, hi_id) when has_hi, up to and including
+     * (sampling/rank.h): the tokens after (hi_l, hi_id) when has_hi, up to and including
      * (lo_l, lo_id) when has_lo; first is its first token, vocab_max the whole vocabulary's
      * largest logit. n_cand counts it; cand is stale. */
     struct {
@@ -112,7 +112,7 @@ struct gemma3_sampler {
         int32_t hi_id, lo_id, first;
     } win;
     /* Typical's kept set of the whole vocabulary, kept implicit when the draw comes next
-     * (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
+     * (sampling/rank.h): the tokens nearer than `dist` to `center` by logit, and those at
      * logit l_b up to id id_b; `mass` is their weight (the view's, or with `fine` the fine
      * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
@@ -129,7 +129,7 @@ struct gemma3_sampler {
         float l_b;
         int32_t id_b, first;
     } typ;
-    /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
+    /* The whole vocabulary bucketed by logit (sampling/rank.c), for the logits it was built
      * from while valid: bucket by token; per bucket the sum of units and the view weight; the
      * sum of the tokens' g3_view_moment (when has_moments). */
     uint16_t *view_bucket; /* [n_vocab] */

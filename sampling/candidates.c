@@ -1,7 +1,7 @@
-/* sampling-select.c - the candidate-list machinery under the samplers (see sampling-select.h):
+/* sampling/candidates.c - the candidate-list machinery under the samplers (candidates.h):
  * maxima and normalisers in id order, heap selection and radix sort for the sort path, and
  * sorting-free radix selection for the Gumbel path. */
-#include "sampling-select.h"
+#include "sampling/candidates.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ static void write_out_in_id_order(gemma3_sampler *s) {
 }
 
 void g3_cand_materialise(gemma3_sampler *s) {
-    if (s->win.on) { /* a window is sorted, typical's set is not (sampling-select.h) */
+    if (s->win.on) { /* a window is sorted, typical's set is not (sampling/candidates.h) */
         s->edge_bucket = -1; /* the window's bucket cache may be overwritten from here on */
         write_out_in_id_order(s);
         g3_cand_ensure_sorted(s);
@@ -106,7 +106,7 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
     }
 }
 
-/* The candidate ids in ascending order, for order-independent sums (sampling-select.h). */
+/* The candidate ids in ascending order, for order-independent sums (sampling/candidates.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
     if (s->cand_lazy || s->n_cand == s->n_vocab) return s->iota; /* every id once */
     if (s->id_order) return s->cand;

@@ -1,12 +1,12 @@
-/* sampling-rank.c - the rank view of the whole vocabulary (sampling-rank.h): top-p's boundary,
+/* sampling/rank.c - the rank view of the whole vocabulary (sampling/rank.h): top-p's boundary,
  * typical's set and the CDF walk over what they keep, found in one bucket or one band of
  * distances instead of a sorted vocabulary. */
-#include "sampling-rank.h"
+#include "sampling/rank.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sampling-select.h"
+#include "sampling/candidates.h"
 
 /* The view of s->logits (the whole vocabulary, checked) below lmax, with the moments when
  * asked: built once per set of logits (writable_logits and the temperature's division clear
