@@ -640,3 +640,95 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
     keep_selected(s, na, ne, t, tie_id_limit(s, ne, t, ties));
 }
 
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur): the one
+ * the pass that found the maximum saw, if it was this one over these logits, else the heap's
+ * block scan (vectorised) skips the blocks of 16 with nothing >= lmax, that is without it. */
+int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax) {
+    if (s->max_known && l == s->logits && n == s->n_vocab && lmax == s->max_value)
+        return s->max_first;
+    uint32_t bad = 0; /* not asked: the draw's logits are checked */
+    int j = s->block_scan(l, 0, n, lmax, &bad);
+    while (l[j] != lmax) j++;
+    return j;
+}
+
+double g3_cand_entropy(gemma3_sampler *s, float lmax, double z) {
+    const int32_t *ids = g3_cand_ids_ascending(s);
+    double h = 0;
+    for (int j = 0; j < s->n_cand; j++) {
+        double pj = exp((double)s->logits[ids[j]] - lmax) / z;
+        if (pj > 0) h -= pj * log(pj);
+    }
+    return h;
+}
+
+/* ================================ the state's transitions ====================================
+ * What the working logits and the list are (sampling/state.h), changed here and by the list's
+ * operations above. */
+
+/* The NaN and +inf rules on the own copy of the whole vocabulary: NaN becomes -inf; if any
+ * logit is +inf, the +inf tokens share the mass uniformly (the limit of the softmax). */
+void g3_fix_non_finite(gemma3_sampler *s) {
+    float *l = s->own;
+    int V = s->n_vocab, n_pinf = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(l[i])) l[i] = -INFINITY;
+        n_pinf += l[i] == INFINITY;
+    }
+    if (n_pinf > 0)
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+}
+
+/* What was derived from the working logits (the known maximum, the rank view) is stale once
+ * the caller rewrites them: every writer of the logits calls this first. */
+void g3_logits_rewritten(gemma3_sampler *s) {
+    s->max_known = 0;
+    s->view_valid = 0;
+}
+
+/* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
+ * (prepare); the first sampler that rewrites logits (penalties, DRY, temperature) copies it
+ * here, once per call, checking it on the way. A short list (after a truncation, so checked)
+ * copies only its candidates' logits: from then on nothing reads the logit of a token outside
+ * the list (the list only shrinks), so the stale entries of the copy are never seen. */
+float *g3_writable_logits(gemma3_sampler *s) {
+    g3_logits_rewritten(s);
+    if (s->logits == s->own) return s->own;
+    if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
+        for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
+        s->logits = s->own;
+        return s->own;
+    }
+    int clean = s->copy_check(s->own, s->logits, s->n_vocab);
+    s->logits = s->own;
+    if (s->unchecked && !clean) g3_fix_non_finite(s);
+    s->unchecked = 0;
+    return s->own;
+}
+
+/* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
+ * (a copy only when one of them is not finite). Every reader of the logits but top-k's heap
+ * (which checks as it scans) calls this first. */
+void g3_check_finite(gemma3_sampler *s) {
+    if (!s->unchecked) return;
+    float mx;
+    int first;
+    if (s->check_max(s->logits, s->n_vocab, &mx, &first)) { /* the maximum comes with the look */
+        s->unchecked = 0;
+        s->max_known = 1;
+        s->max_value = mx;
+        s->max_first = first;
+    } else {
+        g3_writable_logits(s);
+    }
+}
+
+/* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
+void g3_cand_whole_vocabulary(gemma3_sampler *s) {
+    s->n_cand = s->n_vocab;
+    s->cand_lazy = 1;
+    s->id_order = 1;
+    s->sorted = 0;
+    s->win.on = 0;
+    s->typ.on = 0;
+}

@@ -5,6 +5,7 @@
 #ifndef G3_SAMPLING_CANDIDATES_H
 #define G3_SAMPLING_CANDIDATES_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -15,6 +16,32 @@
 static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
     return l[a] > l[b] || (l[a] == l[b] && a < b);
 }
+
+/* Whether the list is the whole vocabulary, implicit: what the Gumbel draw can check on its
+ * way (draw_gumbel_checking) while the logits are the caller's, unchecked. */
+static inline int g3_whole_list(const gemma3_sampler *s) {
+    return s->cand_lazy && s->id_order && s->n_cand == s->n_vocab && !s->win.on && !s->typ.on;
+}
+
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur). */
+int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax);
+
+/* ---- the state's transitions (sampling/state.h says the states) ---- */
+
+/* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
+void g3_cand_whole_vocabulary(gemma3_sampler *s);
+/* What was derived from the working logits (the known maximum, the rank view) is stale once
+ * a sampler rewrites them: every writer of the logits calls this first. */
+void g3_logits_rewritten(gemma3_sampler *s);
+/* The working logits, writable: the caller's are copied (checked on the way) the first time. */
+float *g3_writable_logits(gemma3_sampler *s);
+/* Applies the NaN/+inf rules if nobody has yet (one read-only pass, finding the maximum). */
+void g3_check_finite(gemma3_sampler *s);
+/* The NaN and +inf rules on the own copy of the whole vocabulary. */
+void g3_fix_non_finite(gemma3_sampler *s);
+
+/* A finite logit that overflows under temperature or penalties becomes FLT_MAX, not +inf. */
+static inline float g3_clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
 
 /* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy) or a window
  * (below, written in the total order): every reader of s->cand but the heap selection calls this
@@ -76,6 +103,8 @@ const int32_t *g3_cand_ids_ascending(gemma3_sampler *s);
 
 /* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */
 double g3_cand_z(gemma3_sampler *s, float lmax);
+/* The entropy of the candidates' softmax, -sum p ln p with p = e^(l - lmax) / z, in id order. */
+double g3_cand_entropy(gemma3_sampler *s, float lmax, double z);
 
 /* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
  * sorted, leaving the list untouched; g3_cand_keep_selected(s, m) then makes them the list.

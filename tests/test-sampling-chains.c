@@ -163,6 +163,26 @@ static void ref_min_p(struct ref *r, float mp) {
     ref_filter_at_least(r, thr);
 }
 
+/* Epsilon (eta_rule 0) and eta (1), transformers' warpers: keep p >= epsilon, or p >= min(eta,
+ * sqrt(eta) e^-H), H the entropy in id order; at least the floor (as min-p). */
+static void ref_cutoff(struct ref *r, int eta_rule) {
+    float eps = eta_rule ? r->p->eta_cutoff : r->p->epsilon_cutoff;
+    if (eps <= 0.0f || r->n <= 1) return;
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return;
+    double z = ref_z(r, lmax), cut = eps;
+    if (eta_rule) cut = fmin(eps, sqrt(eps) * exp(-ref_entropy(r, lmax, z)));
+    int kept = 0, m = 0;
+    for (int j = 0; j < r->n; j++) kept += exp((double)r->l[r->c[j]] - lmax) / z >= cut;
+    if (kept < ref_floor(r)) {
+        ref_top_k(r, ref_floor(r));
+        return;
+    }
+    for (int j = 0; j < r->n; j++)
+        if (exp((double)r->l[r->c[j]] - lmax) / z >= cut) r->c[m++] = r->c[j];
+    r->n = m;
+}
+
 static void ref_top_n_sigma(struct ref *r, float nsig) {
     if (nsig <= 0.0f || r->n <= 1) return;
     const int32_t *ids = ref_ids(r);
@@ -424,6 +444,8 @@ static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
             case GEMMA3_SAMPLER_MIN_P: ref_min_p(r, p->min_p); break;
             case GEMMA3_SAMPLER_XTC: ref_xtc(r, pos); break;
             case GEMMA3_SAMPLER_TEMPERATURE: ref_temperature(r, p->temperature); break;
+            case GEMMA3_SAMPLER_EPSILON: ref_cutoff(r, 0); break;
+            case GEMMA3_SAMPLER_ETA: ref_cutoff(r, 1); break;
             }
         }
         if (greedy) ref_argmax(r);
@@ -1121,7 +1143,7 @@ static void make_history(int32_t *h, int n, int V) {
 
 /* ================================ the chains ================================================ */
 
-enum { N_CHAINS = 27 };
+enum { N_CHAINS = 29 };
 
 static gemma3_sampler_params all_off(void) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
@@ -1271,6 +1293,18 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
         p.xtc_probability = 1.0f;
         p.xtc_threshold = (float)(0.5 * unif());
         p.temperature = temps[next() % 6];
+        break;
+    case 27:
+        *name = "epsilon, then temperature";
+        p.epsilon_cutoff = (float)(0.02 * pow(unif(), 2));
+        p.min_keep = (int)(next() % 3);
+        p.temperature = temps[next() % 6];
+        break;
+    case 28:
+        *name = "eta after top-k";
+        p.eta_cutoff = (float)(0.03 * unif());
+        p.top_k = next() % 2 ? 0 : 1 + (int)(next() % 500);
+        p.min_keep = (int)(next() % 3);
         break;
     }
     p.n_ctx = HIST_CAP;

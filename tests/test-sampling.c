@@ -824,7 +824,7 @@ static void test_params(void) {
     CHECK_NEAR(p.min_p, 0.0, 0);
     CHECK_NEAR(p.repeat_penalty, 1.0, 0);
     CHECK_EQ_INT(p.seed, GEMMA3_SEED_RANDOM);
-    CHECK_EQ_INT(p.n_samplers, 9);
+    CHECK_EQ_INT(p.n_samplers, 11); /* edtskymcnpx */
     CHECK_EQ_INT(p.samplers[2], GEMMA3_SAMPLER_TEMPERATURE);
     gemma3_sampler *s = (gemma3_sampler *)&p;
     gemma3_sampler_params bad = p;
