@@ -68,7 +68,8 @@ ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling/passes.c \
                        sampling/candidates.c sampling/rank.c sampling/descriptors.c \
-                       sampling/draw.c sampling/penalties.c sampling/cutoffs.c sampling/test-hooks.c rng.c \
+                       sampling/draw.c sampling/penalties.c sampling/cutoffs.c sampling/typical.c \
+                       sampling/test-hooks.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
@@ -181,7 +182,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
                             chat.c sampling.c sampling/passes.c sampling/candidates.c sampling/rank.c \
                             sampling/descriptors.c sampling/draw.c sampling/penalties.c \
-                            sampling/cutoffs.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
+                            sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)

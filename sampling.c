@@ -3,10 +3,10 @@
  * Here: a sampler's life (init, accept, reset), one call (bias and mask, the chain walked by
  * its descriptors, the draw or mirostat), and the truncation samplers and temperature, each
  * exact: every set is the one its definition gives, whatever order the list is in, so the CDF
- * and Gumbel draws stay exact draws from it. Its parts are in sampling/ (descriptors, the
- * candidate set and its state, the rank view, the passes, the draw, penalties and DRY, the
- * cutoffs); docs/sampling.md gives the choices made where llama.cpp and transformers differ,
- * and how each fast path is proven to give the exact answer. */
+ * and Gumbel draws stay exact draws from it. Its parts are in sampling/ (the descriptors, the
+ * candidate list and its state, the rank view, the passes, the draws, typical, penalties and
+ * DRY, the cutoffs); docs/sampling.md gives the choices made where llama.cpp and transformers
+ * differ, and how each fast path is proven to give the exact answer. */
 #define _POSIX_C_SOURCE 200809L
 #include "sampling/test-hooks.h"
 
@@ -180,38 +180,6 @@ void gemma3_sampler_reset(gemma3_sampler *s) {
 uint32_t gemma3_sampler_seed(const gemma3_sampler *s) { return s ? s->seed : 0; }
 /* ================================ the samplers ============================================== */
 
-enum { GUMBEL_HEAP_MAX_K = 1024 };
-
-/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
-static void top_k(gemma3_sampler *s, int k) {
-    if (k <= 0 || k >= s->n_cand) return;
-    if (s->sorted) {
-        s->n_cand = k;
-        return;
-    }
-    if (g3_gumbel_mode(s) && k > GUMBEL_HEAP_MAX_K && s->n_cand > 4096) {
-        /* a large k without sorting; a small one (the usual 40 or 64) takes the heap below,
-         * whose vectorised block skip beats the radix passes: the same set either way, and the
-         * Gumbel draw does not depend on the list's order */
-        g3_check_finite(s);
-        g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
-    } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
-        g3_check_finite(s);
-        g3_cand_materialise(s);
-        /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
-        g3_cand_sort(s);
-        s->n_cand = k;
-    } else {
-        /* the heap's scan is the call's first pass over the caller's logits when they are
-         * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
-        if (g3_cand_select_top(s, k) && s->unchecked) {
-            g3_writable_logits(s);
-            g3_cand_select_top(s, k);
-        }
-        s->unchecked = 0;
-        g3_cand_keep_selected(s, k);
-    }
-}
 
 /* The fixed-point masses of the list into s->mass (parallel to it), and their sum. */
 static uint64_t fixed_masses(gemma3_sampler *s, float lmax) {
@@ -268,7 +236,7 @@ static int nucleus_holds_by(gemma3_sampler *s, int coarse, float lmax, float p, 
 static int nucleus_holds(gemma3_sampler *s, float lmax, float p, int32_t w) {
     if (s->logits[w] == lmax && g3_first_max(s, s->logits, s->n_cand, lmax) == w) return 1;
     if (nucleus_holds_by(s, 1, lmax, p, w)) {
-        s->top_p_coarse_draws++;
+        G3_STAT(s, top_p_coarse_draws, 1);
         return 1;
     }
     return nucleus_holds_by(s, 0, lmax, p, w);
@@ -285,14 +253,15 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     if (p >= 1.0f || n <= 1) return;
     int whole = s->id_order && n == s->n_vocab && n > 4096;
     /* the draw checks the logits on its way */
-    int32_t w = whole && draw_next && g3_gumbel_mode(s) && !s->skip_rough ? g3_draw_gumbel(s, pos) : -1;
+    int winner_first = whole && draw_next && g3_gumbel_mode(s) && !s->skip_rough;
+    int32_t w = winner_first ? g3_draw_gumbel(s, pos) : -1;
     g3_check_finite(s);
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return;
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     if (whole) {
         if (w >= 0 && nucleus_holds(s, lmax, p, w)) {
-            s->top_p_winner_draws++;
+            G3_STAT(s, top_p_winner_draws, 1);
             s->ids_tmp[0] = w;
             g3_cand_keep_selected(s, 1);
             return;
@@ -304,10 +273,10 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
         if ((s->view_open & G3_VIEW_OPEN_TOP_P) || !g3_rank_top_p(s, lmax, p, &last, &count)) {
             uint64_t target = scale_floor(p, fixed_masses(s, lmax)); /* by id: id order */
             count = target > 0 ? g3_cand_mass_prefix(s, lmax, target, &last) : 0;
-            s->top_p_mass_sets += count > 0;
+            G3_STAT(s, top_p_mass_sets, count > 0);
         }
         if (count < floor_keep) /* the min_keep floor, or a target of 0: top-k */
-            top_k(s, floor_keep);
+            g3_cand_top_k(s, floor_keep);
         else
             g3_cand_window_prefix(s, g3_first_max(s, s->logits, n, lmax), last, count);
         return;
@@ -317,7 +286,7 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     if (g3_gumbel_mode(s)) {
         uint64_t target = scale_floor(p, total);
         if (target == 0) {
-            top_k(s, floor_keep);
+            g3_cand_top_k(s, floor_keep);
             return;
         }
         g3_cand_select_first(s, 1, 0, target, floor_keep);
@@ -330,7 +299,7 @@ static void top_p(gemma3_sampler *s, float p, int64_t pos, int draw_next) {
     for (int j = 0; j < n; j++) q[s->cand[j]] = s->mass[j];
     uint64_t target = scale_floor(p, total);
     if (target == 0) {
-        top_k(s, floor_keep);
+        g3_cand_top_k(s, floor_keep);
         return;
     }
     if (!s->sorted && n > 256) {
@@ -381,7 +350,7 @@ static int count_at_least(const gemma3_sampler *s, double thr) {
             for (int k = 0; k < 16; k++) c += l[j + k] >= t;
             count += c;
         }
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     for (; j < n; j++) count += (double)l[c[j]] >= thr;
     return count;
 }
@@ -408,7 +377,7 @@ __attribute__((aligned(64))) static void keep_at_least(gemma3_sampler *s, double
         for (int j = 0; j < n; j++)
             if ((double)l[s->cand[j]] >= thr) s->cand[m++] = s->cand[j];
     }
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
 }
 
@@ -421,7 +390,7 @@ static void min_p(gemma3_sampler *s, float mp) {
     if (lmax == -INFINITY) return;
     double thr = (double)lmax + log((double)mp);
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
-    if (s->cand_lazy) { /* keep first: an implicit list is put back by a flag if too few stay */
+    if (s->form == G3_LIST_VOCAB) { /* keep first: an implicit list is put back if too few stay */
         keep_at_least(s, thr);
         if (s->n_cand >= floor_keep) return;
         g3_cand_whole_vocabulary(s);
@@ -429,7 +398,7 @@ static void min_p(gemma3_sampler *s, float mp) {
         keep_at_least(s, thr);
         return;
     }
-    top_k(s, floor_keep);
+    g3_cand_top_k(s, floor_keep);
 }
 
 /* Top-n-sigma's threshold lmax - n * sigma, mean and population sigma over the finite candidate
@@ -501,144 +470,6 @@ static float cand_probs(gemma3_sampler *s) {
     double z = g3_cand_z(s, lmax);
     for (int j = 0; j < s->n_cand; j++) s->w[j] = exp((double)s->logits[s->cand[j]] - lmax) / z;
     return lmax;
-}
-
-static int cmp_scored(const void *a, const void *b) {
-    const struct scored *x = a, *y = b;
-    if (x->score != y->score) return x->score < y->score ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Sorts a bucket of (score, id) pairs: insertion sort for the usual handful, else qsort. */
-static void sort_scored(struct scored *a, int n) {
-    if (n > 32) {
-        qsort(a, (size_t)n, sizeof *a, cmp_scored);
-        return;
-    }
-    for (int i = 1; i < n; i++) {
-        struct scored v = a[i];
-        int j = i;
-        for (; j > 0 && cmp_scored(&a[j - 1], &v) > 0; j--) a[j] = a[j - 1];
-        a[j] = v;
-    }
-}
-
-/* Locally typical: score |-ln p_i - H|, ascending (ties by id); keep the shortest prefix whose
- * mass exceeds p (strict, as llama.cpp), at least min_keep. One pass gives each token's p and
- * ln p (for H, then for its score); a counting sort spreads the scores over about n/4 buckets,
- * linear in the score (a monotone map, so bucket order is score order), and the walk sorts a
- * bucket only when it reaches it: the tail after the crossing is never sorted. The same sums in
- * the same order, the same list as sorting everything. */
-static void typical_exact(gemma3_sampler *s, float tp, float lmax) {
-    g3_cand_materialise(s);
-    int n = s->n_cand;
-    double z = g3_cand_z(s, lmax);
-    const int32_t *ids = g3_cand_ids_ascending(s);
-    struct scored *sc = s->scored;
-    double h = 0;
-    for (int j = 0; j < n; j++) { /* entropy in id order; ln p kept for the scores */
-        double pj = exp((double)s->logits[ids[j]] - lmax) / z, lp = log(pj);
-        if (pj > 0) h -= pj * lp;
-        sc[j].score = lp;
-        sc[j].id = ids[j];
-    }
-    double smin = INFINITY, smax = 0;
-    for (int j = 0; j < n; j++) {
-        double x = sc[j].score = fabs(-sc[j].score - h);
-        if (x == INFINITY) continue;
-        smin = x < smin ? x : smin;
-        smax = x > smax ? x : smax;
-    }
-    int nb = n / 4 < 1 ? 1 : n / 4 > TYPICAL_BUCKETS ? TYPICAL_BUCKETS : n / 4; /* +inf: nb */
-    double scale = smax > smin ? (double)(nb - 1) / (smax - smin) : 0;
-    uint32_t *start = s->typ_start, *fill = s->typ_fill;
-    memset(start, 0, (size_t)(nb + 2) * sizeof *start);
-    for (int j = 0; j < n; j++) {
-        double x = sc[j].score;
-        uint32_t b = nb;
-        if (x != INFINITY) {
-            double f = (x - smin) * scale;
-            b = f < (double)(nb - 1) ? (uint32_t)f : (uint32_t)(nb - 1);
-        }
-        sc[j].bucket = b;
-        start[b + 1]++;
-    }
-    for (int b = 0; b <= nb; b++) start[b + 1] += start[b];
-    memcpy(fill, start, (size_t)(nb + 1) * sizeof *fill);
-    struct scored *by_bucket = s->scored_tmp;
-    for (int j = 0; j < n; j++) by_bucket[fill[sc[j].bucket]++] = sc[j];
-    double cum = 0;
-    int keep = n;
-    for (int b = 0, j = 0; b <= nb && keep == n; b++) {
-        sort_scored(by_bucket + start[b], (int)(start[b + 1] - start[b]));
-        for (; j < (int)start[b + 1]; j++) {
-            cum += exp((double)s->logits[by_bucket[j].id] - lmax) / z;
-            if (cum > tp && j >= s->p.min_keep - 1) {
-                keep = j + 1;
-                break;
-            }
-        }
-    }
-    for (int j = 0; j < keep; j++) s->cand[j] = by_bucket[j].id;
-    s->n_cand = keep;
-    s->sorted = keep <= 1;
-    s->id_order = keep <= 1;
-}
-
-/* A found set of typical's for the Gumbel draw: its first token, which the draw starts from, or
- * the set written out where the view cannot tell it. */
-void g3_typical_gumbel_top(gemma3_sampler *s) {
-    if ((s->typ.first = g3_rank_typical_first(s)) < 0) g3_cand_materialise(s);
-}
-
-/* Typical: over the whole vocabulary the rank view finds the set (g3_rank_typical) and it stays
- * implicit when no sampler acts after it (draw_next): the Gumbel draw screens the vocabulary
- * against it (it reads no order, only the set's first token), the CDF draw walks it in
- * typical's order itself. When that draw comes (draws: not the kept set) the set may stay
- * pending, only its crossing's bracket known: the draw rarely needs the crossing itself (nor,
- * in Gumbel mode, the set's first token or the view's moments: G3_TYPICAL_DEFER_GUMBEL). In
- * Gumbel mode with samplers after it, it is written out in id order. Elsewhere the exact
- * computation runs, as it does wherever the view's bounds leave the set open. */
-static void typical(gemma3_sampler *s, float tp, int draw_next, int draws) {
-    int n = s->n_cand;
-    if (tp >= 1.0f || n <= 1) return;
-    float lmax = g3_cand_max(s);
-    if (lmax == -INFINITY) return;
-    if (s->id_order && n == s->n_vocab && n > 4096 && !s->win.on &&
-        (draw_next || g3_gumbel_mode(s))) {
-        int defer = !(draws && draw_next) ? G3_TYPICAL_NOW
-                    : g3_gumbel_mode(s)        ? G3_TYPICAL_DEFER_GUMBEL
-                                            : G3_TYPICAL_DEFER_CDF;
-        int count = g3_rank_typical(s, lmax, tp, s->p.min_keep, defer);
-        if (count == 1) { /* one token: the list is it (as a dominant token's set often is) */
-            s->typ_fast_sets++;
-            s->cand_lazy = 0;
-            s->cand[0] = s->typ.id_b;
-            s->n_cand = 1;
-            s->sorted = s->id_order = 1;
-            return;
-        }
-        if (count > 1) {
-            s->typ_fast_sets++;
-            s->typ.on = 1;
-            s->typ.first = -1;
-            s->n_cand = count;
-            if (!g3_gumbel_mode(s) || s->typ.pending) return; /* a pending set's draw needs no top */
-            if (draw_next)
-                g3_typical_gumbel_top(s);
-            else
-                g3_cand_materialise(s);
-            return;
-        }
-    }
-    typical_exact(s, tp, lmax);
-}
-
-/* The CDF draw's way back when typical's implicit set cannot be walked from the view: the
- * exact typical, from the whole vocabulary it was taken from. */
-void g3_typical_settle(gemma3_sampler *s) {
-    g3_cand_whole_vocabulary(s);
-    typical_exact(s, s->p.typical_p, g3_cand_max(s));
 }
 
 enum { XTC_TOP = 258 }; /* the most tokens XTC's count examines */
@@ -727,10 +558,11 @@ static int xtc_winner_first(gemma3_sampler *s, int64_t pos, float lmax, float th
     double slack = 0x1p-46 * (fabs(rest_v) + spread + 64);
     if (!(rest_v - second > slack)) return 0;
     int sure = 1;
-    for (int i = 0; i < m && sure; i++) sure = g3_gumbel_value(s, key, lmax, top[i]) < rest_v - slack;
+    for (int i = 0; i < m && sure; i++)
+        sure = g3_gumbel_value(s, key, lmax, top[i]) < rest_v - slack;
     int32_t winner = rest;
     if (sure) {
-        s->xtc_winner_draws++;
+        G3_STAT(s, xtc_winner_draws, 1);
     } else {
         int q = xtc_count_fast(s, lmax, thr, 0, 1), last = q - 1;
         if (q < 0) return 0;
@@ -791,36 +623,6 @@ static void xtc(gemma3_sampler *s, int64_t pos, int draw_next) {
  * FLT_MAX rather than +inf, which would poison lmax: the tokens that overflowed then share the
  * mass, the limit of the softmax. */
 
-/* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
-void g3_divide_logits(gemma3_sampler *s, float t) {
-    g3_logits_rewritten(s);
-    float mx;
-    int first;
-    if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
-        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) || !s->unchecked)) {
-        /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
-         * all finite take the rules first, below */
-        s->logits = s->own;
-        s->unchecked = 0;
-        s->max_known = 1;
-        s->max_value = mx;
-        s->max_first = first;
-        return;
-    }
-    float *l = g3_writable_logits(s);
-    if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
-                                                     loop (a min): both vectorise at -O2 */
-        int n = s->n_cand, i = 0;
-        for (; i + 16 <= n; i += 16) {
-            for (int k = 0; k < 16; k++) l[i + k] /= t;
-            for (int k = 0; k < 16; k++) l[i + k] = l[i + k] > FLT_MAX ? FLT_MAX : l[i + k];
-        }
-        for (; i < n; i++) l[i] = g3_clamp_overflow(l[i] / t);
-    } else {
-        for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = g3_clamp_overflow(l[s->cand[j]] / t);
-    }
-}
-
 /* Collapses the list to its first token in the total order (greedy). */
 static void keep_argmax(gemma3_sampler *s) {
     if (s->n_cand <= 1) {
@@ -828,8 +630,8 @@ static void keep_argmax(gemma3_sampler *s) {
         return;
     }
     const float *l = s->logits;
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand; /* an implicit list is read as iota */
-    s->cand_lazy = 0;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand; /* implicit: read as iota */
+    s->form = G3_LIST_IDS;
     if (s->max_known && s->id_order && s->n_cand == s->n_vocab) { /* the check's first max */
         s->cand[0] = s->max_first;
         s->n_cand = 1;
@@ -901,10 +703,8 @@ static void temperature(gemma3_sampler *s, float t, int draw_next) {
 void g3_apply_top_n_sigma(gemma3_sampler *s, const struct g3_chain_step *at) {
     top_n_sigma(s, s->p.top_n_sigma);
 }
-void g3_apply_top_k(gemma3_sampler *s, const struct g3_chain_step *at) { top_k(s, s->p.top_k); }
-void g3_top_k(gemma3_sampler *s, int k) { top_k(s, k); }
-void g3_apply_typical(gemma3_sampler *s, const struct g3_chain_step *at) {
-    typical(s, s->p.typical_p, at->last, at->draws);
+void g3_apply_top_k(gemma3_sampler *s, const struct g3_chain_step *at) {
+    g3_cand_top_k(s, s->p.top_k);
 }
 void g3_apply_top_p(gemma3_sampler *s, const struct g3_chain_step *at) {
     top_p(s, s->p.top_p, at->pos, at->draws && at->last);
@@ -999,7 +799,7 @@ static void run_chain(gemma3_sampler *s, int64_t pos, int greedy, int draws) {
     for (int i = 0; i < p->n_samplers && s->n_cand > 0; i++) {
         const struct g3_sampler_desc *d = &g3_samplers[p->samplers[i]];
         if ((greedy && !(d->needs & G3_RUNS_WHEN_GREEDY)) || !d->active(p)) continue;
-        if (s->win.on) g3_cand_materialise(s);
+        if (s->form == G3_LIST_WINDOW) g3_cand_materialise(s);
         if (d->needs & G3_NEEDS_CHECKED) g3_check_finite(s);
         struct g3_chain_step at = {pos, !acts_after(p, i), draws};
         d->apply(s, &at);
@@ -1061,14 +861,15 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
             g3_cand_select_top_checked(s, ki);
             g3_cand_keep_selected(s, ki);
         } else {
-            top_k(s, ki);
+            g3_cand_top_k(s, ki);
         }
     } else {
         /* An approximate limit (a whole vocabulary only) keeps l >= lim - margin; when every
          * kept logit also reaches lim + margin, no logit lies between, and the exact limit
          * keeps the same tokens. Otherwise the list, all of 0..n-1, is put back (the kept ids
          * overwrote it) and the next tier runs. */
-        int n0 = s->n_cand, lazy0 = s->cand_lazy;
+        int n0 = s->n_cand;
+        enum g3_list_form form0 = s->form;
         int tier = s->n_cand >= FAST_DRAW_MIN && s->id_order && s->n_cand == s->n_vocab ? 0 : 2;
         for (;; tier++) {
             double margin, lim = surprise_limit(s, lmax, tier, &margin);
@@ -1078,11 +879,11 @@ static int32_t mirostat(gemma3_sampler *s, int64_t pos) {
                 settled = (double)s->logits[s->cand[j]] >= lim + margin;
             if (settled || tier == 2) break;
             s->n_cand = n0;
-            s->cand_lazy = lazy0 = 1;
+            s->form = form0 = G3_LIST_VOCAB;
         }
         if (s->n_cand == 0) { /* nothing was written: the list is as it was */
             s->n_cand = n0;
-            s->cand_lazy = lazy0;
+            s->form = form0;
             keep_argmax(s);
         }
     }
@@ -1117,7 +918,8 @@ int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int
             tok = mirostat(s, position); /* reads an implicit list straight */
         } else {
             run_chain(s, position, 0, 1);
-            if (!(s->n_cand > 1 && g3_gumbel_mode(s))) g3_check_finite(s); /* else the draw checks */
+            if (!(s->n_cand > 1 && g3_gumbel_mode(s))) /* else the draw checks */
+                g3_check_finite(s);
             if (s->n_cand == 1) g3_cand_materialise(s); /* the draws read an implicit list */
             if (s->n_cand == 1 && s->logits[s->cand[0]] != -INFINITY)
                 tok = s->cand[0]; /* no RNG */

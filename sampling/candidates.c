@@ -18,34 +18,32 @@ static void write_out_in_id_order(gemma3_sampler *s) {
         s->cand[m] = j;
         m += g3_implicit_contains(s, l[j], j);
     }
-    s->win.on = s->typ.on = 0;
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->id_order = 1;
     s->sorted = m <= 1;
 }
 
 void g3_cand_materialise(gemma3_sampler *s) {
-    if (s->win.on) { /* a window is sorted, typical's set is not (sampling/candidates.h) */
+    if (s->form == G3_LIST_WINDOW) { /* a window is sorted, typical's set is not (candidates.h) */
         s->edge_bucket = -1; /* the window's bucket cache may be overwritten from here on */
         write_out_in_id_order(s);
         g3_cand_ensure_sorted(s);
         return;
     }
-    if (s->typ.on) {
+    if (s->form == G3_LIST_TYPICAL) {
         write_out_in_id_order(s);
         return;
     }
-    if (!s->cand_lazy) return;
+    if (s->form != G3_LIST_VOCAB) return;
     memcpy(s->cand, s->iota, (size_t)s->n_vocab * sizeof *s->cand);
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
 }
 
 static void window_on(gemma3_sampler *s, int32_t first, int count) {
-    s->win.on = 1;
+    s->form = G3_LIST_WINDOW;
     s->win.first = first;
     s->n_cand = count;
-    s->cand_lazy = 0;
     s->sorted = 1;
     s->id_order = count <= 1;
 }
@@ -70,8 +68,8 @@ void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_
 }
 
 float g3_cand_max(const gemma3_sampler *s) {
-    if (s->win.on) return s->logits[s->win.first];
-    if (s->typ.on) return s->logits[s->typ.first]; /* Gumbel mode: first is known */
+    if (s->form == G3_LIST_WINDOW) return s->logits[s->win.first];
+    if (s->form == G3_LIST_TYPICAL) return s->logits[s->typ.first]; /* Gumbel mode: known */
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
     float m = -INFINITY;
@@ -83,7 +81,7 @@ float g3_cand_max(const gemma3_sampler *s) {
         if (s->max_known) return s->max_value;
         return s->max_n(l, n);
     }
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     for (; j < n; j++) m = l[c[j]] > m ? l[c[j]] : m;
     return m;
 }
@@ -108,7 +106,7 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
 
 /* The candidate ids in ascending order, for order-independent sums (sampling/candidates.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
-    if (s->cand_lazy || s->n_cand == s->n_vocab) return s->iota; /* every id once */
+    if (s->form == G3_LIST_VOCAB || s->n_cand == s->n_vocab) return s->iota; /* every id once */
     if (s->id_order) return s->cand;
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
     if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
@@ -161,7 +159,7 @@ static void heap_sort_out(const float *l, int32_t *h, int m) {
 int g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     int n = s->n_cand;
     int full = s->id_order && n == s->n_vocab;
     uint32_t bad = 0;
@@ -252,7 +250,7 @@ void g3_cand_select_top_checked(gemma3_sampler *s, int m) {
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
     memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->sorted = 1;
     s->id_order = (m <= 1);
@@ -321,7 +319,7 @@ void g3_cand_ensure_sorted(gemma3_sampler *s) {
 
 /* The list to read: iota while it is implicit (g3_cand_materialise). */
 static const int32_t *cand_src(const gemma3_sampler *s) {
-    return s->cand_lazy ? s->iota : s->cand;
+    return s->form == G3_LIST_VOCAB ? s->iota : s->cand;
 }
 
 /* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
@@ -581,7 +579,7 @@ static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t
             if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) out[m++] = c[j];
         }
     }
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->sorted = s->sorted || m <= 1;
 }
@@ -662,6 +660,39 @@ double g3_cand_entropy(gemma3_sampler *s, float lmax, double z) {
     return h;
 }
 
+enum { GUMBEL_HEAP_MAX_K = 1024 };
+
+/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
+void g3_cand_top_k(gemma3_sampler *s, int k) {
+    if (k <= 0 || k >= s->n_cand) return;
+    if (s->sorted) {
+        s->n_cand = k;
+        return;
+    }
+    if (g3_gumbel_mode(s) && k > GUMBEL_HEAP_MAX_K && s->n_cand > 4096) {
+        /* a large k without sorting; a small one (the usual 40 or 64) takes the heap below,
+         * whose vectorised block skip beats the radix passes: the same set either way, and the
+         * Gumbel draw does not depend on the list's order */
+        g3_check_finite(s);
+        g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
+    } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        g3_check_finite(s);
+        g3_cand_materialise(s);
+        /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
+        g3_cand_sort(s);
+        s->n_cand = k;
+    } else {
+        /* the heap's scan is the call's first pass over the caller's logits when they are
+         * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
+        if (g3_cand_select_top(s, k) && s->unchecked) {
+            g3_writable_logits(s);
+            g3_cand_select_top(s, k);
+        }
+        s->unchecked = 0;
+        g3_cand_keep_selected(s, k);
+    }
+}
+
 /* ================================ the state's transitions ====================================
  * What the working logits and the list are (sampling/state.h), changed here and by the list's
  * operations above. */
@@ -694,7 +725,7 @@ void g3_logits_rewritten(gemma3_sampler *s) {
 float *g3_writable_logits(gemma3_sampler *s) {
     g3_logits_rewritten(s);
     if (s->logits == s->own) return s->own;
-    if (!s->unchecked && !s->cand_lazy && s->n_cand <= s->n_vocab / 8) {
+    if (!s->unchecked && s->form != G3_LIST_VOCAB && s->n_cand <= s->n_vocab / 8) {
         for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
         s->logits = s->own;
         return s->own;
@@ -726,9 +757,37 @@ void g3_check_finite(gemma3_sampler *s) {
 /* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
 void g3_cand_whole_vocabulary(gemma3_sampler *s) {
     s->n_cand = s->n_vocab;
-    s->cand_lazy = 1;
+    s->form = G3_LIST_VOCAB;
     s->id_order = 1;
     s->sorted = 0;
-    s->win.on = 0;
-    s->typ.on = 0;
+}
+
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
+void g3_divide_logits(gemma3_sampler *s, float t) {
+    g3_logits_rewritten(s);
+    float mx;
+    int first;
+    if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
+        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) || !s->unchecked)) {
+        /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
+         * all finite take the rules first, below */
+        s->logits = s->own;
+        s->unchecked = 0;
+        s->max_known = 1;
+        s->max_value = mx;
+        s->max_first = first;
+        return;
+    }
+    float *l = g3_writable_logits(s);
+    if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
+                                                     loop (a min): both vectorise at -O2 */
+        int n = s->n_cand, i = 0;
+        for (; i + 16 <= n; i += 16) {
+            for (int k = 0; k < 16; k++) l[i + k] /= t;
+            for (int k = 0; k < 16; k++) l[i + k] = l[i + k] > FLT_MAX ? FLT_MAX : l[i + k];
+        }
+        for (; i < n; i++) l[i] = g3_clamp_overflow(l[i] / t);
+    } else {
+        for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = g3_clamp_overflow(l[s->cand[j]] / t);
+    }
 }

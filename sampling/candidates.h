@@ -20,11 +20,14 @@ static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
 /* Whether the list is the whole vocabulary, implicit: what the Gumbel draw can check on its
  * way (draw_gumbel_checking) while the logits are the caller's, unchecked. */
 static inline int g3_whole_list(const gemma3_sampler *s) {
-    return s->cand_lazy && s->id_order && s->n_cand == s->n_vocab && !s->win.on && !s->typ.on;
+    return s->form == G3_LIST_VOCAB && s->id_order && s->n_cand == s->n_vocab;
 }
 
 /* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur). */
 int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax);
+
+/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
+void g3_cand_top_k(gemma3_sampler *s, int k);
 
 /* ---- the state's transitions (sampling/state.h says the states) ---- */
 
@@ -37,13 +40,16 @@ void g3_logits_rewritten(gemma3_sampler *s);
 float *g3_writable_logits(gemma3_sampler *s);
 /* Applies the NaN/+inf rules if nobody has yet (one read-only pass, finding the maximum). */
 void g3_check_finite(gemma3_sampler *s);
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary); a finite logit
+ * that overflows becomes FLT_MAX. */
+void g3_divide_logits(gemma3_sampler *s, float t);
 /* The NaN and +inf rules on the own copy of the whole vocabulary. */
 void g3_fix_non_finite(gemma3_sampler *s);
 
 /* A finite logit that overflows under temperature or penalties becomes FLT_MAX, not +inf. */
 static inline float g3_clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
 
-/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy) or a window
+/* Writes the list out when it is still the implicit 0..n_vocab-1 (G3_LIST_VOCAB) or a window
  * (below, written in the total order): every reader of s->cand but the heap selection calls this
  * first (prepare leaves the list implicit, so that a chain that starts with penalties, DRY,
  * temperature and top-k never writes n_vocab ids). */
@@ -68,12 +74,12 @@ static inline int g3_typ_contains(const gemma3_sampler *s, float l, int32_t id) 
 /* Whether token id (logit l) belongs to the implicit list: the window, else typical's set
  * (not pending). */
 static inline int g3_implicit_contains(const gemma3_sampler *s, float l, int32_t id) {
-    return s->win.on ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
+    return s->form == G3_LIST_WINDOW ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
 }
 /* The same, and for a pending set of typical's: 1 in it, 0 not, -1 when the bracket of its
  * crossing cannot tell. */
 static inline int g3_implicit_side(const gemma3_sampler *s, float l, int32_t id) {
-    if (s->win.on || !s->typ.pending) return g3_implicit_contains(s, l, id);
+    if (s->form == G3_LIST_WINDOW || !s->typ.pending) return g3_implicit_contains(s, l, id);
     double d = fabs((double)l - s->typ.center);
     return d < s->typ.dist ? 1 : d > s->typ.far ? 0 : -1;
 }

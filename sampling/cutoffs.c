@@ -21,7 +21,7 @@ static void keep_at_least_probability(gemma3_sampler *s, double cut, float lmax,
     }
     int floor_keep = s->p.min_keep > 1 ? s->p.min_keep : 1;
     if (count < floor_keep) {
-        g3_top_k(s, floor_keep);
+        g3_cand_top_k(s, floor_keep);
         return;
     }
     int m = 0;

@@ -8,6 +8,7 @@
 #include "sampling/candidates.h"
 #include "sampling/draw.h"
 #include "sampling/rank.h"
+#include "sampling/typical.h"
 
 /* The fast CDF walk finds the token from approximate weights summed in blocks of DRAW_BLOCK
  * (not stored: the chosen block's weights are computed again) and answers only when the exact
@@ -127,8 +128,8 @@ static int32_t draw_cdf_float(gemma3_sampler *s, const float *l, float lmax, dou
                         &after);
     if (j < 0 || !cdf_step_is_sure(before, w, after, u, g3_expf_block_sums_rel(n), n * 4.6e-38, n))
         return -1;
-    s->float_tier_draws++;
-    return (s->cand_lazy ? s->iota : s->cand)[j];
+    G3_STAT(s, float_tier_draws, 1);
+    return (s->form == G3_LIST_VOCAB ? s->iota : s->cand)[j];
 }
 
 /* The double tier: weights g3_approx_weight (within G3_APPROX_EXP_REL_ERR, or 3.3e-308 absolute
@@ -141,7 +142,7 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, doub
                         &after);
     double rel = G3_APPROX_EXP_REL_ERR + 4 * (double)n * 0x1p-53;
     if (j < 0 || !cdf_step_is_sure(before, w, after, u, rel, n * 3.3e-308, n)) return -1;
-    return (s->cand_lazy ? s->iota : s->cand)[j];
+    return (s->form == G3_LIST_VOCAB ? s->iota : s->cand)[j];
 }
 
 /* Inverse-CDF draw over the list: the first candidate whose running weight EXCEEDS u * Z (strict,
@@ -149,21 +150,21 @@ static int32_t draw_cdf_fast(gemma3_sampler *s, const float *l, float lmax, doub
  * walk short. Returns -1 when no candidate has weight. Long lists try the fast walk first. */
 int32_t g3_draw_cdf(gemma3_sampler *s, int64_t pos) {
     double u = g3_uniform(g3_rng_bits(g3_rng_key(s->seed, pos), G3_RNG_DRAW, 0));
-    if (s->typ.on) { /* typical's set, walked in typical's order from the rank view */
+    if (s->form == G3_LIST_TYPICAL) { /* walked in typical's order from the rank view */
         int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_typical(s, u);
-        s->typ_fast_draws += tok >= 0;
+        G3_STAT(s, typ_fast_draws, tok >= 0);
         if (tok >= 0) return tok;
         g3_typical_settle(s);
     }
     int n = s->n_cand;
     float lmax = g3_cand_max(s);
     if (lmax == -INFINITY) return -1;
-    if (s->win.on) { /* a window walks from the rank view, else it is written out */
+    if (s->form == G3_LIST_WINDOW) { /* a window walks from the rank view, else it is written out */
         int32_t tok = s->exact_draw_only ? -1 : g3_rank_draw_cdf(s, u);
         if (tok >= 0) return tok;
         g3_cand_materialise(s);
     }
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     if (n >= FAST_DRAW_MIN && !s->exact_draw_only) {
         const float *l = s->logits; /* the list's logits in list order */
         if (!(s->id_order && n == s->n_vocab)) {
@@ -254,8 +255,10 @@ int32_t g3_draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *s
     int n = s->n_cand;
     if (n == 0) return -1;
     /* the list is 0..n-1, or a window of it or typical's set: logits read in place */
-    int implicit = s->win.on || s->typ.on, full = implicit || (s->id_order && n == s->n_vocab);
-    int pending = s->typ.on && s->typ.pending; /* its top unknown: from the vocabulary's max */
+    int implicit = s->form == G3_LIST_WINDOW || s->form == G3_LIST_TYPICAL;
+    int full = implicit || (s->id_order && n == s->n_vocab);
+    int pending = s->form == G3_LIST_TYPICAL && s->typ.pending; /* its top unknown: from the
+                                                                  * vocabulary's max */
     if (implicit) n = s->n_vocab;
     const int32_t *ids = full ? s->iota : s->cand;
     float lmax_f = pending ? s->view_lmax : g3_cand_max(s);
@@ -264,7 +267,7 @@ int32_t g3_draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *s
     if (start >= 0) {
         top = start;
     } else if (implicit) { /* a pending set's first is -1: the draw starts from a floor */
-        top = s->win.on ? s->win.first : s->typ.first;
+        top = s->form == G3_LIST_WINDOW ? s->win.first : s->typ.first;
     } else if (full) {
         top = g3_first_max(s, l, n, lmax_f);
     } else {
@@ -320,8 +323,8 @@ int32_t g3_draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *s
     if (pending && ((s->view_open & G3_VIEW_OPEN_TYPICAL_WINNER) ||
                     !pending_winner_stands(best, best_v, fmax(second_v, open_v))))
         return -3;
-    s->typ_fast_draws += implicit && start < 0 && s->typ.on;
-    s->typ_pending_draws += pending;
+    G3_STAT(s, typ_fast_draws, implicit && start < 0 && s->form == G3_LIST_TYPICAL);
+    G3_STAT(s, typ_pending_draws, pending);
     if (second) *second = second_v;
     return best;
 }

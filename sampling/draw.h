@@ -13,10 +13,6 @@
  * exact walk (and the other approximate-then-check paths the exact computation). */
 enum { DRAW_BLOCK = 64, FAST_DRAW_MIN = 1024 };
 
-static inline int g3_gumbel_mode(const gemma3_sampler *s) {
-    return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL;
-}
-
 /* A token's Gumbel noise, and its value relative to the maximum lmax: what the draw compares
  * (gumbel_sum from the noise, gumbel_value from the key); the greater value wins, a tie goes to
  * the lower id (gumbel_beats). */
@@ -26,7 +22,8 @@ static inline double g3_gumbel_noise(uint64_t key, int32_t id) {
 static inline double g3_gumbel_sum(float l, float lmax, double noise) {
     return ((double)l - (double)lmax) + noise;
 }
-static inline double g3_gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax, int32_t id) {
+static inline double g3_gumbel_value(const gemma3_sampler *s, uint64_t key, float lmax,
+                                     int32_t id) {
     return g3_gumbel_sum(s->logits[id], lmax, g3_gumbel_noise(key, id));
 }
 static inline int g3_gumbel_beats(double v, int32_t id, double best_v, int32_t best) {
@@ -41,10 +38,5 @@ int32_t g3_draw_gumbel(gemma3_sampler *s, int64_t pos);
  * (-1: none); *second (if not NULL) gets the runner-up's value. */
 int32_t g3_draw_gumbel_skipping(gemma3_sampler *s, int64_t pos, const int32_t *skip, int n_skip,
                                 int32_t start, double *second);
-
-/* Needed by the draws, kept with their samplers (sampling.c). */
-void g3_typical_settle(gemma3_sampler *s);
-void g3_typical_gumbel_top(gemma3_sampler *s);
-void g3_divide_logits(gemma3_sampler *s, float t);
 
 #endif

@@ -39,7 +39,8 @@ struct g3_sampler_desc {
 /* Indexed by enum gemma3_sampler_type. */
 extern const struct g3_sampler_desc g3_samplers[GEMMA3_SAMPLER_N_TYPES];
 
-/* The samplers' functions (sampling.c, sampling/penalties.c, sampling/cutoffs.c). */
+/* The samplers' functions (sampling.c, sampling/typical.c, sampling/penalties.c,
+ * sampling/cutoffs.c). */
 void g3_apply_penalties(gemma3_sampler *s, const struct g3_chain_step *at);
 void g3_apply_dry(gemma3_sampler *s, const struct g3_chain_step *at);
 void g3_apply_top_n_sigma(gemma3_sampler *s, const struct g3_chain_step *at);
@@ -51,9 +52,6 @@ void g3_apply_xtc(gemma3_sampler *s, const struct g3_chain_step *at);
 void g3_apply_temperature(gemma3_sampler *s, const struct g3_chain_step *at);
 void g3_apply_epsilon(gemma3_sampler *s, const struct g3_chain_step *at);
 void g3_apply_eta(gemma3_sampler *s, const struct g3_chain_step *at);
-
-/* Top-k's set of the list, exactly k (the floor the cutoffs keep). */
-void g3_top_k(gemma3_sampler *s, int k);
 
 /* The checks gemma3_sampler_init makes of params (GEMMA3_ERR_ARG naming the field). */
 int g3_sampler_validate(const gemma3_sampler_params *p, int n_vocab);

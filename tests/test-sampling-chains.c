@@ -446,6 +446,7 @@ static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
             case GEMMA3_SAMPLER_TEMPERATURE: ref_temperature(r, p->temperature); break;
             case GEMMA3_SAMPLER_EPSILON: ref_cutoff(r, 0); break;
             case GEMMA3_SAMPLER_ETA: ref_cutoff(r, 1); break;
+            default: CHECK_MSG(0, "no reference for sampler %s", gemma3_sampler_type_name(t));
             }
         }
         if (greedy) ref_argmax(r);

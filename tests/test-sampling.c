@@ -854,12 +854,12 @@ static void test_descriptors(void) {
 /* Epsilon and eta on a small vector, by hand, in both modes: p = softmax(l) = 0.5, 0.3, 0.15,
  * 0.05 (to the roundings), H = 1.1422 nats; epsilon 0.1 keeps three tokens, 0.6 only the floor
  * (one token, or min_keep), 0.31 one and 0.29 two; eta 0.2 cuts at sqrt(0.2) e^-H = 0.1427
- * (three), eta 0.04 at 0.04 (all four). */
+ * (three), eta 0.04 at 0.04 (all four); a floor above what passes tops the set up. */
 static void test_cutoffs(void) {
     const float l[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
     static const struct { float eps, eta; int min_keep, kept; } cases[] = {
         {0.1f, 0, 0, 3}, {0.6f, 0, 0, 1}, {0.6f, 0, 2, 2}, {0, 0.2f, 0, 3}, {0, 0.04f, 0, 4},
-        {0.31f, 0, 0, 1}, {0.29f, 0, 0, 2},
+        {0.31f, 0, 0, 1}, {0.29f, 0, 0, 2}, {0.31f, 0, 2, 2}, {0, 0.2f, 4, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int mode = 0; mode < 2; mode++) {
@@ -907,7 +907,8 @@ static void test_generation_config(void) {
     gemma3_sampler_params d = gemma3_sampler_default_params(), p = d;
     CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, NULL, NULL), GEMMA3_OK); /* absent */
     CHECK(memcmp(&p, &d, sizeof p) == 0);
-    write_text(path, "{\"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"do_sample\": true,"
+    write_text(path, "{\"bos_token_id\": 2, \"cache_implementation\": \"hybrid\","
+                     " \"do_sample\": true,"
                      " \"eos_token_id\": [1, 106], \"pad_token_id\": 0, \"temperature\": 0.7,"
                      " \"top_k\": 40, \"top_p\": 0.9, \"epsilon_cutoff\": 0.0003,"
                      " \"eta_cutoff\": 0.002, \"min_p\": null}");
