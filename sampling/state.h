@@ -40,7 +40,7 @@ struct g3_sampler_stats {
     int xtc_winner_draws;   /* XTC's answers by the winner first, no Z */
 };
 #ifdef G3_SAMPLER_NO_STATS
-#define G3_STAT(s, field, n) ((void)0)
+#define G3_STAT(s, field, n) ((void)sizeof(n))
 #define G3_STAT_READ(s, field) 0
 #else
 #define G3_STAT(s, field, n) ((s)->stats.field += (n))
