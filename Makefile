@@ -66,8 +66,10 @@ endif
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
-                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-passes.c \
-                       sampling-select.c sampling-rank.c rng.c \
+                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling/passes.c \
+                       sampling/candidates.c sampling/rank.c sampling/descriptors.c \
+                       sampling/draw.c sampling/penalties.c sampling/cutoffs.c sampling/typical.c \
+                       sampling/test-hooks.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 LIB_SRCS += $(wildcard kernels/*.c)
 CLI_SRCS := $(wildcard cli/*.c)
@@ -179,8 +181,9 @@ FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
-                            chat.c sampling.c sampling-passes.c sampling-select.c sampling-rank.c \
-                            rng.c grammar.c json-schema.c,$(LIB_SRCS))
+                            chat.c sampling.c sampling/passes.c sampling/candidates.c sampling/rank.c \
+                            sampling/descriptors.c sampling/draw.c sampling/penalties.c \
+                            sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass

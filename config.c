@@ -1,4 +1,4 @@
-/* config.c - config.json and generation_config.json.
+/* config.c - config.json (generation_config.json is the sampler's: gemma3_sampler_params_load_hf).
  *
  * Two layouts exist on the hub:
  *   - text-only (model_type "gemma3_text", Gemma3ForCausalLM): every key at the top level;
@@ -500,63 +500,3 @@ int g3_config_load(const char *path, g3_config *cfg) {
     free(text);
     return rc;
 }
-
-/* ---- generation_config.json --------------------------------------------------------------- */
-
-/* A value of generation_config.json must lie in the range the sampler accepts for its field
- * (gemma3_sampler_param_range: the one table the command line checks its flags against). */
-static int gen_in_range(const scope *s, const char *key, size_t field, double v) {
-    const gemma3_param_range *r = gemma3_sampler_param_range(field);
-    if (r && (v < r->min || v > r->max))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: %.10g is out of range [%.10g, %.10g]", s->path, key, v,
-                        r->min, r->max);
-    return GEMMA3_OK;
-}
-
-static int gen_number(const scope *s, const char *key, size_t field, int *has, float *out) {
-    const cJSON *j = item(s, key);
-    if (!j) return GEMMA3_OK;
-    if (!cJSON_IsNumber(j))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: expected a number, got %s", s->path, key,
-                        g3_json_type_name(j));
-    if (!isfinite((float)j->valuedouble))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s: %g is not a finite float", s->path, key,
-                        j->valuedouble);
-    float v = (float)j->valuedouble;
-    int rc = gen_in_range(s, key, field, (double)v);
-    if (rc != GEMMA3_OK) return rc;
-    *out = v;
-    *has = 1;
-    return GEMMA3_OK;
-}
-
-#define P(field) offsetof(gemma3_sampler_params, field)
-int g3_gen_config_load(const char *path, g3_gen_config *gc) {
-    memset(gc, 0, sizeof *gc);
-    if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK; /* a loop is ELOOP */
-    cJSON *root;
-    int rc = g3_json_load(path, &root);
-    if (rc != GEMMA3_OK) return rc;
-    scope s = {root, path, ""};
-    if (!cJSON_IsObject(root)) {
-        rc = g3_error(GEMMA3_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
-                      g3_json_type_name(root));
-    } else if (!(rc = gen_number(&s, "temperature", P(temperature), &gc->has_temperature,
-                                 &gc->temperature)) &&
-               !(rc = gen_number(&s, "top_p", P(top_p), &gc->has_top_p, &gc->top_p)) &&
-               !(rc = gen_number(&s, "min_p", P(min_p), &gc->has_min_p, &gc->min_p)) &&
-               !(rc = gen_number(&s, "repetition_penalty", P(repeat_penalty),
-                                 &gc->has_repetition_penalty, &gc->repetition_penalty))) {
-        if (item(&s, "top_k")) {
-            gc->top_k = 0;
-            rc = get_int(&s, "top_k", 0, &gc->top_k);
-            if (rc == GEMMA3_OK) rc = gen_in_range(&s, "top_k", P(top_k), gc->top_k);
-            gc->has_top_k = rc == GEMMA3_OK;
-        }
-        if (rc == GEMMA3_OK) rc = get_ids(&s, "eos_token_id", gc->eos_ids, &gc->n_eos);
-    }
-    cJSON_Delete(root);
-    if (rc != GEMMA3_OK) memset(gc, 0, sizeof *gc);
-    return rc;
-}
-#undef P

@@ -1,6 +1,7 @@
 /* config.h - the Gemma 3 text configuration, parsed from a Hugging Face config.json (both the
  * Gemma3ForCausalLM layout and Gemma3ForConditionalGeneration's nested text_config), with
- * transformers' Gemma3TextConfig defaults for absent keys. Also generation_config.json. */
+ * transformers' Gemma3TextConfig defaults for absent keys. (generation_config.json: the sampler's,
+ * gemma3_sampler_params_load_hf.) */
 #ifndef G3_CONFIG_H
 #define G3_CONFIG_H
 
@@ -59,19 +60,5 @@ int g3_kv_slots(const g3_config *c, int layer, int n_ctx, int n_swa_extra);
 /* Bytes of the whole KV cache (K and V of every layer, each buffer rounded up to 64 bytes as
  * the session lays them out) for n_ctx tokens of elem_bytes each (2 bf16, 4 f32). */
 uint64_t g3_kv_bytes(const g3_config *c, int n_ctx, int n_swa_extra, size_t elem_bytes);
-
-/* Sampling defaults from generation_config.json; fields absent from the file keep has_* = 0. */
-typedef struct g3_gen_config {
-    int has_temperature, has_top_k, has_top_p, has_min_p, has_repetition_penalty;
-    float temperature;
-    int top_k;
-    float top_p, min_p, repetition_penalty;
-    int n_eos;
-    int eos_ids[G3_MAX_EOS];
-} g3_gen_config;
-/* GEMMA3_OK with everything unset if the file does not exist; an error naming the file and the
- * key if it is malformed or a value lies outside the range the sampler (and the command line's
- * flag) accepts, gemma3_sampler_param_range. */
-int g3_gen_config_load(const char *path, g3_gen_config *gc);
 
 #endif

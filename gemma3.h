@@ -374,8 +374,9 @@ int gemma3_chat_encode_ex(const gemma3_tokenizer *tok, const gemma3_chat_msg *ms
  * Chain. Logit bias (and --ignore-eos) always runs first; then the samplers of `samplers[]` in
  * order (llama.cpp's names and --sampling-seq letters, below); then the final draw: a CDF walk
  * (mode CDF) or argmax(logit + Gumbel noise) (mode GUMBEL), both exact draws from the softmax of
- * the surviving logits. The default chain is "edtskympx": penalties, DRY, temperature, top-n-sigma,
- * top-k, typical, min-p, top-p, XTC (temperature BEFORE the filters, as HF transformers does);
+ * the surviving logits. The default chain is "edtskymcnpx": penalties, DRY, temperature,
+ * top-n-sigma, top-k, typical, min-p, epsilon, eta, top-p, XTC (temperature BEFORE the filters,
+ * as HF transformers does);
  * GEMMA3_SAMPLER_SEQ_LLAMA gives llama.cpp's order exactly (temperature last). Samplers whose
  * parameters say "off" do nothing. Mirostat 1/2 replaces the chain by bias -> temperature ->
  * mirostat, as llama.cpp does.
@@ -406,9 +407,11 @@ enum gemma3_sampler_type {       /* --samplers name, --sampling-seq letter */
     GEMMA3_SAMPLER_MIN_P,        /* min_p         m */
     GEMMA3_SAMPLER_XTC,          /* xtc           x */
     GEMMA3_SAMPLER_TEMPERATURE,  /* temperature   t (with dynamic temperature) */
+    GEMMA3_SAMPLER_EPSILON,      /* epsilon_cutoff c: Hugging Face's epsilon sampling */
+    GEMMA3_SAMPLER_ETA,          /* eta_cutoff    n: Hugging Face's eta sampling */
     GEMMA3_SAMPLER_N_TYPES
 };
-#define GEMMA3_SAMPLER_SEQ_DEFAULT "edtskympx"
+#define GEMMA3_SAMPLER_SEQ_DEFAULT "edtskymcnpx"
 #define GEMMA3_SAMPLER_SEQ_LLAMA "edskypmxt"
 
 enum gemma3_sampler_mode { GEMMA3_SAMPLER_MODE_CDF = 0, GEMMA3_SAMPLER_MODE_GUMBEL = 1 };
@@ -459,6 +462,9 @@ typedef struct gemma3_sampler_params {
     int mirostat;                /* 0 = off, 1 = v1, 2 = v2 */
     float mirostat_tau;          /* 5 (target surprise, bits) */
     float mirostat_eta;          /* 0.1 (learning rate) */
+    float epsilon_cutoff;        /* 0 [<= 0]: drop p < epsilon (HF's EpsilonLogitsWarper) */
+    float eta_cutoff;            /* 0 [<= 0]: drop p < min(eta, sqrt(eta) e^-H) (HF's
+                                    EtaLogitsWarper) */
     int n_ctx;                   /* window for last_n == -1; 0 = 4096 */
     int n_logit_bias;
     gemma3_logit_bias logit_bias[GEMMA3_SAMPLER_MAX_BIAS];
@@ -479,6 +485,8 @@ typedef struct gemma3_param_range {
     size_t offset;               /* offsetof(gemma3_sampler_params, field) */
     int is_int;                  /* an int field, else a float */
     double min, max;             /* inclusive */
+    double def;                  /* its value in gemma3_sampler_default_params */
+    const char *hf_key;          /* its key in Hugging Face's generation_config.json, or NULL */
 } gemma3_param_range;
 /* The range of the field at `offset` in gemma3_sampler_params; NULL for a field without one. */
 const gemma3_param_range *gemma3_sampler_param_range(size_t offset);
@@ -526,6 +534,31 @@ int gemma3_sampler_chain_from_seq(const char *letters, gemma3_sampler_params *pa
 int gemma3_sampler_chain_from_names(const char *names, gemma3_sampler_params *params);
 /* llama.cpp's canonical name of a sampler type ("top_k"), or "?" */
 const char *gemma3_sampler_type_name(int type);
+
+/* A sampler of the chain as users name and set it (the public part of the library's one
+ * descriptor per sampler): the names and letter the functions above accept, its parameters with
+ * their ranges, defaults and generation_config.json keys. */
+typedef struct gemma3_sampler_info {
+    int type;                         /* enum gemma3_sampler_type */
+    char letter;                      /* --sampling-seq */
+    const char *name;                 /* --samplers: llama.cpp's canonical name */
+    const char *const *aliases;       /* the other names --samplers accepts, NULL-terminated */
+    const char *summary;              /* one line */
+    int n_params;
+    const gemma3_param_range *params; /* [n_params] */
+} gemma3_sampler_info;
+/* The sampler of enum value `type`, NULL outside [0, GEMMA3_SAMPLER_N_TYPES). */
+const gemma3_sampler_info *gemma3_sampler_info_get(int type);
+
+/* Reads Hugging Face's generation_config.json at `path` into params: every key a sampler
+ * parameter names (gemma3_param_range.hf_key, "repetition_penalty" for repeat_penalty) and
+ * eos_token_id (an id or a list of ids), each checked as gemma3_sampler_init checks its field.
+ * A field for which keep(offsetof(gemma3_sampler_params, field), ctx) returns 1 is left as it
+ * is (keep may be NULL); eos_token_id's field is eos_ids. GEMMA3_OK without a change when the
+ * file does not exist; GEMMA3_ERR_IO / GEMMA3_ERR_FORMAT naming the file and the key, and
+ * params untouched, when it cannot be read or a value is malformed or out of range. */
+int gemma3_sampler_params_load_hf(const char *path, gemma3_sampler_params *params,
+                                  int (*keep)(size_t offset, void *ctx), void *ctx);
 
 /* ---- grammars (constrained output) ---------------------------------------------------------
  * A grammar in llama.cpp's GBNF restricts what the model may write: rules `name ::= ...` with

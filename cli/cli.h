@@ -154,6 +154,8 @@ enum {
     CLI_SAMPLING_SET_MIN_P = 8,
     CLI_SAMPLING_SET_REPEAT_PENALTY = 16,
     CLI_SAMPLING_SET_EOS = 32,
+    CLI_SAMPLING_SET_EPSILON = 64,
+    CLI_SAMPLING_SET_ETA = 128,
 };
 extern const cli_group cli_sampling_group;
 
@@ -163,9 +165,10 @@ void cli_sampling_init(cli_sampling *cs);
 int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matched);
 /* The help text of the sampling flags. */
 void cli_sampling_help(FILE *f);
-/* Applies generation_config.json values (gc->has_*) that the command line did not set, and its
- * EOS ids (for --ignore-eos) unless set already. */
-void cli_sampling_apply_gen_config(cli_sampling *cs, const g3_gen_config *gc);
+/* Reads generation_config.json at path (the library's gemma3_sampler_params_load_hf) into the
+ * values the command line did not set, and its EOS ids (for --ignore-eos) unless set already.
+ * Prints the error and returns non-zero when the file is malformed. */
+int cli_sampling_load_gen_config(cli_sampling *cs, const char *path);
 /* Tokenizes the DRY breaker strings into params.dry_breakers with encode (text -> ids without
  * BOS; returns the id count or < 0). A breaker of more than 20 tokens is a usage error. */
 typedef int (*cli_encode_fn)(void *ctx, const char *text, int32_t *ids, int max_ids);

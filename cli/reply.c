@@ -64,11 +64,10 @@ int gen_open(gen_state *g, gen_opts *opts) {
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_END_OF_TURN));
 
     char path[4096];
-    g3_gen_config gc;
-    if (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK ||
-        g3_gen_config_load(path, &gc) != GEMMA3_OK)
+    if (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
-    cli_sampling_apply_gen_config(&opts->cs, &gc);
+    rc = cli_sampling_load_gen_config(&opts->cs, path);
+    if (rc) return rc;
     rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
     if (rc) return rc;
     /* Only ids that have a piece are ever drawn: the real Gemma 3 has 262,208 embedding rows

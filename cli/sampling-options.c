@@ -119,6 +119,10 @@ static const cli_option sampling_options[] = {
      .help = "DRY window, 0 = off, -1 = context"},
     {"--dry-sequence-breaker", "S", CLI_CUSTOM, .parse = parse_breaker,
      .help = "ends a DRY match (repeatable; 'none')", .default_text = "\\n : \" *"},
+    {"--epsilon, --epsilon-cutoff", "N", CLI_SAMPLER, P(epsilon_cutoff),
+     .given_bit = CLI_SAMPLING_SET_EPSILON, .help = "drop p < epsilon, 0 = off"},
+    {"--eta, --eta-cutoff", "N", CLI_SAMPLER, P(eta_cutoff), .given_bit = CLI_SAMPLING_SET_ETA,
+     .help = "drop p < min(eta, sqrt(eta) e^-entropy), 0 = off"},
     {"--xtc-probability", "N", CLI_SAMPLER, P(xtc_probability),
      .help = "chance of excluding the top choices, 0 = off"},
     {"--xtc-threshold", "N", CLI_SAMPLER, P(xtc_threshold),
@@ -137,7 +141,7 @@ static const cli_option sampling_options[] = {
      .help = "never end on an end-of-generation token"},
     {"--samplers", "LIST", CLI_CUSTOM, .parse = parse_chain,
      .help = "chain by name, ';'-separated, or 'llama.cpp' (penalties;dry;top_n_sigma;top_k;"
-             "typ_p;top_p;min_p;xtc;temperature)"},
+             "typ_p;top_p;min_p;xtc;temperature;epsilon_cutoff;eta_cutoff)"},
     {"--sampling-seq, --sampler-seq", "LETTERS", CLI_CUSTOM, .parse = parse_chain,
      .help = "chain by letter (llama.cpp: " GEMMA3_SAMPLER_SEQ_LLAMA ")",
      .default_text = GEMMA3_SAMPLER_SEQ_DEFAULT},
@@ -162,20 +166,23 @@ void cli_sampling_help(FILE *f) {
     cli_print_group(&cli_sampling_group, &defaults, f);
 }
 
-void cli_sampling_apply_gen_config(cli_sampling *cs, const g3_gen_config *gc) {
-    gemma3_sampler_params *p = &cs->params;
-    if (gc->has_temperature && !(cs->set & CLI_SAMPLING_SET_TEMP)) p->temperature = gc->temperature;
-    if (gc->has_top_k && !(cs->set & CLI_SAMPLING_SET_TOP_K)) p->top_k = gc->top_k;
-    if (gc->has_top_p && !(cs->set & CLI_SAMPLING_SET_TOP_P)) p->top_p = gc->top_p;
-    if (gc->has_min_p && !(cs->set & CLI_SAMPLING_SET_MIN_P)) p->min_p = gc->min_p;
-    if (gc->has_repetition_penalty && !(cs->set & CLI_SAMPLING_SET_REPEAT_PENALTY))
-        p->repeat_penalty = gc->repetition_penalty;
-    if (gc->n_eos > 0 && !(cs->set & CLI_SAMPLING_SET_EOS)) {
-        int n = gc->n_eos < GEMMA3_SAMPLER_MAX_EOS ? gc->n_eos : GEMMA3_SAMPLER_MAX_EOS;
-        for (int i = 0; i < n; i++) p->eos_ids[i] = gc->eos_ids[i];
-        p->n_eos = n;
-        cs->set |= CLI_SAMPLING_SET_EOS;
-    }
+/* A field generation_config.json must leave as it is: one a flag set (its option's given bit). */
+static int given_on_command_line(size_t offset, void *ctx) {
+    const cli_sampling *cs = ctx;
+    if (offset == offsetof(gemma3_sampler_params, eos_ids))
+        return (cs->set & CLI_SAMPLING_SET_EOS) != 0;
+    for (size_t i = 0; i < sizeof sampling_options / sizeof sampling_options[0]; i++)
+        if (sampling_options[i].offset == offsetof(cli_sampling, params) + offset)
+            return (cs->set & sampling_options[i].given_bit) != 0;
+    return 0;
+}
+
+int cli_sampling_load_gen_config(cli_sampling *cs, const char *path) {
+    int n_eos = cs->params.n_eos;
+    if (gemma3_sampler_params_load_hf(path, &cs->params, given_on_command_line, cs) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
+    if (cs->params.n_eos != n_eos) cs->set |= CLI_SAMPLING_SET_EOS;
+    return 0;
 }
 
 int cli_sampling_resolve_breakers(cli_sampling *cs, cli_encode_fn encode, void *ctx) {

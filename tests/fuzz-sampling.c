@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 static uint32_t take(const uint8_t **p, size_t *n) {
     uint32_t v = 0;
@@ -70,10 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp.ignore_eos = (int)(take(&p, &n) & 1);
     sp.n_eos = 1;
     sp.eos_ids[0] = (int32_t)(take(&p, &n) % (uint32_t)vocab);
+    sp.epsilon_cutoff = take_range(&p, &n, 0, 0.2f);
+    sp.eta_cutoff = take_range(&p, &n, 0, 0.2f);
     char seq[10];
-    static const char letters[] = "edskypmxt";
     int nseq = (int)(take(&p, &n) % 10);
-    for (int i = 0; i < nseq; i++) seq[i] = letters[take(&p, &n) % 9];
+    for (int i = 0; i < nseq; i++)
+        seq[i] = gemma3_sampler_info_get((int)(take(&p, &n) % GEMMA3_SAMPLER_N_TYPES))->letter;
     seq[nseq] = '\0';
     if (nseq > 0) gemma3_sampler_chain_from_seq(seq, &sp);
 

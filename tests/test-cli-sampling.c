@@ -224,26 +224,34 @@ static void test_ranges_are_the_library_s(void) {
     }
 }
 
+/* generation_config.json fills what no flag set (the library reads it:
+ * gemma3_sampler_params_load_hf). */
 static void test_gen_config(void) {
+    char path[] = "/tmp/g3-cli-gencfg-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        CHECK_SKIP("generation_config: mkstemp failed");
+        return;
+    }
+    const char *json = "{\"top_k\": 64, \"top_p\": 0.8, \"temperature\": 0.6,"
+                       " \"epsilon_cutoff\": 0.005, \"eta_cutoff\": 0.002,"
+                       " \"eos_token_id\": [1, 106]}";
+    CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json));
+    close(fd);
     cli_sampling cs;
     cli_sampling_init(&cs);
     expect_ok(&cs, "--top-k", "10");
-    g3_gen_config gc;
-    memset(&gc, 0, sizeof gc);
-    gc.has_top_k = gc.has_top_p = gc.has_temperature = 1;
-    gc.top_k = 64;
-    gc.top_p = 0.8f;
-    gc.temperature = 0.6f;
-    gc.n_eos = 2;
-    gc.eos_ids[0] = 1;
-    gc.eos_ids[1] = 106;
-    cli_sampling_apply_gen_config(&cs, &gc);
-    CHECK_EQ_INT(cs.params.top_k, 10); /* the flag wins */
+    expect_ok(&cs, "--epsilon", "0.001");
+    CHECK_EQ_INT(cli_sampling_load_gen_config(&cs, path), 0);
+    CHECK_EQ_INT(cs.params.top_k, 10); /* the flags win */
+    CHECK_NEAR(cs.params.epsilon_cutoff, 0.001f, 0);
     CHECK_NEAR(cs.params.top_p, 0.8f, 0);
     CHECK_NEAR(cs.params.temperature, 0.6f, 0);
+    CHECK_NEAR(cs.params.eta_cutoff, 0.002f, 0);
     CHECK_NEAR(cs.params.min_p, 0, 0); /* not in the file: the default */
     CHECK_EQ_INT(cs.params.n_eos, 2);
     CHECK_EQ_INT(cs.params.eos_ids[1], 106);
+    unlink(path);
 }
 
 /* A toy tokenizer: one id per byte. */

@@ -318,56 +318,6 @@ static void test_refusals(void) {
     expect_refused("{\"hidden_size\":", GEMMA3_ERR_FORMAT, "not valid JSON");
 }
 
-static void test_gen_config(void) {
-    char dir[] = "/tmp/g3-test-gencfg-XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK_SKIP("generation_config checks: mkdtemp %s failed", dir);
-        return;
-    }
-    char path[128];
-    snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    g3_gen_config gc;
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_OK); /* absent: nothing set */
-    CHECK(!gc.has_temperature && !gc.has_top_k && !gc.has_top_p && gc.n_eos == 0);
-
-    FILE *f = fopen(path, "w");
-    fputs("{\"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"do_sample\": true,"
-          " \"eos_token_id\": [1, 106], \"pad_token_id\": 0, \"temperature\": 1.0,"
-          " \"top_k\": 64, \"top_p\": 0.95}",
-          f);
-    fclose(f);
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_OK);
-    CHECK(gc.has_temperature && gc.temperature == 1.0f);
-    CHECK(gc.has_top_k && gc.top_k == 64);
-    CHECK(gc.has_top_p && fabsf(gc.top_p - 0.95f) < 1e-7f);
-    CHECK(!gc.has_min_p && !gc.has_repetition_penalty);
-    CHECK(gc.n_eos == 2 && gc.eos_ids[0] == 1 && gc.eos_ids[1] == 106);
-
-    f = fopen(path, "w");
-    fputs("{\"eos_token_id\": 1, \"min_p\": 0.05, \"repetition_penalty\": 1.1, \"top_k\": null}", f);
-    fclose(f);
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_OK);
-    CHECK(gc.n_eos == 1 && gc.has_min_p && gc.has_repetition_penalty && !gc.has_top_k);
-
-    f = fopen(path, "w");
-    fputs("{\"top_k\": \"64\"}", f);
-    fclose(f);
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_FORMAT);
-    CHECK(strstr(gemma3_last_error(), "generation_config.json: top_k: expected an integer"));
-    f = fopen(path, "w");
-    fputs("{\"temperature\": [1]}", f);
-    fclose(f);
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_FORMAT);
-    CHECK(strstr(gemma3_last_error(), "temperature: expected a number, got an array"));
-    f = fopen(path, "w");
-    fputs("{\"temperature\": ", f);
-    fclose(f);
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_FORMAT);
-    CHECK(strstr(gemma3_last_error(), "not valid JSON"));
-    unlink(path);
-    rmdir(dir);
-}
-
 /* The whole file is read strictly: a key given twice (anywhere) or bytes after the value. */
 static void test_strict_json(void) {
     expect_refused("{" BASE ",\"vocab_size\":100,\"vocab_size\":200}", GEMMA3_ERR_FORMAT,
@@ -404,54 +354,14 @@ static void test_derived_constants(void) {
                    GEMMA3_ERR_FORMAT, "bos_token_id: 100 is not in [0, vocab_size 100)");
 }
 
-/* generation_config.json: the sampler's own ranges (gemma3_sampler_param_range), file and key
- * named. */
-static void test_gen_config_ranges(void) {
-    char dir[] = "/tmp/g3-genrange-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    static const struct { const char *json, *want; } cases[] = {
-        {"{\"temperature\": 1000}", "generation_config.json: temperature: 1000 is out of range [0, 100]"},
-        {"{\"temperature\": -1}", "generation_config.json: temperature: -1 is out of range [0, 100]"},
-        {"{\"top_p\": 1.5}", "generation_config.json: top_p: 1.5 is out of range [0, 1]"},
-        {"{\"top_k\": -3}", "generation_config.json: top_k: -3 is out of range [0, 2147483647]"},
-        {"{\"min_p\": -0.5}", "generation_config.json: min_p: -0.5 is out of range [0, inf]"},
-        {"{\"repetition_penalty\": 0}", "generation_config.json: repetition_penalty: 0 is out of range [0.01, 100]"},
-        {"{\"temperature\": 1e300}", "generation_config.json: temperature: 1e+300 is not a finite float"},
-        {"{\"top_k\": 4, \"top_k\": 8}", "generation_config.json: key 'top_k' appears twice"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        FILE *f = fopen(path, "w");
-        fputs(cases[i].json, f);
-        fclose(f);
-        g3_gen_config gc;
-        CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_FORMAT);
-        CHECK_MSG(strstr(gemma3_last_error(), cases[i].want) && strstr(gemma3_last_error(), dir),
-                  "'%s' lacks '%s'", gemma3_last_error(), cases[i].want);
-        CHECK(!gc.has_temperature && !gc.has_top_k && !gc.has_top_p);
-    }
-    unlink(path);
-    /* a directory where the file should be: refused by name, not read */
-    CHECK(mkdir(path, 0700) == 0);
-    g3_gen_config gc;
-    CHECK_EQ_INT(g3_gen_config_load(path, &gc), GEMMA3_ERR_IO);
-    CHECK_MSG(strstr(gemma3_last_error(), "generation_config.json: is a directory"), "%s",
-              gemma3_last_error());
-    rmdir(path);
-    rmdir(dir);
-}
-
 int main(void) {
     test_strict_json();
     test_derived_constants();
-    test_gen_config_ranges();
     test_golden();
     test_defaults();
     test_layer_types();
     test_rope();
     test_eos_softcap();
     test_refusals();
-    test_gen_config();
     return check_report();
 }

@@ -18,7 +18,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_VECTORS 10 /* every kind of vector once per vocabulary size */
@@ -161,6 +161,26 @@ static void ref_min_p(struct ref *r, float mp) {
         return;
     }
     ref_filter_at_least(r, thr);
+}
+
+/* Epsilon (eta_rule 0) and eta (1), transformers' warpers: keep p >= epsilon, or p >= min(eta,
+ * sqrt(eta) e^-H), H the entropy in id order; at least the floor (as min-p). */
+static void ref_cutoff(struct ref *r, int eta_rule) {
+    float eps = eta_rule ? r->p->eta_cutoff : r->p->epsilon_cutoff;
+    if (eps <= 0.0f || r->n <= 1) return;
+    float lmax = ref_max(r);
+    if (lmax == -INFINITY) return;
+    double z = ref_z(r, lmax), cut = eps;
+    if (eta_rule) cut = fmin(eps, sqrt(eps) * exp(-ref_entropy(r, lmax, z)));
+    int kept = 0, m = 0;
+    for (int j = 0; j < r->n; j++) kept += exp((double)r->l[r->c[j]] - lmax) / z >= cut;
+    if (kept < ref_floor(r)) {
+        ref_top_k(r, ref_floor(r));
+        return;
+    }
+    for (int j = 0; j < r->n; j++)
+        if (exp((double)r->l[r->c[j]] - lmax) / z >= cut) r->c[m++] = r->c[j];
+    r->n = m;
 }
 
 static void ref_top_n_sigma(struct ref *r, float nsig) {
@@ -424,6 +444,9 @@ static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
             case GEMMA3_SAMPLER_MIN_P: ref_min_p(r, p->min_p); break;
             case GEMMA3_SAMPLER_XTC: ref_xtc(r, pos); break;
             case GEMMA3_SAMPLER_TEMPERATURE: ref_temperature(r, p->temperature); break;
+            case GEMMA3_SAMPLER_EPSILON: ref_cutoff(r, 0); break;
+            case GEMMA3_SAMPLER_ETA: ref_cutoff(r, 1); break;
+            default: CHECK_MSG(0, "no reference for sampler %s", gemma3_sampler_type_name(t));
             }
         }
         if (greedy) ref_argmax(r);
@@ -851,8 +874,8 @@ static void check_block_scan(void) {
     }
 }
 
-/* A token's view weight e^(-b/64) 2^-31 u (sampling-passes.h), and its share of the sum of weight
- * times (l - lmax), its e^d x less b/64 times its weight, as sampling-rank.c reads them. */
+/* A token's view weight e^(-b/64) 2^-31 u (sampling/passes.h), and its share of the sum of weight
+ * times (l - lmax), its e^d x less b/64 times its weight, as sampling/rank.c reads them. */
 static double view_weight_of(float l, float lmax, double *moment) {
     int b = g3_view_bucket(l, lmax);
     float x = g3_view_reduced(l, lmax, b), p = g3_view_expm1(x);
@@ -862,7 +885,7 @@ static double view_weight_of(float l, float lmax, double *moment) {
     return w;
 }
 
-/* The rank view's sum of moments in its order (sampling-passes.h): token i in lane i % 16 of its
+/* The rank view's sum of moments in its order (sampling/passes.h): token i in lane i % 16 of its
  * block of 1024 where a whole 16 lies, the lanes summed as a tree (k with k + 8, + 4, + 2,
  * + 1), then the last block's tail in order. */
 static double view_moment_total(const float *l, float lmax, int n) {
@@ -886,7 +909,7 @@ static double view_moment_total(const float *l, float lmax, int n) {
     return lane[0] + tail;
 }
 
-/* The rank view (sampling-rank.c): each token's weight against libm's e^(l - lmax) and its
+/* The rank view (sampling/rank.c): each token's weight against libm's e^(l - lmax) and its
  * moment against e^d d, on a million inputs over every bucket and lmax of several magnitudes
  * (within a quarter of the bounds the sampler assumes; 0 in the last bucket, where e^d is
  * below 2^-46); the scalar pass against a direct computation (each token's bucket, the sums
@@ -1121,7 +1144,7 @@ static void make_history(int32_t *h, int n, int V) {
 
 /* ================================ the chains ================================================ */
 
-enum { N_CHAINS = 27 };
+enum { N_CHAINS = 29 };
 
 static gemma3_sampler_params all_off(void) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
@@ -1271,6 +1294,18 @@ static gemma3_sampler_params chain(int c, int V, const char **name) {
         p.xtc_probability = 1.0f;
         p.xtc_threshold = (float)(0.5 * unif());
         p.temperature = temps[next() % 6];
+        break;
+    case 27:
+        *name = "epsilon, then temperature";
+        p.epsilon_cutoff = (float)(0.02 * pow(unif(), 2));
+        p.min_keep = (int)(next() % 3);
+        p.temperature = temps[next() % 6];
+        break;
+    case 28:
+        *name = "eta after top-k";
+        p.eta_cutoff = (float)(0.03 * unif());
+        p.top_k = next() % 2 ? 0 : 1 + (int)(next() % 500);
+        p.min_keep = (int)(next() % 3);
         break;
     }
     p.n_ctx = HIST_CAP;
@@ -1462,7 +1497,7 @@ static void check_temperature_first(struct ref *r, float *l, int32_t *hist) {
 }
 
 /* Mirostat v1 over Gemma's vocabulary, many steps: its top 100 and its top k come from a heap
- * over the positions that reach the smallest of m group maxima (sampling-select.c,
+ * over the positions that reach the smallest of m group maxima (sampling/candidates.c,
  * positions_reaching); a bound too high drops one of the first m and the draw, or mu, moves
  * off the reference's. Vectors with ties, few levels and bans, a new one each step; mu (and so
  * k) wanders. */
@@ -1950,7 +1985,7 @@ static int check_typical_mass(const gemma3_sampler *s, const float *l, int V,
     return 1;
 }
 
-/* Typical over a whole vocabulary (the rank view's walk by distance, sampling-rank.c) against
+/* Typical over a whole vocabulary (the rank view's walk by distance, sampling/rank.c) against
  * the reference: vectors of every kind at three sizes, several typical_p and min_keep, some
  * with a temperature after typical, each vector's reference set computed once and drawn from at
  * many positions in both modes, and the kept set compared too. The fast path must answer most
@@ -2053,7 +2088,7 @@ static void bulk_logits(float *l, int V, double sd) {
     }
 }
 
-/* Typical's pending sets (the draw next: sampling-rank.c's typical_defer) against the reference
+/* Typical's pending sets (the draw next: sampling/rank.c's typical_defer) against the reference
  * set, after each draw that left one, in both modes: every token nearer to the centre than the
  * distance the set claims is in it, none beyond the other, and its weight lies in the claimed
  * range. Gaussian bulks with strong leaders (bench-sampling's shape), some on eighths of a nat
@@ -2163,7 +2198,7 @@ static double ref_typical_centre(struct ref *r, const float *l, int V) {
 }
 
 /* The Gumbel draw's pending set takes typical's centre from the view's bucket sums alone, each
- * token's place within its bucket taken at the middle (sampling-rank.c's typical_centre): the
+ * token's place within its bucket taken at the middle (sampling/rank.c's typical_centre): the
  * centre against the reference's, within the bound it claims, and the set's claims against the
  * reference set, on bulks where that centre errs the most: every token within 1/20 of its view
  * bucket's top or bottom (64ths of a nat less a random part of one, the maximum on the grid),

@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define V 262144
 
@@ -133,8 +133,9 @@ int main(void) {
     for (int v = start; v < start + vectors; v++) {
         rng_state = 0x1234567ull * (uint64_t)(v + 1);
         make_logits(l, v % 4);
-        for (int cfg = 0; cfg < 5; cfg++) {
+        for (int cfg = 0; cfg < 6; cfg++) {
             if (cfg == 4 && v % 4 != 0) continue; /* the llama.cpp-order extra: every 4th vector */
+            if (cfg == 5 && v % 4 != 1) continue; /* the cutoffs: every 4th vector, another kind */
             gemma3_sampler_params q = gemma3_sampler_default_params();
             q.seed = 5;
             q.top_k = 0;
@@ -155,6 +156,12 @@ int main(void) {
                 gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_LLAMA, &q);
                 q.top_p = (float)(0.5 + 0.5 * unif());
                 q.min_p = (float)(0.01 * unif());
+                q.temperature = (float)(0.2 + 2 * unif());
+                break;
+            case 5: /* epsilon or eta on the whole vocabulary, or after top-k */
+                *(v % 8 == 1 ? &q.epsilon_cutoff : &q.eta_cutoff) = (float)(0.01 * unif());
+                if (v % 16 >= 8) q.top_k = 1 + (int)(next() % 3000);
+                q.min_keep = (int)(next() % 3);
                 q.temperature = (float)(0.2 + 2 * unif());
                 break;
             }

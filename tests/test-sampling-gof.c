@@ -1,5 +1,6 @@
 /* test-sampling-gof.c - goodness of fit of the draws. For fixed logits over 64 tokens, at
- * T in {0.3, 1, 2} with the filters off and on (top-k 40, min-p 0.01, top-p 0.9), 10^6 draws
+ * T in {0.3, 1, 2} with the filters off and on (top-k 40, min-p 0.01, top-p 0.9), and at T 1
+ * with epsilon 0.02 and with eta 0.02, 10^6 draws
  * (positions 0..N-1) from each path must match the exact filtered softmax computed here in
  * float64: Pearson chi-square below the alpha = 1e-4 critical value (Wilson-Hilferty; cells with
  * expected count < 5 merged), total variation < 0.01, per-token |z| < 5, zero draws outside the
@@ -12,7 +13,7 @@
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define V 64
 #if defined(__SANITIZE_ADDRESS__) || defined(G3_TEST_QUICK)
@@ -92,15 +93,32 @@ static double pearson(const long *count, const double *prob, long n, int *df) {
     return stat;
 }
 
+/* Epsilon (cut = epsilon) or eta (cut = min(eta, sqrt(eta) e^-H)) on the reference's
+ * probabilities: drop p < cut (the top token stays), renormalise. */
+static void reference_cutoff(double *prob, double eps, int eta_rule) {
+    double h = 0, z = 0, top = 0, cut = eps;
+    for (int i = 0; i < V; i++) {
+        if (prob[i] > 0) h -= prob[i] * log(prob[i]);
+        top = fmax(top, prob[i]);
+    }
+    if (eta_rule) cut = fmin(eps, sqrt(eps) * exp(-h));
+    for (int i = 0; i < V; i++) z += prob[i] = prob[i] >= cut || prob[i] == top ? prob[i] : 0;
+    for (int i = 0; i < V; i++) prob[i] /= z;
+}
+
+/* filters: 0 off, 1 top-k 40, min-p 0.01, top-p 0.9; 2 epsilon 0.02; 3 eta 0.02. */
 static void run_config(const float *l, float t, int filters) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
     p.seed = 20260101;
     p.temperature = t;
-    p.top_k = filters ? 40 : 0;
-    p.min_p = filters ? 0.01f : 0.0f;
-    p.top_p = filters ? 0.9f : 1.0f;
+    p.top_k = filters == 1 ? 40 : 0;
+    p.min_p = filters == 1 ? 0.01f : 0.0f;
+    p.top_p = filters == 1 ? 0.9f : 1.0f;
+    p.epsilon_cutoff = filters == 2 ? 0.02f : 0.0f;
+    p.eta_cutoff = filters == 3 ? 0.02f : 0.0f;
     double prob[V];
     reference(l, t, p.top_k, p.min_p, p.top_p, prob);
+    if (filters >= 2) reference_cutoff(prob, 0.02f, filters == 3);
     int n_ref = 0;
     for (int i = 0; i < V; i++) n_ref += prob[i] > 0;
     static long counts[2][V];
@@ -141,7 +159,8 @@ static void run_config(const float *l, float t, int filters) {
         tv /= 2;
         printf("T %.1f filters %-3s %-6s kept %3d  chi2 %7.1f (df %2d, crit %6.1f)  TV %.4f  "
                "max|z| %.2f\n",
-               t, filters ? "on" : "off", mode ? "gumbel" : "cdf", n_ref, stat, df, crit, tv, zmax);
+               t, (const char *[]){"off", "on", "eps", "eta"}[filters], mode ? "gumbel" : "cdf", n_ref,
+               stat, df, crit, tv, zmax);
         CHECK_EQ_INT(outside, 0);
         CHECK_MSG(stat < crit, "chi2 %.1f >= %.1f", stat, crit);
         CHECK_MSG(tv < TV_MAX, "TV %.4f", tv);
@@ -207,6 +226,7 @@ int main(void) {
     static const float temps[3] = {0.3f, 1.0f, 2.0f};
     for (int ti = 0; ti < 3; ti++)
         for (int f = 0; f < 2; f++) run_config(l, temps[ti], f);
+    for (int f = 2; f < 4; f++) run_config(l, 1.0f, f); /* epsilon, eta */
     independence(0);
     independence(1);
     return check_report();

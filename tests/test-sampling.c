@@ -4,12 +4,16 @@
  * the draws in test-sampling-gof.c. */
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define MAXV 4096
 
@@ -816,6 +820,147 @@ static void test_nonfinite(void) {
     gemma3_sampler_free(s);
 }
 
+/* The descriptors as users meet them: letters, names and aliases, the info table, the ranges
+ * and generation_config.json keys of epsilon and eta. */
+static void test_descriptors(void) {
+    gemma3_sampler_params p = gemma3_sampler_default_params();
+    CHECK_EQ_INT(gemma3_sampler_chain_from_seq("cn", &p), GEMMA3_OK);
+    CHECK(p.n_samplers == 2 && p.samplers[0] == GEMMA3_SAMPLER_EPSILON &&
+          p.samplers[1] == GEMMA3_SAMPLER_ETA);
+    CHECK_EQ_INT(gemma3_sampler_chain_from_names("eta;epsilon_cutoff;temp", &p), GEMMA3_OK);
+    CHECK(p.n_samplers == 3 && p.samplers[0] == GEMMA3_SAMPLER_ETA &&
+          p.samplers[1] == GEMMA3_SAMPLER_EPSILON && p.samplers[2] == GEMMA3_SAMPLER_TEMPERATURE);
+    CHECK_EQ_INT(gemma3_sampler_chain_from_seq("q", &p), GEMMA3_ERR_ARG);
+    CHECK(strstr(gemma3_last_error(), "(known: edskypmxtcn)"));
+    CHECK_EQ_INT(gemma3_sampler_chain_from_names("nope", &p), GEMMA3_ERR_ARG);
+    CHECK(strstr(gemma3_last_error(), "temperature;epsilon_cutoff;eta_cutoff)"));
+    for (int t = 0; t < GEMMA3_SAMPLER_N_TYPES; t++) {
+        const gemma3_sampler_info *in = gemma3_sampler_info_get(t);
+        CHECK(in && in->type == t && strcmp(gemma3_sampler_type_name(t), in->name) == 0);
+        for (int j = 0; in && j < in->n_params; j++)
+            CHECK(gemma3_sampler_param_range(in->params[j].offset) == &in->params[j]);
+    }
+    CHECK(gemma3_sampler_info_get(GEMMA3_SAMPLER_N_TYPES) == NULL);
+    const gemma3_param_range *r =
+        gemma3_sampler_param_range(offsetof(gemma3_sampler_params, eta_cutoff));
+    CHECK(r && strcmp(r->hf_key, "eta_cutoff") == 0 && r->min == 0 && r->max == 1 && r->def == 0);
+    p = gemma3_sampler_default_params();
+    p.epsilon_cutoff = 1.5f;
+    gemma3_sampler *s;
+    CHECK_EQ_INT(gemma3_sampler_init(&p, 8, &s), GEMMA3_ERR_ARG);
+    CHECK(strstr(gemma3_last_error(), "epsilon_cutoff out of range [0, 1]"));
+}
+
+/* Epsilon and eta on a small vector, by hand, in both modes: p = softmax(l) = 0.5, 0.3, 0.15,
+ * 0.05 (to the roundings), H = 1.1422 nats; epsilon 0.1 keeps three tokens, 0.6 only the floor
+ * (one token, or min_keep), 0.31 one and 0.29 two; eta 0.2 cuts at sqrt(0.2) e^-H = 0.1427
+ * (three), eta 0.04 at 0.04 (all four); a floor above what passes tops the set up. */
+static void test_cutoffs(void) {
+    const float l[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    static const struct { float eps, eta; int min_keep, kept; } cases[] = {
+        {0.1f, 0, 0, 3}, {0.6f, 0, 0, 1}, {0.6f, 0, 2, 2}, {0, 0.2f, 0, 3}, {0, 0.04f, 0, 4},
+        {0.31f, 0, 0, 1}, {0.29f, 0, 0, 2}, {0.31f, 0, 2, 2}, {0, 0.2f, 4, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            gemma3_sampler_params p = gemma3_sampler_default_params();
+            p.top_k = 0;
+            p.top_p = 1;
+            p.mode = mode;
+            p.epsilon_cutoff = cases[i].eps;
+            p.eta_cutoff = cases[i].eta;
+            p.min_keep = cases[i].min_keep;
+            gemma3_sampler *s;
+            int32_t ids[4];
+            CHECK_EQ_INT(gemma3_sampler_init(&p, 4, &s), GEMMA3_OK);
+            int n = g3_sampler_kept(s, l, 0, ids);
+            CHECK_MSG(n == cases[i].kept, "case %zu mode %d: kept %d", i, mode, n);
+            for (int j = 0; j < n; j++) CHECK_EQ_INT(ids[j], j);
+            gemma3_sampler_free(s);
+        }
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A field the command line set: the test keeps temperature. */
+static int keep_temperature(size_t offset, void *ctx) {
+    (void)ctx;
+    return offset == offsetof(gemma3_sampler_params, temperature);
+}
+
+/* generation_config.json through the public sampler API: the keys the descriptors name, eos ids,
+ * the fields a caller keeps, and refusals naming the file and the key, params untouched. */
+static void test_generation_config(void) {
+    char dir[] = "/tmp/g3-gencfg-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK_SKIP("generation_config checks: mkdtemp %s failed", dir);
+        return;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    gemma3_sampler_params d = gemma3_sampler_default_params(), p = d;
+    CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, NULL, NULL), GEMMA3_OK); /* absent */
+    CHECK(memcmp(&p, &d, sizeof p) == 0);
+    write_text(path, "{\"bos_token_id\": 2, \"cache_implementation\": \"hybrid\","
+                     " \"do_sample\": true,"
+                     " \"eos_token_id\": [1, 106], \"pad_token_id\": 0, \"temperature\": 0.7,"
+                     " \"top_k\": 40, \"top_p\": 0.9, \"epsilon_cutoff\": 0.0003,"
+                     " \"eta_cutoff\": 0.002, \"min_p\": null}");
+    CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, NULL, NULL), GEMMA3_OK);
+    CHECK(p.temperature == 0.7f && p.top_k == 40 && p.top_p == 0.9f && p.min_p == 0.0f);
+    CHECK(p.epsilon_cutoff == 0.0003f && p.eta_cutoff == 0.002f);
+    CHECK(p.n_eos == 2 && p.eos_ids[0] == 1 && p.eos_ids[1] == 106);
+    p = d;
+    CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, keep_temperature, NULL), GEMMA3_OK);
+    CHECK(p.temperature == 1.0f && p.top_k == 40);
+    write_text(path, "{\"eos_token_id\": 1, \"min_p\": 0.05, \"repetition_penalty\": 1.1}");
+    p = d;
+    CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, NULL, NULL), GEMMA3_OK);
+    CHECK(p.n_eos == 1 && p.eos_ids[0] == 1 && p.min_p == 0.05f && p.repeat_penalty == 1.1f);
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"top_k\": \"64\"}", "generation_config.json: top_k: expected an integer"},
+        {"{\"top_k\": 6.5}", "generation_config.json: top_k: expected an integer, got 6.5"},
+        {"{\"temperature\": [1]}", "temperature: expected a number, got an array"},
+        {"{\"temperature\": ", "not valid JSON"},
+        {"{\"temperature\": 1000}", "json: temperature: 1000 is out of range [0, 100]"},
+        {"{\"top_p\": 1.5}", "generation_config.json: top_p: 1.5 is out of range [0, 1]"},
+        {"{\"top_k\": -3}", "generation_config.json: top_k: -3 is out of range [0, 2147483647]"},
+        {"{\"min_p\": -0.5}", "generation_config.json: min_p: -0.5 is out of range [0, inf]"},
+        {"{\"repetition_penalty\": 0}", "repetition_penalty: 0 is out of range [0.01, 100]"},
+        {"{\"epsilon_cutoff\": 2}", "generation_config.json: epsilon_cutoff: 2 is out of range"},
+        {"{\"eta_cutoff\": -1}", "generation_config.json: eta_cutoff: -1 is out of range [0, 1]"},
+        {"{\"temperature\": 1e300}", "temperature: 1e+300 is not a finite float"},
+        {"{\"top_k\": 4, \"top_k\": 8}", "generation_config.json: key 'top_k' appears twice"},
+        {"{\"eos_token_id\": \"1\"}", "eos_token_id: expected an integer or a list, got a string"},
+        {"{\"eos_token_id\": [1, -2]}", "eos_token_id[1]: expected a non-negative integer"},
+        {"{\"eos_token_id\": [1,2,3,4,5,6,7,8,9]}", "eos_token_id: more than 8 ids"},
+        {"[1]", "generation_config.json: expected a JSON object, got an array"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(path, bad[i].json);
+        p = d;
+        CHECK(gemma3_sampler_params_load_hf(path, &p, NULL, NULL) < 0);
+        CHECK_MSG(strstr(gemma3_last_error(), bad[i].want) && strstr(gemma3_last_error(), dir),
+                  "'%s' lacks '%s'", gemma3_last_error(), bad[i].want);
+        CHECK(memcmp(&p, &d, sizeof p) == 0);
+    }
+    unlink(path);
+    CHECK(mkdir(path, 0700) == 0); /* a directory where the file should be: refused by name */
+    CHECK_EQ_INT(gemma3_sampler_params_load_hf(path, &p, NULL, NULL), GEMMA3_ERR_IO);
+    CHECK_MSG(strstr(gemma3_last_error(), "generation_config.json: is a directory"), "%s",
+              gemma3_last_error());
+    rmdir(path);
+    rmdir(dir);
+}
+
 static void test_params(void) {
     gemma3_sampler_params p = gemma3_sampler_default_params();
     CHECK_NEAR(p.temperature, 1.0, 0);
@@ -824,7 +969,7 @@ static void test_params(void) {
     CHECK_NEAR(p.min_p, 0.0, 0);
     CHECK_NEAR(p.repeat_penalty, 1.0, 0);
     CHECK_EQ_INT(p.seed, GEMMA3_SEED_RANDOM);
-    CHECK_EQ_INT(p.n_samplers, 9);
+    CHECK_EQ_INT(p.n_samplers, 11); /* edtskymcnpx */
     CHECK_EQ_INT(p.samplers[2], GEMMA3_SAMPLER_TEMPERATURE);
     gemma3_sampler *s = (gemma3_sampler *)&p;
     gemma3_sampler_params bad = p;
@@ -999,6 +1144,9 @@ int main(void) {
     test_bias_eos_greedy();
     test_nonfinite();
     test_params();
+    test_descriptors();
+    test_cutoffs();
+    test_generation_config();
     test_rng();
     test_golden_and_reproducibility();
     return check_report();

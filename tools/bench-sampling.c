@@ -23,7 +23,7 @@
 
 #include "gemma3.h"
 #include "rng.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 #include "util.h"
 
 #define V 262144

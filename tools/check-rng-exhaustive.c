@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 #include "util.h"
 
 typedef struct {

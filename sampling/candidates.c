@@ -1,7 +1,7 @@
-/* sampling-select.c - the candidate-list machinery under the samplers (see sampling-select.h):
+/* sampling/candidates.c - the candidate-list machinery under the samplers (candidates.h):
  * maxima and normalisers in id order, heap selection and radix sort for the sort path, and
  * sorting-free radix selection for the Gumbel path. */
-#include "sampling-select.h"
+#include "sampling/candidates.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,34 +18,32 @@ static void write_out_in_id_order(gemma3_sampler *s) {
         s->cand[m] = j;
         m += g3_implicit_contains(s, l[j], j);
     }
-    s->win.on = s->typ.on = 0;
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->id_order = 1;
     s->sorted = m <= 1;
 }
 
 void g3_cand_materialise(gemma3_sampler *s) {
-    if (s->win.on) { /* a window is sorted, typical's set is not (sampling-select.h) */
+    if (s->form == G3_LIST_WINDOW) { /* a window is sorted, typical's set is not (candidates.h) */
         s->edge_bucket = -1; /* the window's bucket cache may be overwritten from here on */
         write_out_in_id_order(s);
         g3_cand_ensure_sorted(s);
         return;
     }
-    if (s->typ.on) {
+    if (s->form == G3_LIST_TYPICAL) {
         write_out_in_id_order(s);
         return;
     }
-    if (!s->cand_lazy) return;
+    if (s->form != G3_LIST_VOCAB) return;
     memcpy(s->cand, s->iota, (size_t)s->n_vocab * sizeof *s->cand);
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
 }
 
 static void window_on(gemma3_sampler *s, int32_t first, int count) {
-    s->win.on = 1;
+    s->form = G3_LIST_WINDOW;
     s->win.first = first;
     s->n_cand = count;
-    s->cand_lazy = 0;
     s->sorted = 1;
     s->id_order = count <= 1;
 }
@@ -70,8 +68,8 @@ void g3_cand_window_after(gemma3_sampler *s, float lmax, int32_t dropped, int32_
 }
 
 float g3_cand_max(const gemma3_sampler *s) {
-    if (s->win.on) return s->logits[s->win.first];
-    if (s->typ.on) return s->logits[s->typ.first]; /* Gumbel mode: first is known */
+    if (s->form == G3_LIST_WINDOW) return s->logits[s->win.first];
+    if (s->form == G3_LIST_TYPICAL) return s->logits[s->typ.first]; /* Gumbel mode: known */
     if (s->sorted) return s->logits[s->cand[0]];
     const float *l = s->logits;
     float m = -INFINITY;
@@ -83,7 +81,7 @@ float g3_cand_max(const gemma3_sampler *s) {
         if (s->max_known) return s->max_value;
         return s->max_n(l, n);
     }
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     for (; j < n; j++) m = l[c[j]] > m ? l[c[j]] : m;
     return m;
 }
@@ -106,9 +104,9 @@ void g3_radix_sort_ids(int32_t *ids, int32_t *tmp, int n) {
     }
 }
 
-/* The candidate ids in ascending order, for order-independent sums (sampling-select.h). */
+/* The candidate ids in ascending order, for order-independent sums (sampling/candidates.h). */
 const int32_t *g3_cand_ids_ascending(gemma3_sampler *s) {
-    if (s->cand_lazy || s->n_cand == s->n_vocab) return s->iota; /* every id once */
+    if (s->form == G3_LIST_VOCAB || s->n_cand == s->n_vocab) return s->iota; /* every id once */
     if (s->id_order) return s->cand;
     memcpy(s->ids_tmp2, s->cand, (size_t)s->n_cand * sizeof *s->cand);
     if (s->n_cand < 64) { /* insertion sort beats the radix passes on a few ids */
@@ -161,7 +159,7 @@ static void heap_sort_out(const float *l, int32_t *h, int m) {
 int g3_cand_select_top(gemma3_sampler *s, int m) {
     const float *l = s->logits;
     int32_t *h = s->ids_tmp;
-    const int32_t *c = s->cand_lazy ? s->iota : s->cand;
+    const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
     int n = s->n_cand;
     int full = s->id_order && n == s->n_vocab;
     uint32_t bad = 0;
@@ -252,7 +250,7 @@ void g3_cand_select_top_checked(gemma3_sampler *s, int m) {
 
 void g3_cand_keep_selected(gemma3_sampler *s, int m) {
     memcpy(s->cand, s->ids_tmp, (size_t)m * sizeof *s->cand);
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->sorted = 1;
     s->id_order = (m <= 1);
@@ -321,7 +319,7 @@ void g3_cand_ensure_sorted(gemma3_sampler *s) {
 
 /* The list to read: iota while it is implicit (g3_cand_materialise). */
 static const int32_t *cand_src(const gemma3_sampler *s) {
-    return s->cand_lazy ? s->iota : s->cand;
+    return s->form == G3_LIST_VOCAB ? s->iota : s->cand;
 }
 
 /* Digit layout of a radix pass sequence: 11/11/10 bits for large inputs, 8/8/8/8 bits for small
@@ -581,7 +579,7 @@ static void keep_selected(gemma3_sampler *s, int na, int ne, uint32_t t, int32_t
             if (keys[j] > t || (keys[j] == t && c[j] <= id_limit)) out[m++] = c[j];
         }
     }
-    s->cand_lazy = 0;
+    s->form = G3_LIST_IDS;
     s->n_cand = m;
     s->sorted = s->sorted || m <= 1;
 }
@@ -640,3 +638,156 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
     keep_selected(s, na, ne, t, tie_id_limit(s, ne, t, ties));
 }
 
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur): the one
+ * the pass that found the maximum saw, if it was this one over these logits, else the heap's
+ * block scan (vectorised) skips the blocks of 16 with nothing >= lmax, that is without it. */
+int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax) {
+    if (s->max_known && l == s->logits && n == s->n_vocab && lmax == s->max_value)
+        return s->max_first;
+    uint32_t bad = 0; /* not asked: the draw's logits are checked */
+    int j = s->block_scan(l, 0, n, lmax, &bad);
+    while (l[j] != lmax) j++;
+    return j;
+}
+
+double g3_cand_entropy(gemma3_sampler *s, float lmax, double z) {
+    const int32_t *ids = g3_cand_ids_ascending(s);
+    double h = 0;
+    for (int j = 0; j < s->n_cand; j++) {
+        double pj = exp((double)s->logits[ids[j]] - lmax) / z;
+        if (pj > 0) h -= pj * log(pj);
+    }
+    return h;
+}
+
+enum { GUMBEL_HEAP_MAX_K = 1024 };
+
+/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
+void g3_cand_top_k(gemma3_sampler *s, int k) {
+    if (k <= 0 || k >= s->n_cand) return;
+    if (s->sorted) {
+        s->n_cand = k;
+        return;
+    }
+    if (g3_gumbel_mode(s) && k > GUMBEL_HEAP_MAX_K && s->n_cand > 4096) {
+        /* a large k without sorting; a small one (the usual 40 or 64) takes the heap below,
+         * whose vectorised block skip beats the radix passes: the same set either way, and the
+         * Gumbel draw does not depend on the list's order */
+        g3_check_finite(s);
+        g3_cand_select_first(s, 0, k, 0, 0); /* reads an implicit list straight */
+    } else if (k > s->n_cand / 4 && s->n_cand > 4096) {
+        g3_check_finite(s);
+        g3_cand_materialise(s);
+        /* the heap costs O(n log k): for a large k one O(n) radix sort of the list is cheaper */
+        g3_cand_sort(s);
+        s->n_cand = k;
+    } else {
+        /* the heap's scan is the call's first pass over the caller's logits when they are
+         * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
+        if (g3_cand_select_top(s, k) && s->unchecked) {
+            g3_writable_logits(s);
+            g3_cand_select_top(s, k);
+        }
+        s->unchecked = 0;
+        g3_cand_keep_selected(s, k);
+    }
+}
+
+/* ================================ the state's transitions ====================================
+ * What the working logits and the list are (sampling/state.h), changed here and by the list's
+ * operations above. */
+
+/* The NaN and +inf rules on the own copy of the whole vocabulary: NaN becomes -inf; if any
+ * logit is +inf, the +inf tokens share the mass uniformly (the limit of the softmax). */
+void g3_fix_non_finite(gemma3_sampler *s) {
+    float *l = s->own;
+    int V = s->n_vocab, n_pinf = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(l[i])) l[i] = -INFINITY;
+        n_pinf += l[i] == INFINITY;
+    }
+    if (n_pinf > 0)
+        for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
+}
+
+/* What was derived from the working logits (the known maximum, the rank view) is stale once
+ * the caller rewrites them: every writer of the logits calls this first. */
+void g3_logits_rewritten(gemma3_sampler *s) {
+    s->max_known = 0;
+    s->view_valid = 0;
+}
+
+/* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
+ * (prepare); the first sampler that rewrites logits (penalties, DRY, temperature) copies it
+ * here, once per call, checking it on the way. A short list (after a truncation, so checked)
+ * copies only its candidates' logits: from then on nothing reads the logit of a token outside
+ * the list (the list only shrinks), so the stale entries of the copy are never seen. */
+float *g3_writable_logits(gemma3_sampler *s) {
+    g3_logits_rewritten(s);
+    if (s->logits == s->own) return s->own;
+    if (!s->unchecked && s->form != G3_LIST_VOCAB && s->n_cand <= s->n_vocab / 8) {
+        for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
+        s->logits = s->own;
+        return s->own;
+    }
+    int clean = s->copy_check(s->own, s->logits, s->n_vocab);
+    s->logits = s->own;
+    if (s->unchecked && !clean) g3_fix_non_finite(s);
+    s->unchecked = 0;
+    return s->own;
+}
+
+/* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
+ * (a copy only when one of them is not finite). Every reader of the logits but top-k's heap
+ * (which checks as it scans) calls this first. */
+void g3_check_finite(gemma3_sampler *s) {
+    if (!s->unchecked) return;
+    float mx;
+    int first;
+    if (s->check_max(s->logits, s->n_vocab, &mx, &first)) { /* the maximum comes with the look */
+        s->unchecked = 0;
+        s->max_known = 1;
+        s->max_value = mx;
+        s->max_first = first;
+    } else {
+        g3_writable_logits(s);
+    }
+}
+
+/* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
+void g3_cand_whole_vocabulary(gemma3_sampler *s) {
+    s->n_cand = s->n_vocab;
+    s->form = G3_LIST_VOCAB;
+    s->id_order = 1;
+    s->sorted = 0;
+}
+
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary). */
+void g3_divide_logits(gemma3_sampler *s, float t) {
+    g3_logits_rewritten(s);
+    float mx;
+    int first;
+    if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
+        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) || !s->unchecked)) {
+        /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
+         * all finite take the rules first, below */
+        s->logits = s->own;
+        s->unchecked = 0;
+        s->max_known = 1;
+        s->max_value = mx;
+        s->max_first = first;
+        return;
+    }
+    float *l = g3_writable_logits(s);
+    if (s->id_order && s->n_cand == s->n_vocab) { /* blocks of 16 and the clamp in its own
+                                                     loop (a min): both vectorise at -O2 */
+        int n = s->n_cand, i = 0;
+        for (; i + 16 <= n; i += 16) {
+            for (int k = 0; k < 16; k++) l[i + k] /= t;
+            for (int k = 0; k < 16; k++) l[i + k] = l[i + k] > FLT_MAX ? FLT_MAX : l[i + k];
+        }
+        for (; i < n; i++) l[i] = g3_clamp_overflow(l[i] / t);
+    } else {
+        for (int j = 0; j < s->n_cand; j++) l[s->cand[j]] = g3_clamp_overflow(l[s->cand[j]] / t);
+    }
+}

@@ -1,12 +1,12 @@
-/* sampling-rank.c - the rank view of the whole vocabulary (sampling-rank.h): top-p's boundary,
+/* sampling/rank.c - the rank view of the whole vocabulary (sampling/rank.h): top-p's boundary,
  * typical's set and the CDF walk over what they keep, found in one bucket or one band of
  * distances instead of a sorted vocabulary. */
-#include "sampling-rank.h"
+#include "sampling/rank.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sampling-select.h"
+#include "sampling/candidates.h"
 
 /* The view of s->logits (the whole vocabulary, checked) below lmax, with the moments when
  * asked: built once per set of logits (writable_logits and the temperature's division clear
@@ -548,7 +548,7 @@ static int walk_dist(gemma3_sampler *s, double c, const struct g3_score_err *err
         if ((a1 <= a2 && d < s_lo + 2 * eps) || d > s_hi) return WALK_OPEN;
         if (ambiguous(s, g, m, i, c, err, &by_logit)) return WALK_CLOSE_SCORES;
         if (!(before < target - margin && cum > target + margin)) return WALK_NEAR_SUM;
-        s->typ_by_logit += by_logit;
+        G3_STAT(s, typ_by_logit, by_logit);
         out->tok = g[i];
         out->dist = d;
         out->through = cum;
@@ -687,14 +687,14 @@ int g3_rank_typical(gemma3_sampler *s, float lmax, float tp, int min_keep, int d
     int found = open ? WALK_NEAR_SUM : walk_dist(s, c, &err, &coarse, target, margin, 0, &r);
     int fine = finer_could_tell(found), close = found == WALK_CLOSE_SCORES;
     if (fine) found = typical_walk_fine(s, tp, &c, &err, &r);
-    s->typ_fine_close += close && found == WALK_FOUND;
+    G3_STAT(s, typ_fine_close, close && found == WALK_FOUND);
     if (found != WALK_FOUND || r.count < min_keep) return 0;
     typical_keep(s, c, &err, &r, fine);
     return r.count;
 }
 
 int g3_rank_typical_resolve(gemma3_sampler *s) {
-    s->typ_resolved++;
+    G3_STAT(s, typ_resolved, 1);
     int count = g3_rank_typical(s, s->view_lmax, s->p.typical_p, s->p.min_keep, G3_TYPICAL_NOW);
     if (count < 2) return 0;
     s->n_cand = count;
@@ -730,7 +730,7 @@ static int32_t draw_pending(gemma3_sampler *s, double u) {
     if (walk_dist(s, s->typ.center, &s->typ.err, &coarse, u * (0.5 * (w_lo + w_hi)), margin, 1,
                   &r) != WALK_FOUND)
         return -1;
-    s->typ_pending_draws++;
+    G3_STAT(s, typ_pending_draws, 1);
     return r.tok;
 }
 

@@ -1,12 +1,12 @@
-/* sampling-impl.h - the sampler's state, shared by sampling.c (the samplers and the draw) and
- * sampling-select.c (the candidate-list machinery). Not part of any API. */
-#ifndef G3_SAMPLING_IMPL_H
-#define G3_SAMPLING_IMPL_H
+/* sampling/state.h - the sampler's state, shared by sampling.c (the samplers and the draw) and
+ * sampling/candidates.c (the candidate-list machinery). Not part of any API. */
+#ifndef G3_SAMPLING_STATE_H
+#define G3_SAMPLING_STATE_H
 
 #include <stdint.h>
 
 #include "gemma3.h"
-#include "sampling.h"
+#include "sampling/test-hooks.h"
 
 #define RADIX_BUCKETS 2048
 #define TYPICAL_BUCKETS 65536
@@ -20,9 +20,40 @@ struct scored {
 /* How far a token's distance from typical's centre may lie from its exact typical score:
  * eps in all (the centre's uncertainty and the token's own roundings), tok_eps for the token's
  * own roundings alone; centre, how far the centre may lie from the exact scores' centre
- * (sampling-rank.c). */
+ * (sampling/rank.c). */
 struct g3_score_err {
     double eps, tok_eps, centre;
+};
+
+/* Which path answered, counted for the tests (sampling/test-hooks.h) since init: a test that
+ * checks a fast path also checks that it ran. G3_STAT adds; -DG3_SAMPLER_NO_STATS compiles the
+ * block and its additions out (the hooks then read 0). */
+struct g3_sampler_stats {
+    int float_tier_draws;                /* CDF draws the float tier answered */
+    int typ_fast_sets, typ_fast_draws;   /* typical's answers from the rank view */
+    int typ_by_logit;   /* of those, walks whose neighbours on one side needed their logits */
+    int typ_fine_close; /* sets the fine tier found where the view's scores lay too close */
+    int typ_pending_draws, typ_resolved; /* draws from a pending set; sets it left to find */
+    int top_p_mass_sets;    /* top-p boundaries the exact masses found over the vocabulary */
+    int top_p_winner_draws; /* top-p's answers by the winner first */
+    int top_p_coarse_draws; /* those the coarse sums decided */
+    int xtc_winner_draws;   /* XTC's answers by the winner first, no Z */
+};
+#ifdef G3_SAMPLER_NO_STATS
+#define G3_STAT(s, field, n) ((void)sizeof(n))
+#define G3_STAT_READ(s, field) 0
+#else
+#define G3_STAT(s, field, n) ((s)->stats.field += (n))
+#define G3_STAT_READ(s, field) ((s)->stats.field)
+#endif
+
+/* What the candidate list is now (s->form); the transitions are in sampling/candidates.c. */
+enum g3_list_form {
+    G3_LIST_VOCAB,   /* every token, not written out: read as s->iota (0..n_vocab-1, id order);
+                      * how each call starts, so a chain that keeps everything writes nothing */
+    G3_LIST_IDS,     /* s->cand[0..n_cand) written out, in the order `sorted` / `id_order` say */
+    G3_LIST_WINDOW,  /* a stretch of the whole vocabulary's total order, not written (s->win) */
+    G3_LIST_TYPICAL, /* typical's set of the whole vocabulary, not written (s->typ) */
 };
 
 struct gemma3_sampler {
@@ -30,20 +61,15 @@ struct gemma3_sampler {
     int n_vocab;
     uint32_t seed;
     float mu; /* mirostat state, starts at 2 tau */
-    int exact_draw_only;  /* tests: the CDF walk without its fast paths */
-    int skip_float_draw;  /* tests: the CDF walk without its float tiers */
-    int perturb_float_draw; /* tests: the float tier's sums off by 0.9 of its error bound */
-    int float_tier_draws;   /* tests: CDF draws the float tier answered */
-    int typ_fast_sets, typ_fast_draws; /* tests: typical's answers from the rank view */
-    int typ_by_logit; /* tests: of those, walks whose neighbours on one side needed their logits */
-    int typ_fine_close; /* tests: sets the fine tier found where the view's scores lay too close */
-    int typ_pending_draws, typ_resolved; /* tests: draws from a pending set; sets it left to find */
-    int view_open;       /* tests: g3_sampler_view_open */
-    int top_p_mass_sets; /* tests: top-p boundaries the exact masses found over the vocabulary */
-    int top_p_winner_draws;            /* tests: top-p's answers by the winner first */
-    int top_p_coarse_draws;            /* tests: those the coarse sums decided */
-    int xtc_winner_draws;              /* tests: XTC's answers by the winner first, no Z */
-    int skip_rough;                    /* tests: no rough sums (g3_sampler_skip_rough) */
+    /* the tests' switches (sampling/test-hooks.h): fast paths off, or pushed to their bounds */
+    int exact_draw_only;    /* the CDF walk without its fast paths */
+    int skip_float_draw;    /* the CDF walk without its float tiers */
+    int perturb_float_draw; /* the float tier's sums off by 0.9 of its error bound */
+    int view_open;          /* g3_sampler_view_open */
+    int skip_rough;         /* no rough sums (g3_sampler_skip_rough) */
+#ifndef G3_SAMPLER_NO_STATS
+    struct g3_sampler_stats stats;
+#endif
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
     g3_block_scan_fn block_scan;           /* the best of g3_block_scan_get */
     g3_mass_round_n_fn mass_round_n;       /* the best of g3_mass_round_n_get */
@@ -66,20 +92,27 @@ struct gemma3_sampler {
     int32_t *hist;                     /* [hist_cap] */
     int hist_cap, hist_len, hist_head; /* head = next write slot */
 
-    /* working state of one call; every buffer [n_vocab] */
+    /* The state of one call: the working logits and the candidate list. A call starts on the
+     * caller's logits, unchecked, and the list G3_LIST_VOCAB (prepare in sampling.c); each
+     * sampler rewrites logits and/or shrinks the list, through the transitions in
+     * sampling/candidates.c. The logits: `unchecked` (the NaN/+inf rules not applied yet),
+     * `max_known` (their maximum found on the way), `defer_divide` (temperature left to the
+     * Gumbel draw), `view_valid` (the rank view built from them). The list: `form`, and for a
+     * written list its order (`sorted`, `id_order`). Every buffer is [n_vocab]. */
     const float *logits; /* by token id: the caller's until a sampler writes, then own */
-    float *own;          /* the writable copy (writable_logits in sampling.c) */
+    float *own;          /* the writable copy (g3_writable_logits) */
     int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
     float defer_divide;  /* temperature's division, left to the Gumbel draw's pass (0: none) */
     int max_known;       /* max_value is the largest of logits[0..n_vocab): set by the copy that
-                          * divides and by check_finite (each finds the maximum on the way),
-                          * cleared by every change of the logits (logits_rewritten) */
+                          * divides and by g3_check_finite (each finds the maximum on the way),
+                          * cleared by every change of the logits (g3_logits_rewritten) */
     float max_value;
     int max_first;       /* the lowest id at max_value, found by the same pass */
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
-    int sorted, id_order;
-    int cand_lazy;     /* cand not written yet: the list is 0..n_vocab-1 (iota) */
+    enum g3_list_form form;
+    int sorted;   /* in the total order: logit descending, id ascending */
+    int id_order; /* ids ascending (G3_LIST_VOCAB is) */
     int32_t *ids_tmp;  /* heap / sorted prefix / tie list */
     int32_t *ids_tmp2; /* ids in ascending order for sums */
     int32_t *iota;     /* 0, 1, ..., n_vocab - 1: the ascending ids of a full list */
@@ -102,17 +135,17 @@ struct gemma3_sampler {
     uint32_t hist_bins[RADIX_BUCKETS];
     uint64_t hist_mass[RADIX_BUCKETS];
 
-    /* The list as a window of the whole vocabulary's total order, not written out
-     * (sampling-rank.h): the tokens after (hi_l, hi_id) when has_hi, up to and including
+    /* G3_LIST_WINDOW: the list as a window of the whole vocabulary's total order, not written out
+     * (sampling/rank.h): the tokens after (hi_l, hi_id) when has_hi, up to and including
      * (lo_l, lo_id) when has_lo; first is its first token, vocab_max the whole vocabulary's
      * largest logit. n_cand counts it; cand is stale. */
     struct {
-        int on, has_hi, has_lo;
+        int has_hi, has_lo;
         float hi_l, lo_l, vocab_max;
         int32_t hi_id, lo_id, first;
     } win;
-    /* Typical's kept set of the whole vocabulary, kept implicit when the draw comes next
-     * (sampling-rank.h): the tokens nearer than `dist` to `center` by logit, and those at
+    /* G3_LIST_TYPICAL: typical's kept set of the whole vocabulary, implicit when the draw is next
+     * (sampling/rank.h): the tokens nearer than `dist` to `center` by logit, and those at
      * logit l_b up to id id_b; `mass` is their weight (the view's, or with `fine` the fine
      * tier's: the view's sums left the crossing open), err the bounds on how far a
      * token's distance may lie from its exact typical score; `first` the set's first token in
@@ -123,13 +156,13 @@ struct gemma3_sampler {
      * one beyond which none is, n_cand a lower bound on its size and the set's weight lies in
      * (w_lo, w_hi]; the draw works from that or finds the crossing first. */
     struct {
-        int on, fine, pending;
+        int fine, pending;
         double center, dist, far, mass, w_lo, w_hi;
         struct g3_score_err err;
         float l_b;
         int32_t id_b, first;
     } typ;
-    /* The whole vocabulary bucketed by logit (sampling-rank.c), for the logits it was built
+    /* The whole vocabulary bucketed by logit (sampling/rank.c), for the logits it was built
      * from while valid: bucket by token; per bucket the sum of units and the view weight; the
      * sum of the tokens' g3_view_moment (when has_moments). */
     uint16_t *view_bucket; /* [n_vocab] */
@@ -145,5 +178,9 @@ struct gemma3_sampler {
     double view_fine[G3_VIEW_BUCKETS];  /* per bucket the sum of g3_approx_exp weights */
     double view_fine_moment;            /* their sum times max(l - lmax, -708) */
 };
+
+static inline int g3_gumbel_mode(const gemma3_sampler *s) {
+    return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL;
+}
 
 #endif

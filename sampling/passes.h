@@ -1,9 +1,9 @@
-/* sampling-passes.h - the sampler's passes over the whole vocabulary and the per-token
+/* sampling/passes.h - the sampler's passes over the whole vocabulary and the per-token
  * arithmetic they share with their scalar readers: the approximate exps with their error
  * bounds, the rank view's buckets and units, the Gumbel screen's bound, the copies and checks.
  * Each pass has a getter that takes an instruction set and returns its build for it, or NULL
  * where this CPU (or this target) lacks it; every build gives the scalar reference's bits. The
- * sampler (sampling.h) takes them at init. Knows nothing of the sampler's state. */
+ * sampler (sampling/test-hooks.h) takes them at init. Knows nothing of the sampler's state. */
 #ifndef G3_SAMPLING_PASSES_H
 #define G3_SAMPLING_PASSES_H
 
@@ -324,7 +324,7 @@ g3_mass_round_n_fn g3_mass_round_n_get(int isa);
 uint64_t g3_mass_fix_ties(const float *l, float lmax, uint64_t *q, const uint64_t *tie, int n,
                           int n_tie, uint64_t total);
 
-/* The rank view (sampling-rank.c): every token bucketed by its distance below the maximum
+/* The rank view (sampling/rank.c): every token bucketed by its distance below the maximum
  * lmax, G3_VIEW_BUCKETS - 1 buckets of 1/64 nat (31.98 nats) and a last one for everything
  * lower (-inf too), and per bucket the sum of its tokens' weights e^(l - lmax) in fixed point.
  * A token of bucket b has e^(l - lmax) = e^(-b/64) e^x, x = (l - lmax) + b/64 in (-1/64, 0]

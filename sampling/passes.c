@@ -1,9 +1,9 @@
-/* sampling-passes.c - the sampler's passes over the whole vocabulary (sampling-passes.h): each
+/* sampling/passes.c - the sampler's passes over the whole vocabulary (sampling/passes.h): each
  * is one C body compiled as the scalar reference, for AVX2 and for AVX-512, or written in
  * intrinsics beside that body where the compiler's vectorisation is slower; every variant gives
  * the scalar reference's bits (test-sampling-chains compares them). The sampler (sampling.c,
- * sampling-rank.c, sampling-select.c) takes them through the getters at init. */
-#include "sampling-passes.h"
+ * sampling/rank.c, sampling/candidates.c) takes them through the getters at init. */
+#include "sampling/passes.h"
 
 #include "kernels/cpu.h"
 

@@ -1,14 +1,14 @@
-/* sampling.h - sampler internals shared with the tests and the benchmark: a view of the kept
- * set and the tests' hooks into the sampler; the passes over the vocabulary and their arithmetic
- * are in sampling-passes.h, the counter-based RNG in rng.h. The API is in gemma3.h. */
-#ifndef G3_SAMPLING_H
-#define G3_SAMPLING_H
+/* sampling/test-hooks.h - the tests' and the benchmark's hooks into the sampler: the kept set, its
+ * working logits, switches that turn fast paths off, and counters of which path answered. The
+ * passes and their arithmetic are in sampling/passes.h, the RNG in rng.h; the API in gemma3.h. */
+#ifndef G3_SAMPLING_TEST_HOOKS_H
+#define G3_SAMPLING_TEST_HOOKS_H
 
 #include <stdint.h>
 
 #include "gemma3.h"
 #include "rng.h"
-#include "sampling-passes.h"
+#include "sampling/passes.h"
 
 /* Runs the chain on logits (without the final draw) and writes the surviving token ids,
  * ascending, to ids (capacity n_vocab). Returns how many, 0 when nothing finite survives (the
@@ -36,7 +36,7 @@ void g3_sampler_exact_draw_only(gemma3_sampler *s, int on);
 void g3_sampler_typical_fast(const gemma3_sampler *s, int *sets, int *draws);
 /* Tests: how many of those walks (the set's or a draw's) had a token of another logit within
  * 2 eps of the crossing's distance on its side of the centre, ordered by logit
- * (sampling-rank.c's ambiguous), since init. */
+ * (sampling/rank.c's ambiguous), since init. */
 int g3_sampler_typical_by_logit(const gemma3_sampler *s);
 /* Tests: how many typical sets the fine tier found since init where the view's walk left two
  * tokens' scores too close to order. */
@@ -98,7 +98,7 @@ void g3_sampler_perturb_float_draw(gemma3_sampler *s, int on);
 /* Tests: how many CDF draws over a list the float tier answered since init. */
 int g3_sampler_float_tier_draws(const gemma3_sampler *s);
 
-/* Mirostat v1's prefilter (sampling-select.c): the positions of l[0..n) (NaN-free, n >= m >= 1)
+/* Mirostat v1's prefilter (sampling/candidates.c): the positions of l[0..n) (NaN-free, n >= m >= 1)
  * that reach the smallest of m contiguous group maxima, ascending, into sub [n]; returns how
  * many (at least m, and every one of the first m of the total order among them). s gives the
  * kernels. */

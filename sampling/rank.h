@@ -1,5 +1,5 @@
-/* sampling-rank.h - top-p's boundary and typical's set over the whole vocabulary, and the CDF
- * walk over a window of its total order (sampling-select.h) or over typical's set, without
+/* sampling/rank.h - top-p's boundary and typical's set over the whole vocabulary, and the CDF
+ * walk over a window of its total order (sampling/candidates.h) or over typical's set, without
  * sorting the vocabulary: one pass buckets every token by its logit and sums approximate
  * weights per bucket (the rank view); only the bucket (top-p) or the band of distances
  * (typical) that holds the answer is sorted. Each answer comes with a bound on the error of the
@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "sampling-impl.h"
+#include "sampling/state.h"
 
 /* Top-p over a list that is the whole vocabulary, whose maximum is lmax: finds the shortest
  * prefix of the total order whose fixed-point mass (g3_fixed_mass) reaches floor(p * the total),
@@ -18,9 +18,9 @@
  * when the bounds leave it open (or the target may be 0). */
 int g3_rank_top_p(gemma3_sampler *s, float lmax, float p, int32_t *last, int *count);
 
-/* The exact CDF walk's answer over a window (s->win.on) for the uniform u: the token whose step
- * holds u * Z when the window is walked in the total order (draw_cdf in sampling.c), or -1 when
- * the bounds leave it open. */
+/* The exact CDF walk's answer over a window (G3_LIST_WINDOW) for the uniform u: the token whose
+ * step holds u * Z when the window is walked in the total order (g3_draw_cdf, sampling/draw.c),
+ * or -1 when the bounds leave it open. */
 int32_t g3_rank_draw_cdf(gemma3_sampler *s, double u);
 
 /* Z, the sum of e^(l - lmax) over the whole vocabulary (lmax its maximum), from the view (the
@@ -37,7 +37,7 @@ enum { G3_TYPICAL_NOW, G3_TYPICAL_DEFER_CDF, G3_TYPICAL_DEFER_GUMBEL };
 
 /* Locally typical over a list that is the whole vocabulary, whose maximum is lmax: the set the
  * exact typical (sampling.c) keeps, found from the view in order of distance from the centre
- * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (s->typ.on is the caller's
+ * c = lmax + sum w d / Z. Returns its size, with the set in s->typ (G3_LIST_TYPICAL is the caller's
  * to set), or 0 when the bounds leave it open or it would hold fewer than min_keep tokens.
  * With defer (one of the above) the set may be left pending (s->typ.pending): only the
  * view's bracket of its crossing, the return a lower bound on its size (at least 2 and

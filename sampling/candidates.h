@@ -1,22 +1,55 @@
-/* sampling-select.h - operations on the sampler's candidate list (sampling-impl.h): each keeps
+/* sampling/candidates.h - operations on the sampler's candidate list (sampling/state.h): each keeps
  * the list's flags `sorted` and `id_order` true to what it did. Two families that must keep the
  * same sets (docs/sampling.md §3): the sort path (heap selection, radix sort) and the Gumbel
  * path's sorting-free selection (g3_cand_select_first). */
-#ifndef G3_SAMPLING_SELECT_H
-#define G3_SAMPLING_SELECT_H
+#ifndef G3_SAMPLING_CANDIDATES_H
+#define G3_SAMPLING_CANDIDATES_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
-#include "sampling-impl.h"
-#include "sampling.h"
+#include "sampling/state.h"
+#include "sampling/test-hooks.h"
 
 /* The total order of the candidate list: a before b iff logit greater, or equal and id smaller. */
 static inline int g3_cand_before(const float *l, int32_t a, int32_t b) {
     return l[a] > l[b] || (l[a] == l[b] && a < b);
 }
 
-/* Writes the list out when it is still the implicit 0..n_vocab-1 (cand_lazy) or a window
+/* Whether the list is the whole vocabulary, implicit: what the Gumbel draw can check on its
+ * way (draw_gumbel_checking) while the logits are the caller's, unchecked. */
+static inline int g3_whole_list(const gemma3_sampler *s) {
+    return s->form == G3_LIST_VOCAB && s->id_order && s->n_cand == s->n_vocab;
+}
+
+/* The first i with l[i] == lmax, the largest of the NaN-free l[0..n) (it must occur). */
+int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax);
+
+/* Top-k: the first k of the total order, exactly k (ties at the k-th value go to lower ids). */
+void g3_cand_top_k(gemma3_sampler *s, int k);
+
+/* ---- the state's transitions (sampling/state.h says the states) ---- */
+
+/* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
+void g3_cand_whole_vocabulary(gemma3_sampler *s);
+/* What was derived from the working logits (the known maximum, the rank view) is stale once
+ * a sampler rewrites them: every writer of the logits calls this first. */
+void g3_logits_rewritten(gemma3_sampler *s);
+/* The working logits, writable: the caller's are copied (checked on the way) the first time. */
+float *g3_writable_logits(gemma3_sampler *s);
+/* Applies the NaN/+inf rules if nobody has yet (one read-only pass, finding the maximum). */
+void g3_check_finite(gemma3_sampler *s);
+/* l /= t over the candidates (vectorised when the list is the whole vocabulary); a finite logit
+ * that overflows becomes FLT_MAX. */
+void g3_divide_logits(gemma3_sampler *s, float t);
+/* The NaN and +inf rules on the own copy of the whole vocabulary. */
+void g3_fix_non_finite(gemma3_sampler *s);
+
+/* A finite logit that overflows under temperature or penalties becomes FLT_MAX, not +inf. */
+static inline float g3_clamp_overflow(float v) { return v > FLT_MAX ? FLT_MAX : v; }
+
+/* Writes the list out when it is still the implicit 0..n_vocab-1 (G3_LIST_VOCAB) or a window
  * (below, written in the total order): every reader of s->cand but the heap selection calls this
  * first (prepare leaves the list implicit, so that a chain that starts with penalties, DRY,
  * temperature and top-k never writes n_vocab ids). */
@@ -24,7 +57,7 @@ void g3_cand_materialise(gemma3_sampler *s);
 
 /* Windows: the list as a stretch of the whole vocabulary's total order, kept implicit (s->win)
  * so that top-p's nucleus or what XTC leaves of a vocabulary is never written out or sorted
- * unless a sampler reads it; the draws read a window straight (sampling-rank.h). The list is
+ * unless a sampler reads it; the draws read a window straight (sampling/rank.h). The list is
  * then sorted in the total order. */
 static inline int g3_win_contains(const gemma3_sampler *s, float l, int32_t id) {
     int after_hi = !s->win.has_hi || l < s->win.hi_l || (l == s->win.hi_l && id > s->win.hi_id);
@@ -41,12 +74,12 @@ static inline int g3_typ_contains(const gemma3_sampler *s, float l, int32_t id) 
 /* Whether token id (logit l) belongs to the implicit list: the window, else typical's set
  * (not pending). */
 static inline int g3_implicit_contains(const gemma3_sampler *s, float l, int32_t id) {
-    return s->win.on ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
+    return s->form == G3_LIST_WINDOW ? g3_win_contains(s, l, id) : g3_typ_contains(s, l, id);
 }
 /* The same, and for a pending set of typical's: 1 in it, 0 not, -1 when the bracket of its
  * crossing cannot tell. */
 static inline int g3_implicit_side(const gemma3_sampler *s, float l, int32_t id) {
-    if (s->win.on || !s->typ.pending) return g3_implicit_contains(s, l, id);
+    if (s->form == G3_LIST_WINDOW || !s->typ.pending) return g3_implicit_contains(s, l, id);
     double d = fabs((double)l - s->typ.center);
     return d < s->typ.dist ? 1 : d > s->typ.far ? 0 : -1;
 }
@@ -76,6 +109,8 @@ const int32_t *g3_cand_ids_ascending(gemma3_sampler *s);
 
 /* Softmax normaliser over the candidates: Z = sum exp(l - lmax) in double, id order. */
 double g3_cand_z(gemma3_sampler *s, float lmax);
+/* The entropy of the candidates' softmax, -sum p ln p with p = e^(l - lmax) / z, in id order. */
+double g3_cand_entropy(gemma3_sampler *s, float lmax, double z);
 
 /* Heap selection: writes the top m candidates (m <= n_cand) in the total order to ids_tmp,
  * sorted, leaving the list untouched; g3_cand_keep_selected(s, m) then makes them the list.
