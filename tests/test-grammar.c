@@ -224,6 +224,9 @@ static void test_semantics(void) {
         {"root ::= (\"a\"?)* \"b\"", "aab", 1},
         {"root ::= x\nx ::= y | \"z\"\ny ::= x", "z", 1},
         {"root ::= [\\x00-\\x1f]", "\t", 1},
+        /* a class and its negation are two classes (classes are interned by their ranges) */
+        {"root ::= [a] [^a] \"a\"", "aba", 1},
+        {"root ::= [a] [^a] \"a\"", "aaa", 0},
         {"root ::= \"\\U0001F600\"", "😀", 1},
         /* a repeated empty string is the empty string, whatever the count */
         {"root ::= \"\"* \"a\" \"\"{2,5} \"\"+ \"\"? \"\"{3}", "a", 1},
