@@ -92,7 +92,7 @@ static uint32_t name_hash(const char *name, size_t n) { return hash_bytes(name, 
 static uint32_t class_hash(const g3_gparser *P, int k) {
     const g3_char_class *c = &P->cls[k];
     uint32_t h = hash_bytes(&c->negated, sizeof c->negated, 2166136261u);
-    return hash_bytes(P->rng + c->start, (size_t)c->n * sizeof *P->rng, h);
+    return c->n ? hash_bytes(P->rng + c->start, (size_t)c->n * sizeof *P->rng, h) : h;
 }
 
 /* An index of `size` slots (a power of two) holding ids 0 .. n-1 of those keep() selects. */
@@ -202,7 +202,8 @@ static int add_range(g3_gparser *P, int cls, uint32_t lo, uint32_t hi) {
 static int same_class(const g3_gparser *P, int a, int b) {
     const g3_char_class *x = &P->cls[a], *y = &P->cls[b];
     return x->negated == y->negated && x->n == y->n &&
-           memcmp(P->rng + x->start, P->rng + y->start, (size_t)x->n * sizeof *P->rng) == 0;
+           (x->n == 0 || memcmp(P->rng + x->start, P->rng + y->start,
+                                (size_t)x->n * sizeof *P->rng) == 0);
 }
 
 /* The class k (the last added), or an equal earlier one (k is then dropped): its id. */
@@ -529,6 +530,7 @@ static int cmp_range(const void *a, const void *b) {
 static int class_nonempty(const g3_gparser *P, int k, g3_cp_range *scratch) {
     const g3_char_class *c = &P->cls[k];
     if (!c->negated) return c->n > 0;
+    if (c->n == 0) return 1; /* . */
     memcpy(scratch, P->rng + c->start, (size_t)c->n * sizeof *scratch);
     qsort(scratch, (size_t)c->n, sizeof *scratch, cmp_range);
     uint32_t next = 0; /* the first code point not covered so far */
