@@ -161,11 +161,11 @@ static int rule_id(g3_gparser *P, const char *name, size_t n, size_t off) {
     return r;
 }
 
-/* A helper rule for a group or repetition: "<parent>-<n>" (for messages only: helpers are not
- * in the name index, so a user's rule of the same name is another rule). */
-static int new_helper(g3_gparser *P, int parent) {
+/* A helper rule for a group or repetition: "<the rule being defined>-<n>" (for messages only:
+ * helpers are not in the name index, so a user's rule of the same name is another rule). */
+static int new_helper(g3_gparser *P) {
     char name[256];
-    int len = snprintf(name, sizeof name, "%.200s-%d", P->rules[parent].name, P->n_rules);
+    int len = snprintf(name, sizeof name, "%.200s-%d", P->rules[P->defining].name, P->n_rules);
     int r = add_rule(P, name, (size_t)len);
     if (r >= 0) P->rules[r].defined = 1;
     return r;
@@ -174,8 +174,8 @@ static int new_helper(g3_gparser *P, int parent) {
 static int push_el(g3_gparser *P, int rule, int type, int32_t arg) {
     if (++P->n_elems > G3_GRAMMAR_MAX_ELEMS) /* well-formed, but more than the engine expands */
         return perr_code(P, GEMMA3_ERR_UNSUPPORTED, P->pos,
-                         "the grammar expands to more than %d elements (repetition counts too "
-                         "large?)",
+                         "the grammar expands to more than %d elements (too many rules, or "
+                         "repetition counts too large)",
                          G3_GRAMMAR_MAX_ELEMS);
     g3_grule *r = &P->rules[rule];
     if (g3_grammar_grow((void **)&r->el, &r->cap_el, r->n_el + 1, sizeof *r->el)) return nomem(P);
@@ -309,7 +309,7 @@ static int repeat_last(g3_gparser *P, int rule, int start, int m, int n) {
     for (int k = 0; k < m && !rc; k++)
         for (int j = 0; j < len && !rc; j++) rc = push_el(P, rule, sym[j].type, sym[j].arg);
     if (!rc && n < 0) { /* R ::= S R | e */
-        int R = new_helper(P, rule);
+        int R = new_helper(P);
         rc = R < 0;
         for (int j = 0; j < len && !rc; j++) rc = push_el(P, R, sym[j].type, sym[j].arg);
         if (!rc) rc = push_el(P, R, G3_E_REF, R) || push_el(P, R, G3_E_ALT, 0) || push_el(P, R, G3_E_END, 0);
@@ -317,7 +317,7 @@ static int repeat_last(g3_gparser *P, int rule, int start, int m, int n) {
     } else if (!rc && n > m) { /* O_1 ::= S | e; O_k ::= S O_k-1 | e */
         int prev = -1;
         for (int k = 0; k < n - m && !rc; k++) {
-            int O = new_helper(P, rule);
+            int O = new_helper(P);
             rc = O < 0;
             for (int j = 0; j < len && !rc; j++) rc = push_el(P, O, sym[j].type, sym[j].arg);
             if (!rc && prev >= 0) rc = push_el(P, O, G3_E_REF, prev);
@@ -450,7 +450,7 @@ static int parse_body(g3_gparser *P, int rule) {
             if (g3_grammar_grow((void **)&P->groups, &P->cap_groups, 2 * depth + 2,
                                 sizeof *P->groups))
                 return nomem(P);
-            int sub = new_helper(P, rule);
+            int sub = new_helper(P);
             if (sub < 0) return -1;
             P->groups[2 * depth] = rule;
             P->groups[2 * depth++ + 1] = start;
@@ -501,6 +501,7 @@ static int parse_rule(g3_gparser *P) {
     }
     P->rules[r].defined = 1;
     P->rules[r].def_off = s;
+    P->defining = r;
     skip_space(P, 0);
     if (!(peek(P, 0) == ':' && peek(P, 1) == ':' && peek(P, 2) == '='))
         return perr(P, "expected '::=' after the rule name '%s'", P->rules[r].name);

@@ -44,6 +44,7 @@ typedef struct {
     g3_cp_range *rng;
     int n_rng, cap_rng;
     int root;
+    int defining; /* the user's rule being parsed (helpers are named after it) */
     long n_elems; /* for G3_GRAMMAR_MAX_ELEMS */
     int failed;   /* the first error's GEMMA3_ERR_* code, 0 while none */
     /* open-addressing indexes: the user's rule names (helpers are never looked up), classes */
