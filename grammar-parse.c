@@ -89,22 +89,21 @@ static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
 
 static uint32_t name_hash(const char *name, size_t n) { return hash_bytes(name, n, 2166136261u); }
 
-static uint32_t class_hash(const g3_gparser *P, int k) {
+static uint32_t class_hash(const void *ctx, int32_t k) {
+    const g3_gparser *P = ctx;
     const g3_char_class *c = &P->cls[k];
     uint32_t h = hash_bytes(&c->negated, sizeof c->negated, 2166136261u);
     return c->n ? hash_bytes(P->rng + c->start, (size_t)c->n * sizeof *P->rng, h) : h;
 }
 
-/* An index of `size` slots (a power of two) holding ids 0 .. n-1 of those keep() selects. */
-static int rebuild(g3_gparser *P, int32_t **table, uint32_t *mask, uint32_t size, int n,
-                   uint32_t (*hash)(const g3_gparser *P, int id), int (*keep)(const g3_gparser *P,
-                                                                              int id)) {
+int g3_grammar_index(const void *ctx, int first, int n, g3_index_hash hash, g3_index_keep keep,
+                     uint32_t size, int32_t **table, uint32_t *mask) {
     int32_t *t = malloc((size_t)size * sizeof *t);
-    if (!t) return nomem(P);
+    if (!t) return -1;
     for (uint32_t i = 0; i < size; i++) t[i] = -1;
-    for (int id = 0; id < n; id++) {
-        if (keep && !keep(P, id)) continue;
-        uint32_t j = hash(P, id) & (size - 1);
+    for (int id = first; id < n; id++) {
+        if (keep && !keep(ctx, id)) continue;
+        uint32_t j = hash(ctx, id) & (size - 1);
         while (t[j] >= 0) j = (j + 1) & (size - 1);
         t[j] = id;
     }
@@ -114,11 +113,14 @@ static int rebuild(g3_gparser *P, int32_t **table, uint32_t *mask, uint32_t size
     return 0;
 }
 
-static uint32_t rule_name_hash(const g3_gparser *P, int r) {
+static uint32_t rule_name_hash(const void *ctx, int32_t r) {
+    const g3_gparser *P = ctx;
     return name_hash(P->rules[r].name, strlen(P->rules[r].name));
 }
 
-static int is_named(const g3_gparser *P, int r) { return P->rules[r].ref_off != (size_t)-1; }
+static int is_named(const void *ctx, int32_t r) {
+    return ((const g3_gparser *)ctx)->rules[r].ref_off != (size_t)-1;
+}
 
 /* The slot of the user's rule name[0..n) in the name index: the rule's or the empty one. */
 static uint32_t name_slot(const g3_gparser *P, const char *name, size_t n) {
@@ -148,9 +150,9 @@ static int add_rule(g3_gparser *P, const char *name, size_t n) {
 /* The user's rule named name[0..n), created (undefined) on first mention at off. */
 static int rule_id(g3_gparser *P, const char *name, size_t n, size_t off) {
     if (((uint32_t)P->n_named + 1) * 2 > P->name_mask + 1 &&
-        rebuild(P, &P->name_hash, &P->name_mask, P->name_hash ? (P->name_mask + 1) * 2 : 64,
-                P->n_rules, rule_name_hash, is_named))
-        return -1;
+        g3_grammar_index(P, 0, P->n_rules, rule_name_hash, is_named,
+                         P->name_hash ? (P->name_mask + 1) * 2 : 64, &P->name_hash, &P->name_mask))
+        return nomem(P);
     uint32_t j = name_slot(P, name, n);
     if (P->name_hash[j] >= 0) return P->name_hash[j];
     int r = add_rule(P, name, n);
@@ -209,9 +211,9 @@ static int same_class(const g3_gparser *P, int a, int b) {
 /* The class k (the last added), or an equal earlier one (k is then dropped): its id. */
 static int finish_class(g3_gparser *P, int k) {
     if ((uint32_t)P->n_cls * 2 > P->cls_mask + 1 &&
-        rebuild(P, &P->cls_hash, &P->cls_mask, P->cls_hash ? (P->cls_mask + 1) * 2 : 64, k,
-                class_hash, NULL))
-        return -1;
+        g3_grammar_index(P, 0, k, class_hash, NULL, P->cls_hash ? (P->cls_mask + 1) * 2 : 64,
+                         &P->cls_hash, &P->cls_mask))
+        return nomem(P);
     uint32_t j = class_hash(P, k) & P->cls_mask;
     for (int32_t c; (c = P->cls_hash[j]) >= 0; j = (j + 1) & P->cls_mask)
         if (same_class(P, c, k)) {

@@ -64,6 +64,14 @@ typedef struct {
 int g3_gparse(g3_gparser *P, const char *text, size_t len);
 void g3_gparser_free(g3_gparser *P);
 
+/* Rebuilds an open-addressing index of `size` slots (a power of two) over the ids first .. n-1
+ * that keep selects (NULL: all), placed by hash: *table (the old one freed) and *mask. 0 or -1.
+ * The parser's name and class indexes and the matcher's frame, set and state indexes. */
+typedef uint32_t (*g3_index_hash)(const void *ctx, int32_t id);
+typedef int (*g3_index_keep)(const void *ctx, int32_t id);
+int g3_grammar_index(const void *ctx, int first, int n, g3_index_hash hash, g3_index_keep keep,
+                     uint32_t size, int32_t **table, uint32_t *mask);
+
 /* Grows *buf (elements of size sz, capacity *cap) to hold at least need: doubling; 0 or -1. */
 int g3_grammar_grow(void **buf, int *cap, int need, size_t sz);
 

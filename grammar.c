@@ -228,31 +228,14 @@ static int fail_limit(gemma3_grammar *g, const char *what, long limit) {
     return DEAD;
 }
 
-/* Rebuilds an open-addressing index of the entries first .. n-1 at `size` slots (a power of
- * two): the frame, set and dstate tables each keep one, grown as they fill. */
-typedef uint32_t (*entry_hash_fn)(const gemma3_grammar *g, int32_t id);
-static int rebuild_index(const gemma3_grammar *g, int first, int n, entry_hash_fn hash,
-                         uint32_t size, int32_t **table, uint32_t *mask) {
-    int32_t *h = malloc((size_t)size * sizeof *h);
-    if (!h) return -1;
-    for (uint32_t i = 0; i < size; i++) h[i] = -1;
-    for (int id = first; id < n; id++) {
-        uint32_t j = hash(g, id) & (size - 1);
-        while (h[j] >= 0) j = (j + 1) & (size - 1);
-        h[j] = id;
-    }
-    free(*table);
-    *table = h;
-    *mask = size - 1;
-    return 0;
-}
-
-static uint32_t frame_entry_hash(const gemma3_grammar *g, int32_t f) {
+/* The entry hashes of the frame, set and dstate indexes (g3_grammar_index), grown as they fill. */
+static uint32_t frame_entry_hash(const void *ctx, int32_t f) {
+    const gemma3_grammar *g = ctx;
     return hash2((uint32_t)g->fr_pos[f], (uint32_t)g->fr_parent[f]);
 }
 
 static int rehash_frames(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 1, g->n_fr, frame_entry_hash, size, &g->fr_hash, &g->fr_hash_mask);
+    return g3_grammar_index(g, 1, g->n_fr, frame_entry_hash, NULL, size, &g->fr_hash, &g->fr_hash_mask);
 }
 
 /* The frame (pos, parent), interned. */
@@ -331,12 +314,14 @@ static uint32_t hash_set(const int32_t *v, int n) {
     return h;
 }
 
-static uint32_t set_entry_hash(const gemma3_grammar *g, int32_t id) {
+static uint32_t set_entry_hash(const void *ctx, int32_t id) {
+    const gemma3_grammar *g = ctx;
     return hash_set(g->set_data + g->set_off[id], g->set_len[id]);
 }
 
 static int rehash_sets(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 0, g->n_sets, set_entry_hash, size, &g->set_hash, &g->set_hash_mask);
+    return g3_grammar_index(g, 0, g->n_sets, set_entry_hash, NULL, size, &g->set_hash,
+                            &g->set_hash_mask);
 }
 
 /* The set out[0..n_out), sorted, interned; DEAD if empty. */
@@ -492,10 +477,13 @@ static int same_dstate(const dstate *a, const dstate *b) {
            a->lo2 == b->lo2 && a->hi2 == b->hi2;
 }
 
-static uint32_t ds_entry_hash(const gemma3_grammar *g, int32_t id) { return hash_dstate(&g->ds[id]); }
+static uint32_t ds_entry_hash(const void *ctx, int32_t id) {
+    return hash_dstate(&((const gemma3_grammar *)ctx)->ds[id]);
+}
 
 static int rehash_ds(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 0, g->n_ds, ds_entry_hash, size, &g->ds_hash, &g->ds_hash_mask);
+    return g3_grammar_index(g, 0, g->n_ds, ds_entry_hash, NULL, size, &g->ds_hash,
+                            &g->ds_hash_mask);
 }
 
 /* The dstate d (fields not in use zero), interned. */
