@@ -72,6 +72,7 @@ LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.
                        sampling/test-hooks.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 LIB_SRCS += $(wildcard kernels/*.c)
+LIB_SRCS += grammar-parse.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -185,6 +186,7 @@ FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c pr
                             sampling/descriptors.c sampling/draw.c sampling/penalties.c \
                             sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
+FUZZ_LIB_SRCS += grammar-parse.c
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)

@@ -512,7 +512,8 @@ int gemma3_sampler_n_vocab(const gemma3_sampler *s);
  * words, bit id & 31 of word id >> 5; NULL = no restriction): forbidden ids get -inf right after the logit bias, before
  * every other sampler, so the draw (CDF, Gumbel or greedy) is the chain's distribution
  * renormalised over the allowed ids. When nothing finite survives, the fallback is the argmax of
- * the raw logits over the allowed ids. GEMMA3_ERR_ARG if `allowed` has no bit set in range. */
+ * the raw logits over the allowed ids that no -inf bias (or ignore_eos) bans. GEMMA3_ERR_ARG if
+ * no id is left (`allowed` has no bit set in range, or every allowed id is banned). */
 int32_t gemma3_sampler_sample_masked(gemma3_sampler *s, const float *logits, int64_t position,
                                      const uint32_t *allowed);
 

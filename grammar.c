@@ -1,13 +1,10 @@
 /* grammar.c - constrained output: a GBNF grammar (llama.cpp's syntax and semantics) turned into a
  * mask over token ids for the sampler.
  *
- * Three parts, top to bottom:
- * 1. The parser: GBNF text -> rules of elements (chars, rule references, alternatives), with
- *    repetitions (* + ? {m,n}) and groups expanded into helper rules as llama.cpp does. Errors
- *    name line:column and what was expected. Then the checks: undefined rules, a missing root,
- *    left recursion (the matcher below would loop on it), and productivity: alternatives that can
- *    never complete are removed, and a root that can never complete is refused. After that, every
- *    prefix the matcher accepts can be completed, so generation never walks into a dead end.
+ * The parser and its checks are grammar-parse.c (GBNF text -> checked rules of elements; after
+ * them every prefix the matcher accepts can be completed, so generation never walks into a dead
+ * end). Here, top to bottom:
+ * 1. The intervals: the grammar's character classes over code point intervals.
  * 2. The matcher: a state is a set of stacks (llama.cpp's llama-grammar), each stack a chain of
  *    interned frames (position in a rule, the frame to return to), so a stack is one int and a
  *    set of stacks is one int (`sid`) once interned. Characters are matched by code point
@@ -20,6 +17,7 @@
  *    are cached per state (states recur: every character of a JSON string leaves the same stack
  *    set), and end-of-generation ids are allowed exactly when the state accepts. */
 #include "grammar.h"
+#include "grammar-parse.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +29,6 @@
 
 /* ================================ limits ==================================================== */
 
-#define MAX_ELEMS (1 << 20)  /* elements after expanding repetitions */
 #define MAX_FRAMES (1 << 23) /* interned stack frames */
 #define MAX_SETS (1 << 20)   /* interned stack sets */
 #define MAX_SET_SIZE 65536   /* stacks in one set (a very ambiguous grammar) */
@@ -43,42 +40,10 @@ enum { TOK_NONASCII = 1, TOK_BADUTF8 = 2 };
 
 /* ================================ the parsed grammar ======================================== */
 
-enum { E_END, E_ALT, E_REF, E_CHAR };
-
-typedef struct {
-    uint8_t type;
-    int32_t arg; /* E_REF: rule id; E_CHAR: class id */
-} elem;
-
-typedef struct {
-    uint32_t lo, hi; /* inclusive */
-} cp_range;
-
-typedef struct {
-    int negated;
-    int start, n; /* ranges[start .. start + n) */
-} char_class;
-
-typedef struct {
-    char *name;
-    elem *el; /* alternatives separated by E_ALT, ended by E_END */
-    int n_el, cap_el;
-    int defined;
-    size_t def_off, ref_off; /* where it was defined / first referenced (source offsets) */
-} prule;
-
-typedef struct {
-    const char *src;
-    size_t len, pos;
-    prule *rules;
-    int n_rules, cap_rules;
-    char_class *cls;
-    int n_cls, cap_cls;
-    cp_range *rng;
-    int n_rng, cap_rng;
-    long n_elems; /* all rules together, for MAX_ELEMS */
-    int failed;   /* the first error's GEMMA3_ERR_* code, 0 while none */
-} parser;
+typedef g3_gelem elem;
+enum { E_END = G3_E_END, E_ALT = G3_E_ALT, E_REF = G3_E_REF, E_CHAR = G3_E_CHAR };
+typedef g3_gparser parser;
+typedef g3_grule prule;
 
 /* ================================ the compiled grammar and its state ======================= */
 
@@ -194,423 +159,27 @@ struct gemma3_grammar {
     g3_grammar_stats stats;
 };
 
-/* ================================ 1. parser ================================================= */
-
-/* Records the first error, code (a GEMMA3_ERR_*), as "grammar:LINE:COLUMN: message" for the
- * source offset off; returns -1. */
-static int perr_code(parser *P, int code, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int perr_code(parser *P, int code, size_t off, const char *fmt, ...) {
-    if (P->failed) return -1;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    int line, col;
-    g3_utf8_line_col(P->src, off > P->len ? P->len : off, &line, &col);
-    P->failed = g3_error(code, "grammar:%d:%d: %s", line, col, msg);
-    return -1;
-}
-#define perr_at(P, off, ...) perr_code(P, GEMMA3_ERR_FORMAT, off, __VA_ARGS__)
-#define perr(P, ...) perr_at(P, (P)->pos, __VA_ARGS__)
-
-static int nomem(parser *P) {
-    if (!P->failed) P->failed = g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
-    return -1;
-}
-
-/* Grows *buf (elements of size sz) to hold at least need; 0 or -1. */
-static int grow(void **buf, int *cap, int need, size_t sz) {
-    if (need <= *cap) return 0;
-    int c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *p = realloc(*buf, (size_t)c * sz);
-    if (!p) return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
-static int peek(const parser *P, size_t k) {
-    return P->pos + k < P->len ? (unsigned char)P->src[P->pos + k] : -1;
-}
-
-/* Spaces, tabs, comments; newlines too when newline_ok (inside parentheses, after | or ::=). */
-static void skip_space(parser *P, int newline_ok) {
-    for (;;) {
-        int c = peek(P, 0);
-        if (c == ' ' || c == '\t')
-            P->pos++;
-        else if (c == '#')
-            while (peek(P, 0) >= 0 && peek(P, 0) != '\n' && peek(P, 0) != '\r') P->pos++;
-        else if (newline_ok && (c == '\n' || c == '\r'))
-            P->pos++;
-        else
-            return;
-    }
-}
-
-static int is_word_char(int c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-}
-
-static int find_rule(const parser *P, const char *name, size_t n) {
-    for (int r = 0; r < P->n_rules; r++)
-        if (strlen(P->rules[r].name) == n && memcmp(P->rules[r].name, name, n) == 0) return r;
-    return -1;
-}
-
-static int add_rule(parser *P, const char *name, size_t n) {
-    if (grow((void **)&P->rules, &P->cap_rules, P->n_rules + 1, sizeof *P->rules)) return nomem(P);
-    prule *r = &P->rules[P->n_rules];
-    memset(r, 0, sizeof *r);
-    r->name = malloc(n + 1);
-    if (!r->name) return nomem(P);
-    memcpy(r->name, name, n);
-    r->name[n] = '\0';
-    return P->n_rules++;
-}
-
-/* The rule named name[0..n), created (undefined) on first mention. */
-static int rule_id(parser *P, const char *name, size_t n, size_t off) {
-    int r = find_rule(P, name, n);
-    if (r < 0) {
-        r = add_rule(P, name, n);
-        if (r >= 0) P->rules[r].ref_off = off;
-    }
-    return r;
-}
-
-/* A helper rule for a group or repetition: "<parent>-<n>". */
-static int new_helper(parser *P, int parent) {
-    char name[256];
-    int len = snprintf(name, sizeof name, "%.200s-%d", P->rules[parent].name, P->n_rules);
-    int r = add_rule(P, name, (size_t)len);
-    if (r >= 0) P->rules[r].defined = 1;
-    return r;
-}
-
-static int push_el(parser *P, int rule, int type, int32_t arg) {
-    if (++P->n_elems > MAX_ELEMS) /* well-formed, but more than the engine expands */
-        return perr_code(P, GEMMA3_ERR_UNSUPPORTED, P->pos,
-                         "the grammar expands to more than %d elements (repetition counts too "
-                         "large?)",
-                         MAX_ELEMS);
-    prule *r = &P->rules[rule];
-    if (grow((void **)&r->el, &r->cap_el, r->n_el + 1, sizeof *r->el)) return nomem(P);
-    r->el[r->n_el++] = (elem){(uint8_t)type, arg};
-    return 0;
-}
-
-static int add_class(parser *P, int negated) {
-    if (grow((void **)&P->cls, &P->cap_cls, P->n_cls + 1, sizeof *P->cls)) return nomem(P);
-    P->cls[P->n_cls] = (char_class){negated, P->n_rng, 0};
-    return P->n_cls++;
-}
-
-static int add_range(parser *P, int cls, uint32_t lo, uint32_t hi) {
-    if (grow((void **)&P->rng, &P->cap_rng, P->n_rng + 1, sizeof *P->rng)) return nomem(P);
-    P->rng[P->n_rng++] = (cp_range){lo, hi};
-    P->cls[cls].n++;
-    return 0;
-}
-
-static int hex_value(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* One UTF-8 character of the source. */
-static int source_char(parser *P, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)P->src + P->pos;
-    size_t n = P->len - P->pos;
-    unsigned c = s[0];
-    int len = c < 0x80                 ? 1
-              : c >= 0xC2 && c <= 0xDF ? 2
-              : c >= 0xE0 && c <= 0xEF ? 3
-              : c >= 0xF0 && c <= 0xF4 ? 4
-                                       : 0;
-    if (len == 0 || (size_t)len > n) return perr(P, "invalid UTF-8 byte 0x%02X", c);
-    uint32_t v = len == 1 ? c : c & (0x7Fu >> len);
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return perr(P, "invalid UTF-8 byte 0x%02X", c);
-        v = v << 6 | (s[i] & 63u);
-    }
-    static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min_of[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return perr(P, "invalid UTF-8 sequence");
-    P->pos += (size_t)len;
-    *cp = v;
-    return 0;
-}
-
-/* A character of a literal or class: an escape or one UTF-8 character. */
-static int parse_char(parser *P, uint32_t *cp) {
-    if (peek(P, 0) != '\\') return source_char(P, cp);
-    size_t at = P->pos;
-    int c = peek(P, 1);
-    int digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0;
-    if (digits) {
-        uint32_t v = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = hex_value(peek(P, 2 + (size_t)i));
-            if (h < 0) {
-                P->pos += 2 + (size_t)i;
-                return perr(P, "expected %d hex digits after \\%c", digits, c);
-            }
-            v = v << 4 | (uint32_t)h;
-        }
-        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-            return perr_at(P, at, "\\%c escape U+%X is not a Unicode scalar value", c, v);
-        P->pos += 2 + (size_t)digits;
-        *cp = v;
-        return 0;
-    }
-    switch (c) {
-    case 't': *cp = '\t'; break;
-    case 'n': *cp = '\n'; break;
-    case 'r': *cp = '\r'; break;
-    case '\\':
-    case '"':
-    case '[':
-    case ']':
-    case '-':
-    case '^':
-    case '/': *cp = (uint32_t)c; break;
-    default:
-        return c < 0 ? perr(P, "expected an escape character after \\")
-                     : perr(P, "unknown escape \\%c (expected one of x u U t n r \\ \" [ ] -)", c);
-    }
-    P->pos += 2;
-    return 0;
-}
-
-static int parse_alternates(parser *P, int rule, int nested);
-
-/* Expands the repetition of el[start..] of rule `rule` (the last symbol) by m..n copies (n < 0:
- * unbounded), as llama.cpp: S* -> R ::= S R | e; S+ -> S S*; S? -> R ::= S | e; S{m,n} -> m
- * copies, then nested optionals. */
-static int repeat_last(parser *P, int rule, int start, int m, int n) {
-    int len = P->rules[rule].n_el - start;
-    if (len == 0) return 0; /* "" repeated: still nothing to match */
-    elem *sym = malloc((size_t)len * sizeof *sym);
-    if (!sym) return nomem(P);
-    memcpy(sym, P->rules[rule].el + start, (size_t)len * sizeof *sym);
-    P->rules[rule].n_el = start;
-    int rc = 0;
-    for (int k = 0; k < m && !rc; k++)
-        for (int j = 0; j < len && !rc; j++) rc = push_el(P, rule, sym[j].type, sym[j].arg);
-    if (!rc && n < 0) { /* R ::= S R | e */
-        int R = new_helper(P, rule);
-        rc = R < 0;
-        for (int j = 0; j < len && !rc; j++) rc = push_el(P, R, sym[j].type, sym[j].arg);
-        if (!rc) rc = push_el(P, R, E_REF, R) || push_el(P, R, E_ALT, 0) || push_el(P, R, E_END, 0);
-        if (!rc) rc = push_el(P, rule, E_REF, R);
-    } else if (!rc && n > m) { /* O_1 ::= S | e; O_k ::= S O_k-1 | e */
-        int prev = -1;
-        for (int k = 0; k < n - m && !rc; k++) {
-            int O = new_helper(P, rule);
-            rc = O < 0;
-            for (int j = 0; j < len && !rc; j++) rc = push_el(P, O, sym[j].type, sym[j].arg);
-            if (!rc && prev >= 0) rc = push_el(P, O, E_REF, prev);
-            if (!rc) rc = push_el(P, O, E_ALT, 0) || push_el(P, O, E_END, 0);
-            prev = O;
-        }
-        if (!rc) rc = push_el(P, rule, E_REF, prev);
-    }
-    free(sym);
-    return rc ? -1 : 0;
-}
-
-static int parse_int(parser *P, int *v) {
-    if (!(peek(P, 0) >= '0' && peek(P, 0) <= '9')) return 0;
-    long x = 0;
-    while (peek(P, 0) >= '0' && peek(P, 0) <= '9') {
-        x = x * 10 + (peek(P, 0) - '0');
-        if (x > G3_GRAMMAR_MAX_REPEAT)
-            return perr(P, "repetition count larger than %d", G3_GRAMMAR_MAX_REPEAT);
-        P->pos++;
-    }
-    *v = (int)x;
-    return 1;
-}
-
-/* {m}, {m,}, {m,n}, {,n} after a symbol. */
-static int parse_braces(parser *P, int rule, int start) {
-    size_t at = P->pos;
-    P->pos++;
-    skip_space(P, 1);
-    int m = 0, n = -1, got;
-    if ((got = parse_int(P, &m)) < 0) return -1;
-    skip_space(P, 1);
-    if (peek(P, 0) == ',') {
-        P->pos++;
-        skip_space(P, 1);
-        if (parse_int(P, &n) < 0) return -1;
-        skip_space(P, 1);
-    } else {
-        if (!got) return perr(P, "expected a number or ',' after '{'");
-        n = m;
-    }
-    if (peek(P, 0) != '}') return perr(P, "expected '}' to close the repetition");
-    P->pos++;
-    if (n >= 0 && n < m)
-        return perr_at(P, at, "repetition {%d,%d}: the maximum is below the minimum", m, n);
-    return repeat_last(P, rule, start, m, n);
-}
-
-/* Elements up to the end of the alternative (a '|', ')' or, outside parentheses, a newline). */
-static int parse_sequence(parser *P, int rule, int nested) {
-    int last = -1; /* where the last symbol starts, for a postfix operator */
-    for (;;) {
-        int c = peek(P, 0);
-        size_t at = P->pos;
-        int start = P->rules[rule].n_el;
-        if (c == '"') {
-            P->pos++;
-            while (peek(P, 0) != '"') {
-                if (peek(P, 0) < 0 || peek(P, 0) == '\n')
-                    return perr_at(P, at, "unterminated string literal (expected a closing \")");
-                uint32_t cp;
-                if (parse_char(P, &cp)) return -1;
-                int k = add_class(P, 0);
-                if (k < 0 || add_range(P, k, cp, cp) || push_el(P, rule, E_CHAR, k)) return -1;
-            }
-            P->pos++;
-            last = start;
-        } else if (c == '[') {
-            P->pos++;
-            int neg = peek(P, 0) == '^';
-            if (neg) P->pos++;
-            int k = add_class(P, neg);
-            if (k < 0) return -1;
-            while (peek(P, 0) != ']') {
-                if (peek(P, 0) < 0)
-                    return perr_at(P, at, "unterminated character class (expected a closing ])");
-                uint32_t lo, hi;
-                if (parse_char(P, &lo)) return -1;
-                hi = lo;
-                if (peek(P, 0) == '-' && peek(P, 1) != ']' && peek(P, 1) >= 0) {
-                    size_t range_at = P->pos;
-                    P->pos++;
-                    if (parse_char(P, &hi)) return -1;
-                    if (hi < lo)
-                        return perr_at(P, range_at, "range end U+%04X is below its start U+%04X",
-                                       hi, lo);
-                }
-                if (add_range(P, k, lo, hi)) return -1;
-            }
-            P->pos++;
-            if (push_el(P, rule, E_CHAR, k)) return -1;
-            last = start;
-        } else if (c == '.') {
-            P->pos++;
-            int k = add_class(P, 1);
-            if (k < 0 || push_el(P, rule, E_CHAR, k)) return -1;
-            last = start;
-        } else if (is_word_char(c)) {
-            size_t s = P->pos;
-            while (is_word_char(peek(P, 0))) P->pos++;
-            int r = rule_id(P, P->src + s, P->pos - s, s);
-            if (r < 0 || push_el(P, rule, E_REF, r)) return -1;
-            last = start;
-        } else if (c == '(') {
-            P->pos++;
-            skip_space(P, 1);
-            int sub = new_helper(P, rule);
-            if (sub < 0 || parse_alternates(P, sub, 1)) return -1;
-            if (peek(P, 0) != ')') return perr(P, "expected ')' to close the group");
-            P->pos++;
-            if (push_el(P, rule, E_REF, sub)) return -1;
-            last = start;
-        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-            if (last < 0) return perr(P, "expected an item before '%c'", c);
-            if (c == '{') {
-                if (parse_braces(P, rule, last)) return -1;
-            } else {
-                P->pos++;
-                if (repeat_last(P, rule, last, c == '+', c == '?' ? 1 : -1)) return -1;
-            }
-            last = -1; /* a repetition of a repetition needs parentheses, as in llama.cpp */
-        } else {
-            return 0;
-        }
-        skip_space(P, nested);
-    }
-}
-
-static int parse_alternates(parser *P, int rule, int nested) {
-    if (parse_sequence(P, rule, nested)) return -1;
-    while (peek(P, 0) == '|') {
-        if (push_el(P, rule, E_ALT, 0)) return -1;
-        P->pos++;
-        skip_space(P, 1);
-        if (parse_sequence(P, rule, nested)) return -1;
-    }
-    return push_el(P, rule, E_END, 0);
-}
-
-static int parse_rule(parser *P) {
-    size_t s = P->pos;
-    if (!is_word_char(peek(P, 0))) return perr(P, "expected a rule name");
-    while (is_word_char(peek(P, 0))) P->pos++;
-    size_t n = P->pos - s;
-    int r = rule_id(P, P->src + s, n, s);
-    if (r < 0) return -1;
-    if (P->rules[r].defined) {
-        int line, col;
-        g3_utf8_line_col(P->src, P->rules[r].def_off, &line, &col);
-        return perr_at(P, s, "rule '%s' is already defined at %d:%d", P->rules[r].name, line, col);
-    }
-    P->rules[r].defined = 1;
-    P->rules[r].def_off = s;
-    skip_space(P, 0);
-    if (!(peek(P, 0) == ':' && peek(P, 1) == ':' && peek(P, 2) == '='))
-        return perr(P, "expected '::=' after the rule name '%s'", P->rules[r].name);
-    P->pos += 3;
-    skip_space(P, 1);
-    if (parse_alternates(P, r, 0)) return -1;
-    int c = peek(P, 0);
-    if (c == '\r')
-        P->pos += peek(P, 1) == '\n' ? 2 : 1;
-    else if (c == '\n')
-        P->pos++;
-    else if (c >= 0)
-        return perr(P, "expected an item, '|' or the end of the line, found '%c'", c);
-    skip_space(P, 1);
-    return 0;
-}
-
-static void parser_free(parser *P) {
-    for (int r = 0; r < P->n_rules; r++) {
-        free(P->rules[r].name);
-        free(P->rules[r].el);
-    }
-    free(P->rules);
-    free(P->cls);
-    free(P->rng);
-}
-
-/* ---- checks on the parsed rules ----------------------------------------------------------- */
-
-/* Whether class k matches the code point cp. */
-static int class_has(const parser *P, int k, uint32_t cp) {
-    const char_class *c = &P->cls[k];
-    int in = 0;
-    for (int i = 0; i < c->n && !in; i++)
-        in = cp >= P->rng[c->start + i].lo && cp <= P->rng[c->start + i].hi;
-    return in != c->negated;
-}
+/* ================================ 1. intervals ============================================= */
 
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
 }
 
-/* Cuts [0, 0x110000) at every range edge; class membership per interval. */
+static int iv_of(const gemma3_grammar *g, uint32_t cp) {
+    int lo = 0, hi = g->n_iv - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (g->bounds[mid] <= cp)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Cuts [0, 0x110000) at every range edge; class membership per interval, set range by range
+ * (a range covers a run of whole intervals) and flipped for a negated class. */
 static int build_intervals(gemma3_grammar *g, const parser *P) {
     uint32_t *b = malloc(((size_t)P->n_rng * 2 + 4) * sizeof *b);
     if (!b) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
@@ -632,163 +201,16 @@ static int build_intervals(gemma3_grammar *g, const parser *P) {
     g->iv_words = (g->n_iv + 63) / 64;
     g->member = calloc((size_t)(g->n_cls ? g->n_cls : 1) * (size_t)g->iv_words, sizeof *g->member);
     if (!g->member) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
-    for (int k = 0; k < P->n_cls; k++)
-        for (int i = 0; i < g->n_iv; i++)
-            if (class_has(P, k, b[i]))
-                g->member[(size_t)k * g->iv_words + i / 64] |= 1ull << (i % 64);
+    for (int k = 0; k < P->n_cls; k++) {
+        uint64_t *row = g->member + (size_t)k * g->iv_words;
+        const g3_char_class *c = &P->cls[k];
+        for (int r = c->start; r < c->start + c->n; r++)
+            for (int i = iv_of(g, P->rng[r].lo); i <= iv_of(g, P->rng[r].hi); i++)
+                row[i / 64] |= 1ull << (i % 64);
+        if (c->negated)
+            for (int i = 0; i < g->n_iv; i++) row[i / 64] ^= 1ull << (i % 64);
+    }
     return GEMMA3_OK;
-}
-
-static int iv_of(const gemma3_grammar *g, uint32_t cp) {
-    int lo = 0, hi = g->n_iv - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (g->bounds[mid] <= cp)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
-static int class_nonempty(const gemma3_grammar *g, int k) {
-    for (int w = 0; w < g->iv_words; w++)
-        if (g->member[(size_t)k * g->iv_words + w]) return 1;
-    return 0;
-}
-
-/* Productive rules (some alternative of all-productive elements derives a finite text);
- * alternatives that are not are removed. Fails if root is not productive. */
-static int prune_unproductive(gemma3_grammar *g, parser *P, int root) {
-    int n = P->n_rules;
-    char *prod = calloc((size_t)n, 1);
-    if (!prod) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < n; r++) {
-            if (prod[r]) continue;
-            prule *R = &P->rules[r];
-            for (int s = 0; s < R->n_el && !prod[r];) {
-                int e = s, ok = 1;
-                for (; R->el[e].type != E_ALT && R->el[e].type != E_END; e++) {
-                    if (R->el[e].type == E_REF)
-                        ok &= prod[R->el[e].arg];
-                    else
-                        ok &= class_nonempty(g, R->el[e].arg);
-                }
-                if (ok) prod[r] = changed = 1;
-                s = e + 1;
-            }
-        }
-    }
-    if (!prod[root]) {
-        free(prod);
-        return g3_error(GEMMA3_ERR_FORMAT,
-                        "grammar: the grammar can never finish: rule 'root' matches no complete "
-                        "text (every alternative needs a rule or character class that matches "
-                        "nothing, or recurses forever)");
-    }
-    for (int r = 0; r < n; r++) { /* keep productive alternatives only */
-        prule *R = &P->rules[r];
-        int w = 0, kept = 0;
-        for (int s = 0; s < R->n_el;) {
-            int e = s, ok = 1;
-            for (; R->el[e].type != E_ALT && R->el[e].type != E_END; e++) {
-                if (R->el[e].type == E_REF)
-                    ok &= prod[R->el[e].arg];
-                else
-                    ok &= class_nonempty(g, R->el[e].arg);
-            }
-            if (ok) {
-                if (kept++ > 0) R->el[w++] = (elem){E_ALT, 0};
-                memmove(R->el + w, R->el + s, (size_t)(e - s) * sizeof *R->el);
-                w += e - s;
-            }
-            s = e + 1;
-        }
-        if (prod[r]) R->el[w++] = (elem){E_END, 0};
-        R->n_el = w; /* an unproductive rule is left empty: nothing refers to it any more */
-    }
-    free(prod);
-    return GEMMA3_OK;
-}
-
-/* Left recursion: a rule reaching itself before any character, through a reference that is not
- * the last of its alternative (a last one is a tail call: no frame is pushed, so it cannot
- * grow the stack). Such a rule would make the matcher expand forever. */
-static int check_left_recursion(parser *P) {
-    int n = P->n_rules;
-    char *nullable = calloc((size_t)n, 1);
-    int *seen = calloc((size_t)n, sizeof *seen), *stack = malloc((size_t)n * sizeof *stack);
-    if (!nullable || !seen || !stack) {
-        free(nullable);
-        free(seen);
-        free(stack);
-        return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
-    }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < n; r++) {
-            prule *R = &P->rules[r];
-            if (nullable[r]) continue;
-            for (int s = 0; s < R->n_el && !nullable[r];) {
-                int e = s, ok = 1;
-                for (; R->el[e].type != E_ALT && R->el[e].type != E_END; e++)
-                    ok &= R->el[e].type == E_REF && nullable[R->el[e].arg];
-                if (ok) nullable[r] = changed = 1;
-                s = e + 1;
-            }
-        }
-    }
-    int rc = GEMMA3_OK;
-    for (int a = 0; a < n && rc == GEMMA3_OK; a++) {
-        prule *A = &P->rules[a];
-        for (int s = 0; s < A->n_el && rc == GEMMA3_OK;) {
-            int e = s;
-            while (A->el[e].type != E_ALT && A->el[e].type != E_END) e++;
-            for (int i = s; i < e && A->el[i].type == E_REF; i++) {
-                int b = A->el[i].arg;
-                if (i + 1 < e) { /* a frame is pushed: does b reach a before a character? */
-                    int sp = 0;
-                    memset(seen, 0, (size_t)n * sizeof *seen);
-                    stack[sp++] = b;
-                    seen[b] = 1;
-                    while (sp > 0) {
-                        int x = stack[--sp];
-                        if (x == a) break;
-                        prule *X = &P->rules[x];
-                        for (int t = 0; t < X->n_el;) {
-                            int u = t;
-                            for (; X->el[u].type == E_REF; u++) {
-                                int y = X->el[u].arg;
-                                if (!seen[y]) {
-                                    seen[y] = 1;
-                                    stack[sp++] = y;
-                                }
-                                if (!nullable[y]) break;
-                            }
-                            while (X->el[u].type != E_ALT && X->el[u].type != E_END) u++;
-                            t = u + 1;
-                        }
-                    }
-                    if (seen[a]) {
-                        /* name the user's rule, not a helper of a group or repetition */
-                        rc = g3_error(GEMMA3_ERR_FORMAT,
-                                      "rule '%s' is left-recursive (it can "
-                                      "reach itself before matching any character)",
-                                      A->name);
-                        break;
-                    }
-                }
-                if (!nullable[b]) break;
-            }
-            s = e + 1;
-        }
-    }
-    free(nullable);
-    free(seen);
-    free(stack);
-    return rc;
 }
 
 /* ================================ 2. matcher ================================================ */
@@ -806,31 +228,14 @@ static int fail_limit(gemma3_grammar *g, const char *what, long limit) {
     return DEAD;
 }
 
-/* Rebuilds an open-addressing index of the entries first .. n-1 at `size` slots (a power of
- * two): the frame, set and dstate tables each keep one, grown as they fill. */
-typedef uint32_t (*entry_hash_fn)(const gemma3_grammar *g, int32_t id);
-static int rebuild_index(const gemma3_grammar *g, int first, int n, entry_hash_fn hash,
-                         uint32_t size, int32_t **table, uint32_t *mask) {
-    int32_t *h = malloc((size_t)size * sizeof *h);
-    if (!h) return -1;
-    for (uint32_t i = 0; i < size; i++) h[i] = -1;
-    for (int id = first; id < n; id++) {
-        uint32_t j = hash(g, id) & (size - 1);
-        while (h[j] >= 0) j = (j + 1) & (size - 1);
-        h[j] = id;
-    }
-    free(*table);
-    *table = h;
-    *mask = size - 1;
-    return 0;
-}
-
-static uint32_t frame_entry_hash(const gemma3_grammar *g, int32_t f) {
+/* The entry hashes of the frame, set and dstate indexes (g3_grammar_index), grown as they fill. */
+static uint32_t frame_entry_hash(const void *ctx, int32_t f) {
+    const gemma3_grammar *g = ctx;
     return hash2((uint32_t)g->fr_pos[f], (uint32_t)g->fr_parent[f]);
 }
 
 static int rehash_frames(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 1, g->n_fr, frame_entry_hash, size, &g->fr_hash, &g->fr_hash_mask);
+    return g3_grammar_index(g, 1, g->n_fr, frame_entry_hash, NULL, size, &g->fr_hash, &g->fr_hash_mask);
 }
 
 /* The frame (pos, parent), interned. */
@@ -862,7 +267,7 @@ static int32_t frame(gemma3_grammar *g, int32_t pos, int32_t parent) {
 
 static int push_work(gemma3_grammar *g, int *n, int32_t f) {
     if (f < 0) return -1;
-    if (grow((void **)&g->work, &g->cap_work, *n + 1, sizeof *g->work)) return -1;
+    if (g3_grammar_grow((void **)&g->work, &g->cap_work, *n + 1, sizeof *g->work)) return -1;
     g->work[(*n)++] = f;
     return 0;
 }
@@ -881,7 +286,7 @@ static int closure(gemma3_grammar *g, int32_t f0) {
         const elem *e = f == 0 ? NULL : &g->el[g->fr_pos[f]];
         if (!e || e->type == E_CHAR) {
             if (g->n_out >= MAX_SET_SIZE) return fail_limit(g, "stacks in one state", MAX_SET_SIZE);
-            if (grow((void **)&g->out, &g->cap_out, g->n_out + 1, sizeof *g->out)) return -1;
+            if (g3_grammar_grow((void **)&g->out, &g->cap_out, g->n_out + 1, sizeof *g->out)) return -1;
             g->out[g->n_out++] = f;
         } else if (e->type == E_END || e->type == E_ALT) {
             if (push_work(g, &nw, g->fr_parent[f])) return -1;
@@ -909,12 +314,14 @@ static uint32_t hash_set(const int32_t *v, int n) {
     return h;
 }
 
-static uint32_t set_entry_hash(const gemma3_grammar *g, int32_t id) {
+static uint32_t set_entry_hash(const void *ctx, int32_t id) {
+    const gemma3_grammar *g = ctx;
     return hash_set(g->set_data + g->set_off[id], g->set_len[id]);
 }
 
 static int rehash_sets(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 0, g->n_sets, set_entry_hash, size, &g->set_hash, &g->set_hash_mask);
+    return g3_grammar_index(g, 0, g->n_sets, set_entry_hash, NULL, size, &g->set_hash,
+                            &g->set_hash_mask);
 }
 
 /* The set out[0..n_out), sorted, interned; DEAD if empty. */
@@ -1070,10 +477,13 @@ static int same_dstate(const dstate *a, const dstate *b) {
            a->lo2 == b->lo2 && a->hi2 == b->hi2;
 }
 
-static uint32_t ds_entry_hash(const gemma3_grammar *g, int32_t id) { return hash_dstate(&g->ds[id]); }
+static uint32_t ds_entry_hash(const void *ctx, int32_t id) {
+    return hash_dstate(&((const gemma3_grammar *)ctx)->ds[id]);
+}
 
 static int rehash_ds(gemma3_grammar *g, uint32_t size) {
-    return rebuild_index(g, 0, g->n_ds, ds_entry_hash, size, &g->ds_hash, &g->ds_hash_mask);
+    return g3_grammar_index(g, 0, g->n_ds, ds_entry_hash, NULL, size, &g->ds_hash,
+                            &g->ds_hash_mask);
 }
 
 /* The dstate d (fields not in use zero), interned. */
@@ -1363,13 +773,11 @@ static void walk_mask(gemma3_grammar *g, int32_t k0, uint32_t *mask) {
 
 /* ================================ public API ================================================ */
 
-static int compile(gemma3_grammar *g, parser *P, int root) {
+static int compile(gemma3_grammar *g, const parser *P) {
     int rc = build_intervals(g, P);
-    if (rc == GEMMA3_OK) rc = prune_unproductive(g, P, root);
-    if (rc == GEMMA3_OK) rc = check_left_recursion(P);
     if (rc != GEMMA3_OK) return rc;
     g->n_rules = P->n_rules;
-    g->root = root;
+    g->root = P->root;
     long total = 1;
     int n_alts = 0;
     for (int r = 0; r < P->n_rules; r++) {
@@ -1472,28 +880,6 @@ static int init_matcher(gemma3_grammar *g) {
     return GEMMA3_OK;
 }
 
-/* Parses text into P and finds root; GEMMA3_OK or a FORMAT (UNSUPPORTED past MAX_ELEMS) error
- * naming line:column. */
-static int parse_text(parser *P, const char *text, size_t len, int *root) {
-    memset(P, 0, sizeof *P);
-    P->src = text;
-    P->len = len;
-    skip_space(P, 1);
-    while (P->pos < P->len && !P->failed) parse_rule(P);
-    if (P->failed) return P->failed;
-    for (int r = 0; r < P->n_rules; r++)
-        if (!P->rules[r].defined) {
-            perr_at(P, P->rules[r].ref_off, "undefined rule '%s'", P->rules[r].name);
-            return GEMMA3_ERR_FORMAT;
-        }
-    *root = find_rule(P, "root", 4);
-    if (*root < 0) {
-        perr_at(P, P->len, "expected a rule named 'root' (the start rule)");
-        return GEMMA3_ERR_FORMAT;
-    }
-    return GEMMA3_OK;
-}
-
 void gemma3_grammar_free(gemma3_grammar *g) {
     if (!g) return;
     free(g->el);
@@ -1541,10 +927,9 @@ static int grammar_new(const char *text, size_t len, gemma3_grammar **out) {
     gemma3_grammar *g = calloc(1, sizeof *g);
     if (!g) return g3_error(GEMMA3_ERR_NOMEM, "grammar: out of memory");
     parser P;
-    int root = -1;
-    int rc = parse_text(&P, text, len, &root);
-    if (rc == GEMMA3_OK) rc = compile(g, &P, root);
-    parser_free(&P);
+    int rc = g3_gparse(&P, text, len);
+    if (rc == GEMMA3_OK) rc = compile(g, &P);
+    g3_gparser_free(&P);
     if (rc == GEMMA3_OK) rc = init_matcher(g);
     if (rc != GEMMA3_OK) {
         gemma3_grammar_free(g);

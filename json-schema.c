@@ -560,6 +560,94 @@ static int visit_ref(conv *c, const char *ref, const char *path) {
     return r;
 }
 
+/* A $ref: alone, or with annotations only. */
+static int visit_ref_keyword(conv *c, const cJSON *s, const cJSON *ref, const char *path) {
+    if (!cJSON_IsString(ref))
+        return fail(c, GEMMA3_ERR_FORMAT, "$ref at %s must be a string", at(path));
+    if (s->child->next || s->child != ref) { /* $ref alongside other keywords */
+        for (const cJSON *k = s->child; k; k = k->next) {
+            int ann = k == ref;
+            for (int i = 0; annotations[i] && !ann; i++)
+                ann = strcmp(k->string, annotations[i]) == 0;
+            if (!ann)
+                return fail(c, GEMMA3_ERR_UNSUPPORTED, "'%s' beside $ref at %s is not supported",
+                            k->string, at(path));
+        }
+    }
+    return visit_ref(c, ref->valuestring, path);
+}
+
+/* enum: its literals as alternatives. */
+static int enum_body(conv *c, const cJSON *en, const char *path, sbuf *body) {
+    if (!cJSON_IsArray(en) || cJSON_GetArraySize(en) == 0)
+        return fail(c, GEMMA3_ERR_FORMAT, "enum at %s must be a non-empty array", at(path));
+    int rc = 0;
+    for (const cJSON *e = en->child; e && !rc; e = e->next) {
+        if (e != en->child) sb_lit(body, " | ");
+        rc = json_literal(c, e, body);
+    }
+    return rc;
+}
+
+/* anyOf / oneOf (kw): a rule per branch, as alternatives. */
+static int any_body(conv *c, const cJSON *any, const char *kw, const char *path, sbuf *body) {
+    if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) == 0)
+        return fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be a non-empty array", kw, at(path));
+    int i = 0;
+    char p[1024];
+    for (const cJSON *e = any->child; e; e = e->next, i++) {
+        snprintf(p, sizeof p, "%s/%s/%d", path, kw, i);
+        int r = visit(c, e, p);
+        if (r < 0) return -1;
+        sb_printf(body, "%sr%d", i ? " | " : "", r);
+    }
+    return 0;
+}
+
+/* "type": [...]: each type's rule in parentheses, as alternatives. */
+static int type_list_body(conv *c, const cJSON *s, const cJSON *type, const char *path,
+                          sbuf *body) {
+    int i = 0, rc = 0;
+    for (const cJSON *t = type->child; t && !rc; t = t->next, i++) {
+        if (!cJSON_IsString(t))
+            return fail(c, GEMMA3_ERR_FORMAT, "type at %s must list strings", at(path));
+        if (i) sb_lit(body, " | ");
+        sb_lit(body, "(");
+        rc = typed_rule(c, s, t->valuestring, path, body);
+        sb_lit(body, ")");
+    }
+    if (i == 0 && !rc) rc = fail(c, GEMMA3_ERR_FORMAT, "type at %s is an empty list", at(path));
+    return rc;
+}
+
+/* The body of schema s's rule, by the keyword that decides it (const, enum, anyOf/oneOf, type,
+ * then what properties or items imply); 0 or -1. */
+static int schema_body(conv *c, const cJSON *s, const char *path, sbuf *body) {
+    const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    const char *kw = any ? "anyOf" : "oneOf";
+    if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (cst) return json_literal(c, cst, body);
+    if (en) return enum_body(c, en, path, body);
+    if (any) return any_body(c, any, kw, path, body);
+    if (cJSON_IsArray(type)) return type_list_body(c, s, type, path, body);
+    if (type) {
+        if (!cJSON_IsString(type))
+            return fail(c, GEMMA3_ERR_FORMAT, "type at %s must be a string or a list", at(path));
+        return typed_rule(c, s, type->valuestring, path, body);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "properties") ||
+        cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
+        return object_rule(c, s, path, body);
+    if (cJSON_GetObjectItemCaseSensitive(s, "items") ||
+        cJSON_GetObjectItemCaseSensitive(s, "prefixItems"))
+        return array_rule(c, s, path, body);
+    sb_lit(body, "value");
+    return 0;
+}
+
 /* The rule (its number) matching schema s; -1 on error (c->rc). */
 static int visit(conv *c, const cJSON *s, const char *path) {
     if (c->rc) return -1;
@@ -573,101 +661,15 @@ static int visit(conv *c, const cJSON *s, const char *path) {
     if (!cJSON_IsObject(s))
         return fail(c, GEMMA3_ERR_FORMAT, "a schema at %s must be an object or a boolean, not %s",
                     at(path), g3_json_type_name(s));
-    static const char *const known[] = {"type",
-                                        "properties",
-                                        "required",
-                                        "additionalProperties",
-                                        "enum",
-                                        "const",
-                                        "items",
-                                        "prefixItems",
-                                        "minItems",
-                                        "maxItems",
-                                        "minLength",
-                                        "maxLength",
-                                        "minimum",
-                                        "maximum",
-                                        "exclusiveMinimum",
-                                        "exclusiveMaximum",
-                                        "format",
-                                        "anyOf",
-                                        "oneOf",
-                                        "$ref",
-                                        NULL};
+    static const char *const known[] = {
+        "type", "properties", "required", "additionalProperties", "enum", "const", "items",
+        "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "format", "anyOf", "oneOf", "$ref", NULL};
     if (check_keywords(c, s, path, known)) return -1;
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-    if (ref) {
-        if (!cJSON_IsString(ref))
-            return fail(c, GEMMA3_ERR_FORMAT, "$ref at %s must be a string", at(path));
-        if (s->child->next || s->child != ref) { /* $ref alongside other keywords */
-            for (const cJSON *k = s->child; k; k = k->next) {
-                int ann = k == ref;
-                for (int i = 0; annotations[i] && !ann; i++)
-                    ann = strcmp(k->string, annotations[i]) == 0;
-                if (!ann)
-                    return fail(c, GEMMA3_ERR_UNSUPPORTED,
-                                "'%s' beside $ref at %s is not supported", k->string, at(path));
-            }
-        }
-        return visit_ref(c, ref->valuestring, path);
-    }
+    if (ref) return visit_ref_keyword(c, s, ref, path);
     sbuf body = {0};
-    const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
-    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
-    const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
-    if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
-    int rc = 0;
-    char p[1024];
-    if (cst) {
-        rc = json_literal(c, cst, &body);
-    } else if (en) {
-        if (!cJSON_IsArray(en) || cJSON_GetArraySize(en) == 0)
-            rc = fail(c, GEMMA3_ERR_FORMAT, "enum at %s must be a non-empty array", at(path));
-        for (const cJSON *e = en->child; e && !rc; e = e->next) {
-            if (e != en->child) sb_lit(&body, " | ");
-            rc = json_literal(c, e, &body);
-        }
-    } else if (any) {
-        const char *kw = cJSON_GetObjectItemCaseSensitive(s, "anyOf") ? "anyOf" : "oneOf";
-        if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) == 0)
-            rc = fail(c, GEMMA3_ERR_FORMAT, "%s at %s must be a non-empty array", kw, at(path));
-        int i = 0;
-        for (const cJSON *e = any->child; e && !rc; e = e->next, i++) {
-            snprintf(p, sizeof p, "%s/%s/%d", path, kw, i);
-            int r = visit(c, e, p);
-            if (r < 0)
-                rc = -1;
-            else
-                sb_printf(&body, "%sr%d", i ? " | " : "", r);
-        }
-    } else if (cJSON_IsArray(type)) {
-        int i = 0;
-        for (const cJSON *t = type->child; t && !rc; t = t->next, i++) {
-            if (!cJSON_IsString(t)) {
-                rc = fail(c, GEMMA3_ERR_FORMAT, "type at %s must list strings", at(path));
-                break;
-            }
-            if (i) sb_lit(&body, " | ");
-            sb_lit(&body, "(");
-            rc = typed_rule(c, s, t->valuestring, path, &body);
-            sb_lit(&body, ")");
-        }
-        if (i == 0 && !rc) rc = fail(c, GEMMA3_ERR_FORMAT, "type at %s is an empty list", at(path));
-    } else if (type) {
-        if (!cJSON_IsString(type))
-            rc = fail(c, GEMMA3_ERR_FORMAT, "type at %s must be a string or a list", at(path));
-        else
-            rc = typed_rule(c, s, type->valuestring, path, &body);
-    } else if (cJSON_GetObjectItemCaseSensitive(s, "properties") ||
-               cJSON_GetObjectItemCaseSensitive(s, "additionalProperties")) {
-        rc = object_rule(c, s, path, &body);
-    } else if (cJSON_GetObjectItemCaseSensitive(s, "items") ||
-               cJSON_GetObjectItemCaseSensitive(s, "prefixItems")) {
-        rc = array_rule(c, s, path, &body);
-    } else {
-        sb_lit(&body, "value");
-    }
+    int rc = schema_body(c, s, path, &body);
     if (rc || c->rc) {
         free(body.buf);
         return -1;

@@ -765,20 +765,32 @@ static int is_allowed(const uint32_t *allowed, int i) {
     return !allowed || (allowed[i >> 5] >> (i & 31) & 1u);
 }
 
-/* When nothing finite survives: the argmax of the caller's raw logits over the allowed ids, NaN
- * ignored, lowest id; the lowest allowed id if all are NaN. */
+/* Whether id is banned outright: a logit bias of -inf, or an end id under --ignore-eos. */
+static int is_banned(const gemma3_sampler_params *p, int32_t id) {
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token == id && p->logit_bias[i].bias == -INFINITY) return 1;
+    for (int i = 0; p->ignore_eos && i < p->n_eos; i++)
+        if (p->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* When nothing finite survives: the argmax of the caller's raw logits over the allowed ids that
+ * are not banned, NaN ignored, lowest id; the lowest such id if all are NaN. A ban is never
+ * overridden: when the mask and the bans leave no id, an error. */
 static int32_t fallback(const gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     int32_t best = -1;
     float bv = NAN;
     for (int i = 0; i < s->n_vocab; i++) {
         if (!is_allowed(allowed, i)) continue;
-        if (best < 0) best = i;
-        if (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv)) {
-            bv = logits[i];
-            best = i;
-        }
+        int better = best < 0 || (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv));
+        if (!better || is_banned(&s->p, i)) continue; /* the bans are read for candidates only */
+        best = i;
+        bv = logits[i];
     }
-    return best >= 0 ? best : g3_error(GEMMA3_ERR_ARG, "sampler: the mask allows no token");
+    return best >= 0 ? best
+                     : g3_error(GEMMA3_ERR_ARG, "sampler: no token is left: the mask and the "
+                                                "bans (logit bias -inf, ignore-eos) exclude "
+                                                "every id");
 }
 
 /* Whether a sampler after position i of the chain may change the list or the logits. */

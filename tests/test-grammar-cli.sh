@@ -146,6 +146,18 @@ if [ "$ended" -ge 1 ]; then ok; else bad "json schema file: no reply ended"; fi
     >"$TMP/r.json" 2>"$TMP/r.err"
 case $(python3 "$TMP/check.py" yesno "$TMP/r.json" 2>&1) in eos) ok ;; *) bad "tiny-gqa: $(cat "$TMP/r.json" "$TMP/r.err" | head -c 300)" ;; esac
 
+# ---- a logit bias of -inf is never overridden by the grammar: with every id that can spell "a"
+# banned ("a" and the byte piece <0x61>, id 238 + 0x61), nothing is left: one line, exit 1
+A=$("$G3" tokenize -m "$M" -p a | tr -d '[]')
+for temp in 1 0; do
+    expect_error "grammar and bans (temp $temp)" 1 "no token is left" \
+        "$G3" -m "$M" -p hi -n 5 --temp $temp --grammar 'root ::= "a"' -l "$A-inf" -l 335-inf
+done
+"$G3" -m "$M" -p hi -n 5 --output-format json --grammar 'root ::= "a" | "b"' -l "$A-inf" -l 335-inf \
+    >"$TMP/r.json" 2>"$TMP/r.err"
+if grep -q '"text":"b"' "$TMP/r.json"; then ok; else
+    bad "bans leave b: $(cat "$TMP/r.json" "$TMP/r.err" | head -c 300)"; fi
+
 # ---- chat: each reply under the grammar -----------------------------------------------------
 printf 'Is it?\nReally?\nSure?\n' | "$G3" chat -m "$M" -s 3 -n 12 --grammar 'root ::= ("yes" | "no") "!"' \
     >"$TMP/chat.out" 2>"$TMP/chat.err"

@@ -19,6 +19,7 @@
  * - The 262,144-piece tokenizer with grammars/json.gbnf along a document: the mask of the trie
  *   walk, of the per-token scan and of one-token checks agree, cached or not. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,10 @@ static void test_errors(void) {
         {"foo ::= \"a\"", "expected a rule named 'root'"},
         {"root ::= \"\\q\"", "grammar:1:11: unknown escape \\q"},
         {"root ::= \"a\"{3,1}", "grammar:1:13: repetition {3,1}: the maximum is below the minimum"},
+        {"root ::= \"a\"{1,0}", "grammar:1:13: repetition {1,0}: the maximum is below the minimum"},
+        {"root ::= \"a\"{}", "grammar:1:14: expected a number or ',' after '{'"},
+        {"root ::= \"a\"{10001}", "grammar:1:18: repetition count larger than 10000"},
+        {"root ::= \"a\"{2,10001}", "grammar:1:20: repetition count larger than 10000"},
         {"root ::= *", "grammar:1:10: expected an item before '*'"},
         {"root ::= \"a\"\nroot ::= \"b\"", "grammar:2:1: rule 'root' is already defined at 1:1"},
         {"root ::= [z-a]", "grammar:1:12: range end U+0061 is below its start U+007A"},
@@ -171,6 +176,40 @@ static void test_semantics(void) {
         {"root ::= \"a\"{2}", "aa", 1},
         {"root ::= \"a\"{2,}", "aaaaaa", 1},
         {"root ::= \"a\"{,2}", "", 1},
+        /* repetition bounds at their edges: zero, equal, open, a multi-element symbol */
+        {"root ::= \"a\"{2}", "aaa", 0},
+        {"root ::= \"a\"{2}", "a", 0},
+        {"root ::= \"a\"{0} \"b\"", "b", 1},
+        {"root ::= \"a\"{0} \"b\"", "ab", 0},
+        {"root ::= \"a\"{0,0} \"b\"", "ab", 0},
+        {"root ::= \"a\"{,0} \"b\"", "b", 1},
+        {"root ::= \"a\"{,0} \"b\"", "ab", 0},
+        {"root ::= \"a\"{0,1}", "", 1},
+        {"root ::= \"a\"{0,1}", "a", 1},
+        {"root ::= \"a\"{0,1}", "aa", 0},
+        {"root ::= \"a\"{1,1}", "a", 1},
+        {"root ::= \"a\"{1,1}", "", 0},
+        {"root ::= \"a\"{1,1}", "aa", 0},
+        {"root ::= \"a\"{2,2}", "aa", 1},
+        {"root ::= \"a\"{2,2}", "a", 0},
+        {"root ::= \"a\"{2,2}", "aaa", 0},
+        {"root ::= \"a\"{0,}", "", 1},
+        {"root ::= \"a\"{0,}", "aaaa", 1},
+        {"root ::= \"a\"{3,}", "aa", 0},
+        {"root ::= \"a\"{3,}", "aaa", 1},
+        {"root ::= \"a\"{3,}", "aaaaa", 1},
+        {"root ::= \"a\"{1,3}", "", 0},
+        {"root ::= \"a\"{1,3}", "aaa", 1},
+        {"root ::= \"a\"{1,3}", "aaaa", 0},
+        {"root ::= \"ab\"{2,3}", "abab", 1},
+        {"root ::= \"ab\"{2,3}", "ababab", 1},
+        {"root ::= \"ab\"{2,3}", "ab", 0},
+        {"root ::= \"ab\"{2,3}", "abababab", 0},
+        {"root ::= \"ab\"{2,3}", "ababa", 0},
+        {"root ::= (\"a\" | \"b\"){1,2} \"c\"", "bac", 1},
+        {"root ::= (\"a\" | \"b\"){1,2} \"c\"", "c", 0},
+        {"root ::= (\"a\" | \"b\"){1,2} \"c\"", "abbc", 0},
+        {"root ::= \"a\"{10000}", "a", 0},
         {"root ::= [a-c]+", "abcabc", 1},
         {"root ::= [a-c]+", "abd", 0},
         {"root ::= [^a-c]+", "xyz", 1},
@@ -185,6 +224,9 @@ static void test_semantics(void) {
         {"root ::= (\"a\"?)* \"b\"", "aab", 1},
         {"root ::= x\nx ::= y | \"z\"\ny ::= x", "z", 1},
         {"root ::= [\\x00-\\x1f]", "\t", 1},
+        /* a class and its negation are two classes (classes are interned by their ranges) */
+        {"root ::= [a] [^a] \"a\"", "aba", 1},
+        {"root ::= [a] [^a] \"a\"", "aaa", 0},
         {"root ::= \"\\U0001F600\"", "😀", 1},
         /* a repeated empty string is the empty string, whatever the count */
         {"root ::= \"\"* \"a\" \"\"{2,5} \"\"+ \"\"? \"\"{3}", "a", 1},
@@ -336,7 +378,7 @@ static gemma3_grammar *schema_grammar(const char *schema) {
 static void test_json_schema(void) {
     static const struct {
         const char *schema;
-        const char *good[4], *bad[4];
+        const char *good[8], *bad[8];
     } cases[] = {
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": "
          "{\"type\": "
@@ -372,14 +414,44 @@ static void test_json_schema(void) {
          {"{\"q\\\"k\": null}"},
          {"{\"qk\": null}"}},
         {"true", {"{\"x\": [1, {}]}", "\"s\"", "3"}, {"{"}},
+        /* several optional members in a row: any subset, in order, one comma between two */
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}, "
+         "\"c\": {\"type\": \"integer\"}, \"d\": {\"type\": \"integer\"}}}",
+         {"{}", "{\"b\": 1}", "{\"d\": 1}", "{\"a\": 1, \"c\": 2}", "{\"b\": 1, \"d\": 2}",
+          "{\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4}", "{\"a\": 1, \"d\": 4}"},
+         {"{\"d\": 1, \"a\": 2}", "{\"a\": 1 \"b\": 2}", "{\"a\": 1,, \"c\": 2}", "{, \"b\": 1}",
+          "{\"a\": 1,}", "{\"e\": 1}", "{\"a\": 1, \"a\": 1}", "{\"b\": \"x\"}"}},
+        /* optional, required, optional, optional */
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}, "
+         "\"c\": {\"type\": \"integer\"}, \"d\": {\"type\": \"integer\"}}, \"required\": [\"b\"]}",
+         {"{\"b\": 1}", "{\"a\": 1, \"b\": 2}", "{\"b\": 1, \"d\": 2}", "{\"b\": 1, \"c\": 2, \"d\": 3}"},
+         {"{}", "{\"a\": 1}", "{\"a\": 1, \"c\": 2}", "{\"b\": 1 \"d\": 2}", "{\"b\": 1,, \"d\": 2}",
+          "{\"b\": 1, \"d\": 2, \"c\": 3}"}},
+        /* optional members, then additional ones (booleans) */
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}, "
+         "\"c\": {\"type\": \"integer\"}}, \"additionalProperties\": {\"type\": \"boolean\"}}",
+         {"{}", "{\"x\": true}", "{\"b\": 1}", "{\"a\": 1, \"x\": false}",
+          "{\"b\": 1, \"c\": 2, \"y\": true, \"z\": false}", "{\"c\": 1, \"y\": true}",
+          "{\"x\": true, \"y\": false}"},
+         {"{\"x\": 1}", "{, \"x\": true}", "{\"a\": 1,, \"x\": true}", "{\"a\": 1 \"x\": true}",
+          "{\"x\": true,}", "{\"x\": true \"y\": true}", "{\"b\": 1, \"a\": 2}"}},
+        /* the same with additionalProperties false and true */
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}}, "
+         "\"additionalProperties\": false}",
+         {"{}", "{\"a\": 1}", "{\"b\": 1}", "{\"a\": 1, \"b\": 2}"},
+         {"{\"x\": true}", "{\"a\": 1, \"x\": true}", "{, \"b\": 1}", "{\"a\": 1 \"b\": 2}"}},
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}}, "
+         "\"additionalProperties\": true}",
+         {"{}", "{\"b\": 1, \"x\": [null]}", "{\"x\": \"s\", \"y\": {}}", "{\"a\": 1, \"b\": 2}"},
+         {"{, \"x\": 1}", "{\"b\": 1,, \"x\": 1}", "{\"b\": 1 \"x\": 1}", "{\"x\": 1,}"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gemma3_grammar *g = schema_grammar(cases[i].schema);
         CHECK_MSG(g != NULL, "schema %zu", i);
-        for (int k = 0; g && k < 4 && cases[i].good[k]; k++)
+        for (int k = 0; g && k < 8 && cases[i].good[k]; k++)
             CHECK_MSG(matches(g, cases[i].good[k]), "schema %zu should match '%s'", i,
                       cases[i].good[k]);
-        for (int k = 0; g && k < 4 && cases[i].bad[k]; k++)
+        for (int k = 0; g && k < 8 && cases[i].bad[k]; k++)
             CHECK_MSG(!matches(g, cases[i].bad[k]), "schema %zu should not match '%s'", i,
                       cases[i].bad[k]);
         gemma3_grammar_free(g);
@@ -631,6 +703,152 @@ static void test_distribution(void) {
     CHECK(gemma3_grammar_accept(g, 4) == GEMMA3_OK);
     m = gemma3_grammar_mask(g);
     CHECK(m[0] == 1u << 7);
+    gemma3_grammar_free(g);
+}
+
+/* A logit bias of -inf is never overridden by the grammar: when the mask and the bans leave no
+ * id, the draw fails (the caller stops with one line) for every kind of draw; when they leave
+ * some, only those are drawn, also through the fallback of all-(-inf) logits. */
+static void test_bans(void) {
+    const char *pieces[] = {"a", "b", "aa", "c", NULL};
+    enum { NV = 5 };
+    int32_t lens[NV] = {1, 1, 2, 1, 0}, end = 4;
+    gemma3_grammar_vocab v = {NV, pieces, lens, 1, &end};
+    const float logits[NV] = {3.0f, 1.0f, 2.0f, 0.5f, 0.0f};
+    const float none_finite[NV] = {-INFINITY, NAN, -INFINITY, -INFINITY, -INFINITY};
+    static const struct {
+        float t;
+        int mode, mirostat;
+    } draws[] = {{0.0f, GEMMA3_SAMPLER_MODE_CDF, 0},
+                 {1.0f, GEMMA3_SAMPLER_MODE_CDF, 0},
+                 {1.0f, GEMMA3_SAMPLER_MODE_GUMBEL, 0},
+                 {1.0f, GEMMA3_SAMPLER_MODE_CDF, 2}};
+    for (size_t d = 0; d < sizeof draws / sizeof draws[0]; d++) {
+        gemma3_sampler_params sp = gemma3_sampler_default_params();
+        sp.temperature = draws[d].t;
+        sp.mode = draws[d].mode;
+        sp.mirostat = draws[d].mirostat;
+        sp.top_k = 0;
+        sp.top_p = 1.0f;
+        sp.n_logit_bias = 1;
+        sp.logit_bias[0] = (gemma3_logit_bias){0, -INFINITY}; /* "a", the only way to spell a */
+        gemma3_sampler *s;
+        gemma3_grammar *only_a, *a_or_b;
+        if (gemma3_sampler_init(&sp, NV, &s) != GEMMA3_OK) {
+            CHECK_MSG(0, "draw %zu: %s", d, gemma3_last_error());
+            continue;
+        }
+        if (gemma3_grammar_init("root ::= \"a\"", 12, &v, &only_a) != GEMMA3_OK ||
+            gemma3_grammar_init("root ::= \"a\" | \"b\"", 18, &v, &a_or_b) != GEMMA3_OK) {
+            CHECK_MSG(0, "%s", gemma3_last_error());
+            gemma3_sampler_free(s);
+            continue;
+        }
+        for (int64_t pos = 0; pos < 50; pos++) {
+            int32_t t = gemma3_grammar_sample(only_a, s, logits, pos);
+            CHECK_MSG(t == GEMMA3_ERR_ARG, "draw %zu pos %lld: %d", d, (long long)pos, (int)t);
+            CHECK_MSG(strstr(gemma3_last_error(), "no token is left") != NULL, "'%s'",
+                      gemma3_last_error());
+            CHECK_EQ_INT(gemma3_grammar_sample(a_or_b, s, logits, pos), 1);
+            CHECK_EQ_INT(gemma3_grammar_sample(a_or_b, s, none_finite, pos), 1);
+            CHECK(gemma3_grammar_sample(only_a, s, none_finite, pos) == GEMMA3_ERR_ARG);
+        }
+        gemma3_grammar_free(only_a);
+        gemma3_grammar_free(a_or_b);
+        gemma3_sampler_free(s);
+    }
+}
+
+/* ================================ grammars at scale ========================================= */
+
+/* Appends printf output to a growing buffer (the scale test's grammars are megabytes). */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} text_buf;
+
+static void tb_printf(text_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(text_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->n + (size_t)k + 1 > b->cap) {
+        b->cap = (b->n + (size_t)k + 1) * 2;
+        char *p = realloc(b->p, b->cap);
+        if (!p) abort();
+        b->p = p;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+/* root ::= r0; rI ::= "x" rI+1 (tail) or rI+1 "x" (a frame per rule); the last one closes to
+ * `last`. */
+static char *chain(int n, int tail, const char *last) {
+    text_buf b = {0};
+    tb_printf(&b, "root ::= r0\n");
+    for (int i = 0; i + 1 < n; i++)
+        tb_printf(&b, tail ? "r%d ::= \"x\" r%d\n" : "r%d ::= r%d \"x\"\n", i, i + 1);
+    tb_printf(&b, "r%d ::= %s\n", n - 1, last);
+    return b.p;
+}
+
+/* 100k nested groups and 100k-rule chains: no stack overflow (the parser recursed per group),
+ * no quadratic time (rule lookup was a linear scan: a 100k chain did not parse in 10 minutes;
+ * the suite's time limit catches a slip back), and the same answers as small grammars. */
+static void test_scale(void) {
+    enum { N = 100000 };
+    text_buf b = {0};
+    tb_printf(&b, "root ::= ");
+    for (int i = 0; i < N; i++) tb_printf(&b, "(");
+    tb_printf(&b, "\"a\"");
+    for (int i = 0; i < N; i++) tb_printf(&b, ")");
+    tb_printf(&b, " \"b\"\n");
+    gemma3_grammar *g = byte_grammar(b.p);
+    CHECK_MSG(g != NULL, "100k nested groups: %s", gemma3_last_error());
+    if (g) CHECK(matches(g, "ab") && !matches(g, "a") && !matches(g, "aab"));
+    gemma3_grammar_free(g);
+    b.n = 0; /* one group not closed, deep inside: the error names where the text ends */
+    tb_printf(&b, "root ::= ");
+    for (int i = 0; i < N; i++) tb_printf(&b, "(");
+    tb_printf(&b, "\"a\"");
+    for (int i = 0; i + 1 < N; i++) tb_printf(&b, ")");
+    CHECK(gemma3_grammar_check(b.p, b.n) == GEMMA3_ERR_FORMAT);
+    CHECK_MSG(strstr(gemma3_last_error(), "grammar:1:200012: expected ')'") != NULL, "'%s'",
+              gemma3_last_error());
+    free(b.p);
+    for (int tail = 0; tail < 2; tail++) { /* x^99999 y, or y x^99999 */
+        char *text = chain(N, tail, "\"y\"");
+        g = byte_grammar(text);
+        CHECK_MSG(g != NULL, "chain (tail %d): %s", tail, gemma3_last_error());
+        const char *first = tail ? "x" : "y", *then = tail ? "xxxx" : "yxxx";
+        if (g) {
+            const uint32_t *m = gemma3_grammar_mask(g);
+            CHECK(m && bit(m, first[0]) && !bit(m, 'x' + 'y' - first[0]) && !bit(m, byte_end));
+            CHECK(feed(g, then, 4) < 0 && gemma3_grammar_allows(g, 'y') == 0 &&
+                  !gemma3_grammar_can_end(g));
+        }
+        gemma3_grammar_free(g);
+        free(text);
+    }
+    /* a left recursion through the whole chain: r0 reaches itself before any character */
+    char *text = chain(N, 0, "root \"z\" | \"w\"");
+    CHECK(gemma3_grammar_check(text, strlen(text)) == GEMMA3_ERR_FORMAT);
+    CHECK_MSG(strstr(gemma3_last_error(), "rule 'r0' is left-recursive") != NULL, "'%s'",
+              gemma3_last_error());
+    free(text);
+    /* a chain that can never finish: productivity reaches root from the far end or not at all */
+    text = chain(N, 1, "\"x\" r0");
+    CHECK(gemma3_grammar_check(text, strlen(text)) == GEMMA3_ERR_FORMAT);
+    CHECK(strstr(gemma3_last_error(), "can never finish") != NULL);
+    free(text);
+    /* a helper rule's name is not a rule name: the user's root-1 is the user's own rule */
+    g = byte_grammar("root ::= (\"a\") root-1\nroot-1 ::= \"b\"");
+    CHECK_MSG(g != NULL, "%s", gemma3_last_error());
+    if (g) CHECK(matches(g, "ab") && !matches(g, "aa"));
     gemma3_grammar_free(g);
 }
 
@@ -1219,6 +1437,8 @@ int main(void) {
     timed("json_schema", test_json_schema);
     timed("json_integers", test_json_integers);
     timed("distribution", test_distribution);
+    timed("bans", test_bans);
+    timed("scale", test_scale);
     timed("property", test_property);
     timed("real_vocab", test_real_vocab);
     return check_report();

@@ -456,14 +456,24 @@ static int32_t ref_sample(struct ref *r, const float *logits, int64_t pos) {
             tok = ref_draw(r, pos);
     }
     if (tok >= 0) return tok;
-    int32_t best = 0; /* nothing finite survived: the raw argmax, NaN ignored */
+    /* nothing finite survived: the raw argmax over the ids no ban (a -inf bias, ignore_eos)
+     * excludes, NaN ignored (the first such id if all are NaN); none left: an error */
+    char *banned = calloc((size_t)r->V, 1);
+    if (!banned) return GEMMA3_ERR_NOMEM;
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].bias == -INFINITY) banned[p->logit_bias[i].token] = 1;
+    for (int i = 0; p->ignore_eos && i < p->n_eos; i++) banned[p->eos_ids[i]] = 1;
+    int32_t best = -1;
     float bv = NAN;
-    for (int i = 0; i < r->V; i++)
-        if (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv)) {
+    for (int i = 0; i < r->V; i++) {
+        if (banned[i]) continue;
+        if (best < 0 || (!isnan(logits[i]) && (isnan(bv) || logits[i] > bv))) {
             bv = logits[i];
             best = i;
         }
-    return best;
+    }
+    free(banned);
+    return best >= 0 ? best : GEMMA3_ERR_ARG;
 }
 
 /* ================================ the fast walk's exp ======================================= */

@@ -775,13 +775,18 @@ static void test_nonfinite(void) {
         CHECK_EQ_INT(gemma3_sampler_sample(s, nans, 0), 0);
         CHECK_EQ_INT(gemma3_sampler_sample(s, mixed, 0), 1);
         gemma3_sampler_free(s);
-        /* all banned by bias: the unbiased argmax */
+        /* all banned by bias: no token is left (a ban is never overridden, issue 52); all but
+         * one banned and that one's logit -inf: it, not the unbiased argmax */
         gemma3_sampler_params b = p;
-        float r[] = {1, 5, 2};
+        float r[] = {1, 5, 2}, r2[] = {1, 5, -INFINITY};
         b.n_logit_bias = 3;
         for (int i = 0; i < 3; i++) b.logit_bias[i] = (gemma3_logit_bias){i, -INFINITY};
         s = make(&b, 3);
-        CHECK_EQ_INT(gemma3_sampler_sample(s, r, 0), 1);
+        CHECK_EQ_INT(gemma3_sampler_sample(s, r, 0), GEMMA3_ERR_ARG);
+        gemma3_sampler_free(s);
+        b.n_logit_bias = 2;
+        s = make(&b, 3);
+        CHECK_EQ_INT(gemma3_sampler_sample(s, r2, 0), 2);
         gemma3_sampler_free(s);
         /* huge magnitudes and subnormal spreads */
         float big[] = {1e4f, -1e4f, 9999.0f, 3e38f, -3e38f};
