@@ -1,4 +1,6 @@
 /* cli/main.c - the gemma3 command: dispatches to a subcommand. */
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +30,15 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* The line editor reads multibyte input only in a UTF-8 character type (Gemma's text is UTF-8
+ * whatever the user's locale says); only LC_CTYPE changes, so numbers print with a '.'. */
+static void use_utf8_input(void) {
+    setlocale(LC_CTYPE, "");
+    if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0) setlocale(LC_CTYPE, "C.UTF-8");
+}
+
 int main(int argc, char **argv) {
+    use_utf8_input();
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
