@@ -49,6 +49,9 @@ typedef struct {
     int first_live;        /* turns before this are no longer in the cache */
     int context_shift;
     const char *resume;    /* --resume FILE */
+    const char *first_message;        /* -p: sent before any input is read */
+    const char *in_prefix, *in_suffix; /* around every message's text */
+    int single_turn;       /* -st: exit after answering -p */
     int interactive;       /* stdin is a terminal */
     int commands;          /* --commands: slash commands even when stdin is not a terminal */
     int n_messages, n_unanswered; /* messages read; those dropped without a reply */
@@ -257,13 +260,7 @@ static int run_turn(chat *c, const char *text) {
     if (stop == GEN_STOP_CONTEXT) fprintf(stderr, "[context full]\n");
     rc = add_turn(c, 0, text, ids, n_ids);
     free(ids);
-    if (rc == GEMMA3_OK) {
-        int need = gemma3_tokenizer_decode(c->g.tok, c->reply_ids, n_gen, NULL, 0);
-        char *reply = need >= 0 ? malloc((size_t)need + 1) : NULL;
-        if (reply) gemma3_tokenizer_decode(c->g.tok, c->reply_ids, n_gen, reply, (size_t)need + 1);
-        rc = reply ? add_turn(c, 1, reply, c->reply_ids, n_gen) : GEMMA3_ERR_NOMEM;
-        free(reply);
-    }
+    if (rc == GEMMA3_OK) rc = add_turn(c, 1, c->g.text, c->reply_ids, n_gen);
     if (rc != GEMMA3_OK) {
         fprintf(stderr, "gemma3: out of memory\n");
         return -1;
@@ -526,16 +523,32 @@ static char *read_line(chat *c, size_t *len) {
 static int send_message(chat *c, const char *line, size_t len) {
     c->n_messages++;
     long nul = gen_find_nul(line, len);
+    const char *pre = c->in_prefix ? c->in_prefix : "", *suf = c->in_suffix ? c->in_suffix : "";
+    size_t n = strlen(pre) + len + strlen(suf) + 1;
+    char *text = nul < 0 ? malloc(n) : NULL;
     int rc = 1;
     if (nul >= 0)
         fprintf(stderr, "gemma3: the message has a NUL byte at byte %ld: not sent\n", nul);
-    else
-        rc = run_turn(c, line);
+    else if (!text)
+        fprintf(stderr, "gemma3: out of memory\n");
+    else {
+        snprintf(text, n, "%s%s%s", pre, line, suf);
+        rc = run_turn(c, text);
+    }
+    free(text);
     if (rc != 0) c->n_unanswered++;
     return rc < 0;
 }
 
 static const cli_option chat_options[] = {
+    {"-p, --prompt", "TEXT", CLI_TEXT, offsetof(chat, first_message),
+     .help = "the first message, sent before any input is read (llama.cpp's -cnv -p)"},
+    {"-st, --single-turn", NULL, CLI_SWITCH, offsetof(chat, single_turn), .value = 1,
+     .help = "with -p: answer it and exit"},
+    {"--in-prefix", "TEXT", CLI_TEXT, offsetof(chat, in_prefix),
+     .help = "put TEXT before every message (inside the user turn)"},
+    {"--in-suffix", "TEXT", CLI_TEXT, offsetof(chat, in_suffix),
+     .help = "put TEXT after every message (inside the user turn)"},
     {"--context-shift", NULL, CLI_SWITCH, offsetof(chat, context_shift), .value = 1,
      .help = "when the context is full, drop the oldest turns without asking"},
     {"--resume", "FILE", CLI_TEXT, offsetof(chat, resume),
@@ -568,6 +581,9 @@ int cmd_chat(int argc, char **argv) {
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    if (c.single_turn && !c.first_message) return cli_usage_error("-st: needs -p TEXT");
+    if (c.opts.escape && c.in_prefix) gen_unescape((char *)c.in_prefix); /* argv, in place */
+    if (c.opts.escape && c.in_suffix) gen_unescape((char *)c.in_suffix);
     saved_chat resumed = {0};
     if (c.resume) {
         /* the transcript first (its ids are checked against the vocabulary once it is known):
@@ -611,7 +627,12 @@ int cmd_chat(int argc, char **argv) {
                         "(seed %u)\n", gemma3_sampler_seed(c.g.sampler));
     }
 
-    for (;;) {
+    if (c.first_message) {
+        size_t len = c.opts.escape ? gen_unescape((char *)c.first_message) : strlen(c.first_message);
+        if (c.interactive) printf("> %s\n", c.first_message);
+        if (send_message(&c, c.first_message, len)) status = CLI_EXIT_FAIL;
+    }
+    while (!status && !c.single_turn) {
         size_t len = 0;
         char *line = read_line(&c, &len);
         if (!line) break;

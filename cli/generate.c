@@ -20,7 +20,7 @@ typedef struct generate_args {
 
 #define A(field) offsetof(generate_args, field)
 static const cli_option generate_options[] = {
-    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt"},
+    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt (escapes processed: see -e)"},
     {"-f, --file", "FILE", CLI_TEXT, A(prompt_file),
      .help = "read the prompt from FILE (- = standard input)"},
     {"--prompt-ids", "IDS", CLI_TEXT, A(prompt_ids),
@@ -56,6 +56,7 @@ static const char *stop_name(gen_stop s) {
     case GEN_STOP_LIMIT: return "limit";
     case GEN_STOP_CONTEXT: return "context_full";
     case GEN_STOP_INTERRUPTED: return "interrupted";
+    case GEN_STOP_STRING: return "stop_string";
     }
     return "?";
 }
@@ -76,15 +77,8 @@ typedef struct cache_report {
 
 static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
                       const int32_t *gen, int n_gen, gen_stop stop, const cache_report *cache) {
-    int need = gemma3_tokenizer_decode(g->tok, gen, n_gen, NULL, 0);
-    char *text = malloc((size_t)(need > 0 ? need : 0) + 1);
-    if (!text || need < 0) {
-        free(text);
-        return cli_fail("json output: %s", need < 0 ? gemma3_last_error() : "out of memory");
-    }
-    gemma3_tokenizer_decode(g->tok, gen, n_gen, text, (size_t)need + 1);
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "text", text);
+    cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
     cJSON_AddItemToObject(root, "prompt_ids", ids_array(prompt, n_prompt));
     cJSON_AddItemToObject(root, "generated_ids", ids_array(gen, n_gen));
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(g->sampler));
@@ -115,7 +109,6 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
     if (s) puts(s);
     free(s);
     cJSON_Delete(root);
-    free(text);
     return 0;
 }
 
@@ -293,8 +286,8 @@ int cmd_generate(int argc, char **argv) {
                                args.prompt_cache_all ? "--prompt-cache-all" : "--prompt-cache-ro");
     if (args.prompt_cache) opts.mo.sp.n_swa_extra = PROMPT_CACHE_SWA_EXTRA;
 
-    char *text = (char *)args.prompt;
-    size_t len = text ? strlen(text) : 0;
+    char *text = (char *)args.prompt; /* argv: unescaped in place */
+    size_t len = !text ? 0 : opts.escape ? gen_unescape(text) : strlen(text);
     if (args.prompt_file && g3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     gen_state g;

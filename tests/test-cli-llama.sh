@@ -26,4 +26,43 @@ print('same' if users==UTF8_MESSAGES else 'typed %r, got %r' % (UTF8_MESSAGES, u
     fi
 done
 
+# ---- -p processes escapes by default (llama.cpp's -e); --no-escape takes the text as typed --------
+ids() { "$G3" -m "$M" -n 1 -s 1 -t 1 --output-format json "$@" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prompt_ids"])'; }
+tab=$(printf 'a\tb\\"c\nd')
+want=$(ids -p "$tab" --no-escape)
+got=$(ids -p 'a\tb\\"c\nd')
+if [ -n "$want" ] && [ "$got" = "$want" ]; then ok; else bad "-p 'a\\tb\\\\\"c\\nd' gave $got, a real tab and newline give $want"; fi
+got=$(ids -p 'a\x09b\\"c\x0ad')
+if [ "$got" = "$want" ]; then ok; else bad "-p with \\x09 and \\x0a gave $got, want $want"; fi
+got=$(ids -p 'a\tb' --no-escape)
+lit=$(ids -p 'a\tb' -e --no-escape)
+bs=$(ids -p 'a\\tb')
+if [ "$got" = "$lit" ] && [ "$got" = "$bs" ] && [ "$got" != "$(ids -p "$(printf 'a\tb')")" ]; then ok; else bad "--no-escape: $got, \\\\t escaped: $bs"; fi
+
+# ---- stop strings: matched on the text across token boundaries, not printed ------------------------
+"$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 >"$TMP/full.txt" 2>/dev/null
+full=$(cat "$TMP/full.txt")
+"$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --output-format json >"$TMP/full.json" 2>/dev/null
+for stop in 's a no' 'noun:' ' long st'; do
+    want=$(python3 -c 'import sys; t=open(sys.argv[1]).read().rstrip("\n"); print(t[:t.index(sys.argv[2])] if sys.argv[2] in t else "NOT IN " + t)' "$TMP/full.txt" "$stop")
+    "$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --stop "$stop" >"$TMP/s.txt" 2>/dev/null
+    if [ "$(cat "$TMP/s.txt")" = "$want" ]; then ok; else bad "--stop '$stop' printed '$(cat "$TMP/s.txt")', want '$want'"; fi
+    "$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --stop nothing-like-it -r "$stop" --output-format json >"$TMP/s.json" 2>/dev/null
+    if [ "$(json_get "$TMP/s.json" "j['text']")" = "$want" ] && [ "$(json_get "$TMP/s.json" "j['stop_reason']")" = stop_string ]; then ok; else bad "-r '$stop' json: $(head -c 300 "$TMP/s.json")"; fi
+done
+# a stop string's beginning held back at the end is printed when the reply ends without it
+"$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --stop "${full##* }XYZ" >"$TMP/s.txt" 2>/dev/null
+if [ "$(cat "$TMP/s.txt")" = "$full" ] && [ -n "$full" ]; then ok; else bad "held-back tail: '$(cat "$TMP/s.txt")' != '$full'"; fi
+if [ "$(json_get "$TMP/full.json" "j['stop_reason']")" = limit ]; then ok; else bad "no --stop: stop_reason $(json_get "$TMP/full.json" "j['stop_reason']")"; fi
+expect_error "--stop ''" 2 "--stop: the stop string is empty" "$G3" -m "$M" -p x --stop ''
+
+# ---- chat -p (a first message), -st, -r, --in-prefix, --in-suffix ----------------------------------
+"$G3" chat -m "$M" -p 'Define "tree".' -st -n 40 -s 1 -t 1 </dev/null >"$TMP/c.txt" 2>"$TMP/c.err"
+if [ "$(cat "$TMP/c.txt")" = "$full" ]; then ok; else bad "chat -p -st: '$(cat "$TMP/c.txt")' != '$full' ($(cat "$TMP/c.err"))"; fi
+printf 'Define "bank".\n' | "$G3" chat -m "$M" -p 'Define "tree".' -r 'noun:' -n 40 -s 1 -t 1 >"$TMP/c.txt" 2>"$TMP/c.err"
+if [ "$(head -n 1 "$TMP/c.txt")" = '"tree" is a ' ] && [ "$(wc -l <"$TMP/c.txt")" -eq 2 ]; then ok; else bad "chat -p then stdin with -r: $(cat "$TMP/c.txt")"; fi
+expect_error "chat -st without -p" 2 "-st: needs -p" "$G3" chat -m "$M" -st
+printf 'tree\n/save %s\n' "$TMP/pre.json" | "$G3" chat --commands -m "$M" --in-prefix 'Define "' --in-suffix '".\n' -n 4 -s 1 -t 1 >/dev/null 2>&1
+if [ "$(json_get "$TMP/pre.json" "repr(j['turns'][0]['text'])")" = "'Define \"tree\".\\n'" ]; then ok; else bad "--in-prefix/--in-suffix: $(json_get "$TMP/pre.json" "repr(j['turns'][0]['text'])")"; fi
+
 report
