@@ -96,6 +96,15 @@ $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' >$@
 
+# --version and bench's build_commit/build_number: the commit this build was made from.
+BUILD_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BUILD_NUMBER := $(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+$(BUILD)/build-info: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BUILD_COMMIT) $(BUILD_NUMBER)' | cmp -s - $@ || echo '$(BUILD_COMMIT) $(BUILD_NUMBER)' >$@
+$(BUILD)/cli/version.o: $(BUILD)/build-info
+$(BUILD)/cli/version.o: ALL_CFLAGS += -DG3_BUILD_COMMIT='"$(BUILD_COMMIT)"' -DG3_BUILD_NUMBER=$(BUILD_NUMBER)
+
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@

@@ -445,6 +445,13 @@ const char *gemma3_session_isa(const gemma3_session *s) {
     return s->quant ? s->qkern->name : s->kern->name;
 }
 
+int gemma3_kernel_tables(const char **names, int max) {
+    const g3_kernels *tables[16];
+    int n = g3_kernels_all(tables, 16);
+    for (int i = 0; i < n && i < max; i++) names[i] = tables[i]->name;
+    return n;
+}
+
 /* ==== cutting back and saved state (state.c, through session-view.h) ========================== */
 
 /* A full layer keeps every position. A sliding layer's ring holds the last n_slots positions

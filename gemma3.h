@@ -592,6 +592,12 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
  * "json-schema:LINE:COLUMN: ...". *gbnf is malloc'd (caller frees). */
 int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf);
 
+/* ---- build and machine ------------------------------------------------------------------- */
+#define GEMMA3_VERSION "0.9.0"
+/* The names of the kernel tables this CPU can run ("scalar" first, then "avx2", "avx512", ...),
+ * into names[0..max); returns how many there are (which may exceed max). */
+int gemma3_kernel_tables(const char **names, int max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -83,7 +83,7 @@ static const cli_command bench_command = {
     "usage: gemma3 bench -m DIR [options]\n"
     "Measures prompt processing (ppN) and generation (tgN) speed, like llama-bench.\n",
     "bench: unknown flag '%s' (see gemma3 bench --help)",
-    {&bench_group, &cli_model_group, NULL},
+    {&bench_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
 /* One timed run from an empty cache: a prompt of n_prompt tokens in one forward call, or n_gen
@@ -276,7 +276,7 @@ int cmd_bench(int argc, char **argv) {
     bench_args args = {.prompts = {{512}, 1}, .gens = {{128}, 1}, .reps = 5, .format = OUT_MD};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    void *const dst[] = {&args, &mo};
+    void *const dst[] = {&args, &mo, &mo};
     int status;
     if (cli_parse(&bench_command, argc, argv, dst, &status)) return status;
     if (!mo.model_dir) return cli_usage_error("bench: -m: a model directory is required");

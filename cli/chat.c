@@ -570,14 +570,15 @@ static const cli_command chat_command = {
     "/save FILE, /load FILE, /quit. Piped input: every line is a message; exit 1 if any went\n"
     "unanswered.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
-    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group, NULL},
+    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
+     &cli_compat_group, NULL},
 };
 
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
     gen_opts_init(&c.opts);
-    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr};
+    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr, &c.opts.mo};
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
@@ -621,8 +622,8 @@ int cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns so we see the flag */
-    if (c.interactive) {
-        rl_catch_signals = 0;
+    if (c.interactive) rl_catch_signals = 0;
+    if (c.interactive && !c.opts.quiet) {
         fprintf(stderr, "gemma3 chat: /help for commands, Ctrl-C stops a reply, Ctrl-D exits "
                         "(seed %u)\n", gemma3_sampler_seed(c.g.sampler));
     }

@@ -27,6 +27,13 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
+/* The build (version.c): the commit and build number it was made from ("unknown", 0 outside a
+ * git checkout), the compiler; --version prints them and the kernel tables this CPU runs. */
+const char *cli_build_commit(void);
+int cli_build_number(void);
+const char *cli_compiler(void);
+void cli_print_version(FILE *f);
+
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_FAIL. */
@@ -78,6 +85,7 @@ typedef struct cli_option {
     unsigned given_bit;     /* OR'd into the group's `given` word when the option is given */
     const char *help;       /* one line */
     const char *default_text; /* printed as "(default ...)"; NULL: the initial value, if any */
+    int optional_value;     /* the next argument is the value only when it does not begin '-' */
 } cli_option;
 
 typedef struct cli_group {
@@ -90,7 +98,7 @@ typedef struct cli_group {
 /* A group of the options in the array `options`. */
 #define CLI_GROUP(title, options) {title, options, sizeof options / sizeof options[0], CLI_NOWHERE}
 
-#define CLI_MAX_GROUPS 6
+#define CLI_MAX_GROUPS 7
 typedef struct cli_command {
     const char *usage;        /* the usage line(s) and what the command does */
     const char *unknown;      /* printf format of the unknown-flag error, one %s */
@@ -118,8 +126,12 @@ typedef struct cli_model_opts {
     int kv_set;         /* --kv-type given */
     gemma3_session_params sp;
     int verbose;
+    int mlock;          /* --mlock: lock the process's memory once the model is loaded */
 } cli_model_opts;
 extern const cli_group cli_model_group;
+/* llama.cpp's flags for GPUs and NUMA, accepted with a one-line note so that its scripts run;
+ * --mlock. Values go into a cli_model_opts (compat-options.c). */
+extern const cli_group cli_compat_group;
 void cli_model_opts_init(cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);

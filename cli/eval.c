@@ -41,7 +41,7 @@ static const cli_command eval_command = {
     "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"
     "Runs the model over token ids and writes raw float32 logits.\n",
     "eval: unknown option '%s' (try gemma3 eval --help)",
-    {&eval_group, &cli_model_group, NULL},
+    {&eval_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
 /* Written to FILE.tmp and renamed, so FILE is never half-written. */
@@ -112,7 +112,7 @@ int cmd_eval(int argc, char **argv) {
     eval_args args = {0};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    void *const dst[] = {&args, &mo};
+    void *const dst[] = {&args, &mo, &mo};
     int rc;
     if (cli_parse(&eval_command, argc, argv, dst, &rc)) return rc;
     if (!mo.model_dir) return cli_usage_error("eval: -m DIR is required");

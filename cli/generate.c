@@ -47,7 +47,7 @@ static const cli_command generate_command = {
     "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n",
     "unknown flag '%s' (see gemma3 --help)",
     {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
-     NULL},
+     &cli_compat_group, NULL},
 };
 
 static const char *stop_name(gen_stop s) {
@@ -264,8 +264,8 @@ static int generate(gen_state *g, const gen_opts *opts, const generate_args *arg
         fputc('\n', stdout);
         if (stop == GEN_STOP_CONTEXT)
             fprintf(stderr, "gemma3: stopped: the context (-c %d) is full\n", n_ctx);
-        gen_print_summary(g, stderr);
-        if (cache.used) print_cache_summary(&cache, n_prompt, stderr);
+        if (!opts->quiet) gen_print_summary(g, stderr);
+        if (cache.used && !opts->quiet) print_cache_summary(&cache, n_prompt, stderr);
     }
     free(gen_ids);
     return status;
@@ -275,7 +275,7 @@ int cmd_generate(int argc, char **argv) {
     generate_args args = {0};
     gen_opts opts;
     gen_opts_init(&opts);
-    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr};
+    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr, &opts.mo};
     int status;
     if (cli_parse(&generate_command, argc, argv, dst, &status)) return status;
     if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");

@@ -25,7 +25,8 @@ static const command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gemma3 <command> [options]   (gemma3 <command> --help for its options)\n");
-    fprintf(f, "       gemma3 -m DIR -p PROMPT [options]   (generate)\n\n");
+    fprintf(f, "       gemma3 -m DIR -p PROMPT [options]   (generate)\n");
+    fprintf(f, "       gemma3 --version                    (version, commit, compiler, kernels)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -45,6 +46,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        cli_print_version(stdout);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -1,7 +1,9 @@
 /* cli/model-options.c - the flags of every command that runs the model: which checkpoint, how it
  * is loaded, and the session (threads, context, batch, precision, kernels). */
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cli.h"
 #include "safetensors.h"
@@ -156,6 +158,9 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
     mp.isa = o->sp.isa;             /* and the layout suits the session's kernels */
     if (gemma3_model_load_ex(o->model_dir, &mp, model) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        fprintf(stderr, "gemma3: warning: --mlock: the memory cannot be locked (%s; see ulimit -l)\n",
+                strerror(errno));
     gemma3_model_info info;
     gemma3_model_get_info(*model, &info);
     if (o->verbose) {

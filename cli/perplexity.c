@@ -58,7 +58,7 @@ static const cli_command ppl_command = {
     "half, as llama-perplexity does; with --kl-divergence-base, save or compare full\n"
     "distributions.\n",
     "perplexity: unknown option '%s' (try gemma3 perplexity --help)",
-    {&ppl_group, &cli_model_group, NULL},
+    {&ppl_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
 /* What one run works on: the tokens, the chunking, the model's facts. */
@@ -357,7 +357,7 @@ int cmd_perplexity(int argc, char **argv) {
     ppl_args a = {0};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    void *const dst[] = {&a, &mo};
+    void *const dst[] = {&a, &mo, &mo};
     int rc;
     if (cli_parse(&ppl_command, argc, argv, dst, &rc)) return rc;
     mo.sp.n_ctx = a.n_ctx;

@@ -33,6 +33,8 @@ static const cli_option reply_options[] = {
              "--in-suffix (the default, as llama.cpp)"},
     {"--no-escape", NULL, CLI_SWITCH, G(escape), .value = 0,
      .help = "take those texts as typed"},
+    {"--log-disable, --quiet", NULL, CLI_SWITCH, G(quiet), .value = 1,
+     .help = "no summary (speeds, seed, load) or banner on stderr; errors and warnings still"},
 };
 #undef G
 

@@ -18,6 +18,7 @@ typedef struct gen_opts {
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
     int markers_as_text;        /* --markers-as-text: GEMMA3_TOK_MARKERS_AS_TEXT for user text */
+    int quiet;                  /* --log-disable / --quiet: no summary or banner on stderr */
     int escape;                 /* -e / --no-escape: \n, \t, \xNN ... in -p, -r, --in-prefix ... */
     const char *stops[GEN_MAX_STOPS]; /* -r / --stop strings, argv (escapes processed) */
     int n_stops;

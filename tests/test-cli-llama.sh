@@ -65,4 +65,36 @@ expect_error "chat -st without -p" 2 "-st: needs -p" "$G3" chat -m "$M" -st
 printf 'tree\n/save %s\n' "$TMP/pre.json" | "$G3" chat --commands -m "$M" --in-prefix 'Define "' --in-suffix '".\n' -n 4 -s 1 -t 1 >/dev/null 2>&1
 if [ "$(json_get "$TMP/pre.json" "repr(j['turns'][0]['text'])")" = "'Define \"tree\".\\n'" ]; then ok; else bad "--in-prefix/--in-suffix: $(json_get "$TMP/pre.json" "repr(j['turns'][0]['text'])")"; fi
 
+# ---- --version ---------------------------------------------------------------------------------
+"$G3" --version >"$TMP/v.txt" 2>&1
+if grep -q '^gemma3 version [0-9.]* (build [0-9]*, commit [0-9a-z]*)$' "$TMP/v.txt" && grep -q '^built with ' "$TMP/v.txt" &&
+    grep -q '^kernel tables this CPU runs: scalar' "$TMP/v.txt"; then ok; else bad "--version: $(cat "$TMP/v.txt")"; fi
+commit=$(git rev-parse --short HEAD 2>/dev/null)
+if [ -z "$commit" ] || grep -q "commit $commit" "$TMP/v.txt"; then ok; else bad "--version does not name HEAD $commit: $(head -n 1 "$TMP/v.txt")"; fi
+
+# ---- llama.cpp's GPU/NUMA flags: accepted, one note each, the output unchanged; --mlock; --quiet --
+"$G3" -m "$M" -p 'Define "tree".' -n 12 -s 1 -t 1 >"$TMP/plain.txt" 2>/dev/null
+"$G3" -m "$M" -p 'Define "tree".' -n 12 -s 1 -t 1 -ngl 99 -fa -mg 0 --numa distribute -sm none -ts 1,0 \
+    -dev none -nkvo --mlock --log-disable >"$TMP/gpu.txt" 2>"$TMP/gpu.err"
+rc=$?
+notes=$(grep -c '^gemma3: note: .* ignored: ' "$TMP/gpu.err")
+others=$(grep -v '^gemma3: note: \|^gemma3: warning: --mlock' "$TMP/gpu.err" | wc -l)
+if [ $rc -eq 0 ] && cmp -s "$TMP/plain.txt" "$TMP/gpu.txt" && [ "$notes" -eq 8 ] && [ "$others" -eq 0 ]; then ok; else
+    bad "GPU flags: rc $rc, $notes notes, $others other stderr lines: $(head -c 400 "$TMP/gpu.err")"; fi
+"$G3" -m "$M" -p 'Define "tree".' -n 12 -s 1 -t 1 -fa on --quiet >"$TMP/gpu.txt" 2>"$TMP/gpu.err"
+if cmp -s "$TMP/plain.txt" "$TMP/gpu.txt" && [ "$(wc -l <"$TMP/gpu.err")" -eq 1 ]; then ok; else bad "-fa on --quiet: $(cat "$TMP/gpu.err")"; fi
+"$G3" -m "$M" -p 'Define "tree".' -n 4 -s 1 -t 1 -q bf16 >/dev/null 2>"$TMP/loud.err"
+if grep -q 'generated:' "$TMP/loud.err"; then ok; else bad "no summary without --quiet"; fi
+for c in bench perplexity eval; do
+    "$G3" $c -ngl 99 -fa 1 >/dev/null 2>"$TMP/e.err"
+    if grep -q "unknown flag\|unknown option" "$TMP/e.err"; then bad "$c refuses -ngl/-fa: $(cat "$TMP/e.err")"; else ok; fi
+done
+
+# ---- "did you mean" ----------------------------------------------------------------------------
+expect_error "--tmep" 2 "unknown flag '--tmep' (see gemma3 --help); did you mean --temp?" "$G3" -m "$M" -p x --tmep 0
+expect_error "chat --in-prefx" 2 "did you mean --in-prefix?" "$G3" chat -m "$M" --in-prefx a
+expect_error "bench --n-promt" 2 "did you mean --n-prompt?" "$G3" bench -m "$M" --n-promt 5
+expect_error "--zzzzz" 2 "unknown flag '--zzzzz' (see gemma3 --help)" "$G3" -m "$M" --zzzzz
+if grep -q 'did you mean' "$TMP/err"; then bad "--zzzzz got a suggestion: $(cat "$TMP/err")"; else ok; fi
+
 report
