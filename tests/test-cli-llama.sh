@@ -97,4 +97,49 @@ expect_error "bench --n-promt" 2 "did you mean --n-prompt?" "$G3" bench -m "$M" 
 expect_error "--zzzzz" 2 "unknown flag '--zzzzz' (see gemma3 --help)" "$G3" -m "$M" --zzzzz
 if grep -q 'did you mean' "$TMP/err"; then bad "--zzzzz got a suggestion: $(cat "$TMP/err")"; else ok; fi
 
+# ---- bench as llama-bench: several -m, lists, -pg, -d; every combination one row ------------------
+mkdir -p "$TMP/it's \"two\""
+M2="$TMP/it's \"two\""
+for f in "$M"/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$M2/"; done
+"$G3" bench -m "$M" -m "$M2" -q bf16,q8_0 -ctk bf16,f32 -b 4,8 -p 8 -n 2 -pg 4,2 -d 0,8 -r 1 -t 1 -o jsonl \
+    >"$TMP/b.jsonl" 2>"$TMP/b.err"
+rc=$?
+got=$(python3 - "$TMP/b.jsonl" "$M" "$M2" "$(git rev-parse --short HEAD 2>/dev/null)" <<'PY'
+import json, re, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+keys = {(r["model_filename"], r["weight_type"], r["type_k"], r["n_batch"], r["test"]) for r in rows}
+want = {(m, q, k, b, t + d) for m in sys.argv[2:4] for q in ("bf16", "q8_0") for k in ("bf16", "f32")
+        for b in (4, 8) for t in ("pp8", "tg2", "pp4+tg2") for d in ("", " @ d8")}
+problems = []
+if len(rows) != 96 or keys != want: problems.append("%d rows; missing %s; extra %s" % (len(rows), sorted(want - keys)[:3], sorted(keys - want)[:3]))
+for r in rows:
+    if r["n_depth"] != (8 if "@ d8" in r["test"] else 0): problems.append("n_depth %r of %s" % (r["n_depth"], r["test"]))
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["test_time"]): problems.append("test_time " + r["test_time"])
+    if r["backends"] != "CPU" or not isinstance(r["build_number"], int) or not isinstance(r["cpu_info"], str): problems.append("fields")
+    if sys.argv[4] and r["build_commit"] != sys.argv[4]: problems.append("build_commit " + r["build_commit"])
+    if not (r["avg_ts"] > 0 and r["n_prompt"] + r["n_gen"] > 0 and len(r["samples_ns"]) == 1 and len(r["samples_ts"]) == 1): problems.append("times")
+print("; ".join(sorted(set(problems))[:4]) or "ok")
+PY
+)
+if [ $rc -eq 0 ] && [ "$got" = ok ]; then ok; else bad "bench combinations: rc $rc: $got $(head -c 300 "$TMP/b.err")"; fi
+# CSV and SQL quote what they hold: the second model's name has quotes and a space
+"$G3" bench -m "$M" -m "$M2" -p 8 -n 0 -r 1 -t 1 -o csv >"$TMP/b.csv" 2>/dev/null
+"$G3" bench -m "$M" -m "$M2" -p 8 -n 0 -r 1 -t 1 -o sql >"$TMP/b.sql" 2>/dev/null
+"$G3" bench -m "$M" -m "$M2" -p 8 -n 0 -r 1 -t 1 -o json >"$TMP/b.json" 2>/dev/null
+got=$(python3 - "$TMP/b.csv" "$TMP/b.sql" "$TMP/b.json" "$M2" <<'PY'
+import csv, json, sqlite3, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+db = sqlite3.connect(":memory:"); db.executescript(open(sys.argv[2]).read())
+sql = [r[0] for r in db.execute("SELECT model_filename FROM llama_bench WHERE test = 'pp8' AND n_depth = 0")]
+js = [r["model_filename"] for r in json.load(open(sys.argv[3]))]
+want = [rows[0]["model_filename"], sys.argv[4]]
+print("ok" if [r["model_filename"] for r in rows] == want and sql == want and js == want and rows[0]["test"] == "pp8" else "csv %s sql %s json %s" % ([r["model_filename"] for r in rows], sql, js))
+PY
+)
+if [ "$got" = ok ]; then ok; else bad "bench csv/sql/json quoting: $got"; fi
+expect_error "bench -c below depth" 2 "-c: 16 is smaller than the longest test (24 tokens of -p/-n)" "$G3" bench -m "$M" -c 16 -p 8 -n 0 -d 16
+expect_error "bench -pg" 2 "-pg: '8' is not PP,TG" "$G3" bench -m "$M" -pg 8
+expect_error "bench -q" 2 "-q: 'q5' is not one of" "$G3" bench -m "$M" -q bf16,q5
+expect_error "bench -ctk" 2 "-ctk: 'f16' is not one of f32, bf16" "$G3" bench -m "$M" -ctk f16
+
 report
