@@ -41,7 +41,7 @@ DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
 # OPENMP=1: threads.c on OpenMP. LLVM's libomp (clang, libomp-dev) unless CC is given: gcc's
 # libgomp spins without yielding between regions and decodes several times slower than the pool
-# on a loaded machine (README, "Threads: our pool or OpenMP").
+# on a loaded machine (docs/threads.md).
 OPENMP ?= 0
 OMP_CC := $(if $(filter default,$(origin CC)),clang,$(CC))
 ifeq ($(OPENMP),1)
