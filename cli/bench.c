@@ -16,8 +16,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "rng.h"
-#include "util.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 1000
@@ -152,6 +150,14 @@ static const cli_command bench_command = {
     {&bench_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
+/* SplitMix64: the benchmark's token ids, the same on every run and build. */
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
 /* One timed run from an empty cache: n_depth tokens prefilled untimed, then a prompt of
  * n_prompt tokens in one forward call and n_gen single-token steps. Returns nanoseconds, or -1
  * with the error in gemma3_last_error(). */
@@ -160,14 +166,14 @@ static double run_once(gemma3_session *s, int vocab, int32_t *tokens, int n_dept
     gemma3_session_reset(s);
     uint64_t rng = 42;
     int n = n_depth + n_prompt + n_gen;
-    for (int i = 0; i < n; i++) tokens[i] = (int32_t)(g3_splitmix64_next(&rng) % (uint64_t)vocab);
+    for (int i = 0; i < n; i++) tokens[i] = (int32_t)(splitmix64(&rng) % (uint64_t)vocab);
     if (n_depth > 0 && gemma3_session_forward(s, tokens, n_depth, NULL) != GEMMA3_OK) return -1;
     tokens += n_depth;
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (n_prompt > 0 && gemma3_session_forward(s, tokens, n_prompt, NULL) != GEMMA3_OK) return -1;
     for (int i = 0; i < n_gen; i++)
         if (gemma3_session_forward(s, &tokens[n_prompt + i], 1, NULL) != GEMMA3_OK) return -1;
-    return (g3_now() - t0) * 1e9;
+    return (cli_now() - t0) * 1e9;
 }
 
 static void summarize(bench_result *r) {
@@ -586,10 +592,8 @@ static int check_sizes(cli_model_opts *mo, const bench_args *args) {
                                mo->sp.n_ctx, longest);
     if (mo->sp.n_ctx) return 0;
     for (int i = 0; i < args->models.n; i++) {
-        char path[4096];
-        g3_config cfg;
-        if (g3_path_join(path, sizeof path, args->models.items[i], "config.json") == GEMMA3_OK &&
-            g3_config_load(path, &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
+        gemma3_model_info cfg;
+        if (gemma3_model_peek(args->models.items[i], &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
             return cli_usage_error("-p/-n: the longest test (%d tokens) exceeds the model's "
                                    "max_position_embeddings %d", longest, cfg.max_position_embeddings);
     }

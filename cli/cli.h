@@ -13,6 +13,9 @@
 #include "config.h"
 #include "gemma3.h"
 
+/* Seconds from a monotonic clock, for the timings the commands print. */
+double cli_now(void);
+
 #define CLI_EXIT_USAGE 2
 #define CLI_EXIT_FAIL 1
 
@@ -33,6 +36,13 @@ const char *cli_build_commit(void);
 int cli_build_number(void);
 const char *cli_compiler(void);
 void cli_print_version(FILE *f);
+
+/* Errors of the command's own code recorded as the library records its own: cli_error keeps the
+ * message (printf format) and returns code (a GEMMA3_ERR_*); cli_lib(rc) keeps
+ * gemma3_last_error() when rc < 0 and returns rc. cli_last_error() is the latest message kept. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_lib(int rc);
+const char *cli_last_error(void);
 
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -137,9 +147,9 @@ void cli_model_opts_init(cli_model_opts *o);
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
 /* A warning line (not an error) when n_threads is more than the online CPUs. */
 void cli_warn_threads(const char *flag, int n_threads);
-/* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (g3_mem_available):
+/* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (info's):
  * prints the error naming -c and both sizes, returns CLI_EXIT_USAGE; else 0. */
-int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32);
+int cli_check_kv(const gemma3_model_info *info, int n_ctx, int kv_f32);
 /* " (N GB/s)" of the load, or "" when it took no measurable time (a mapping), into buf. */
 const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n);
 /* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. First,

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "reply.h"
-#include "util.h"
 
 typedef struct generate_args {
     const char *prompt, *prompt_file, *prompt_ids;
@@ -126,7 +125,7 @@ static int build_prompt(const gen_state *g, const char *text, size_t text_len, i
         z[text_len] = '\0';
         int rc = gen_encode_chat(g, system_prompt, z, 1, ids, n_ids);
         free(z);
-        return rc == GEMMA3_OK ? 0 : cli_fail("%s", gemma3_last_error());
+        return rc == GEMMA3_OK ? 0 : cli_fail("%s", cli_last_error());
     }
     int flags = GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL;
     int need = gemma3_tokenizer_encode(g->tok, text, text_len, flags, NULL, 0);
@@ -176,7 +175,7 @@ static int restore_prompt_cache(gen_state *g, const char *path, const int32_t *p
         snprintf(cache->note, sizeof cache->note, "%s does not exist yet", path);
         return 0;
     }
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (gemma3_session_load(g->session, path) != GEMMA3_OK)
         return cli_fail("--prompt-cache: %s", gemma3_last_error());
     const int n_cached = gemma3_session_pos(g->session);
@@ -201,15 +200,15 @@ static int restore_prompt_cache(gen_state *g, const char *path, const int32_t *p
         }
     }
     for (int i = 0; i < cache->reused; i++) gemma3_sampler_accept(g->sampler, prompt[i]);
-    cache->load_seconds = g3_now() - t0;
+    cache->load_seconds = cli_now() - t0;
     return 0;
 }
 
 static int save_prompt_cache(gen_state *g, const char *path, cache_report *cache) {
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (gemma3_session_save(g->session, path) != GEMMA3_OK)
         return cli_fail("--prompt-cache: %s", gemma3_last_error());
-    cache->save_seconds += g3_now() - t0;
+    cache->save_seconds += cli_now() - t0;
     return 0;
 }
 
@@ -257,7 +256,7 @@ static int generate(gen_state *g, const gen_opts *opts, const generate_args *arg
     if (status) {
         /* the error line is printed */
     } else if (rc != GEMMA3_OK) {
-        status = cli_fail("%s", gemma3_last_error());
+        status = cli_fail("%s", cli_last_error());
     } else if (args->json) {
         status = print_json(g, prompt, n_prompt, gen_ids, n_gen, stop, &cache);
     } else {
@@ -288,7 +287,7 @@ int cmd_generate(int argc, char **argv) {
 
     char *text = (char *)args.prompt; /* argv: unescaped in place */
     size_t len = !text ? 0 : opts.escape ? gen_unescape(text) : strlen(text);
-    if (args.prompt_file && g3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
+    if (args.prompt_file && gemma3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     gen_state g;
     int32_t *prompt = NULL;

@@ -10,6 +10,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char last_error[1024];
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_lib(int rc) {
+    if (rc < 0) snprintf(last_error, sizeof last_error, "%s", gemma3_last_error());
+    return rc;
+}
+
+const char *cli_last_error(void) { return last_error; }
 
 /* ---- error lines ---------------------------------------------------------------------------- */
 

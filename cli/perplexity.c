@@ -20,8 +20,6 @@
 #include "cli.h"
 #include "gemma3.h"
 #include "kld.h"
-#include "threads.h"
-#include "util.h"
 
 #define PPL_DEFAULT_CTX 512 /* llama-perplexity's default -c */
 
@@ -104,7 +102,7 @@ static int tokenize_file(const gemma3_model *model, const char *path, const char
     if (!tok) return cli_fail("-f: '%s' has no tokenizer.model (give --tokens instead)", dir);
     char *text = NULL;
     size_t len = 0;
-    if (g3_read_file(path, &text, &len) != GEMMA3_OK)
+    if (gemma3_read_file(path, &text, &len) != GEMMA3_OK)
         return cli_fail("-f: %s", gemma3_last_error());
     int rc = 0;
     int need = gemma3_tokenizer_encode(tok, text, len, GEMMA3_TOK_BOS, NULL, 0);
@@ -181,7 +179,6 @@ typedef struct ppl_run {
     float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
     double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
-    g3_pool *pool;     /* the scoring's threads (as many as the session's) */
     double nll, nll2;  /* sums over the scored positions */
     long count;
     double t_forward, t_score;
@@ -208,7 +205,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     memcpy(buf, p->tokens + (size_t)chunk * p->n_ctx, (size_t)p->n_ctx * sizeof *buf);
     buf[0] = p->bos;
     gemma3_session_reset(r->s);
-    double t0 = g3_now();
+    double t0 = cli_now();
     int rc = r->full_rows
                  ? gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits)
                  : gemma3_session_forward_logprob(r->s, buf, p->n_ctx - 1, n_rows, buf + first + 1,
@@ -216,7 +213,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     if (rc != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     if (!r->full_rows)
         for (int i = 0; i < n_rows; i++) r->nll_rows[i] = -r->nll_rows[i];
-    r->t_forward += g3_now() - t0;
+    r->t_forward += cli_now() - t0;
     return 0;
 }
 
@@ -248,10 +245,10 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     const int32_t *t = p->tokens + (size_t)chunk * p->n_ctx;
     size_t V = (size_t)p->vocab;
     int first = p->n_ctx / 2, n_rows = p->n_ctx - 1 - first;
-    double t0 = g3_now();
+    double t0 = cli_now();
     score_job job = {.logits = r->logits, .out = save ? r->rows : NULL, .next = t + first + 1,
                      .nll = r->nll_rows, .V = V, .n_rows = n_rows, .in_place = base != NULL};
-    if (r->full_rows) g3_pool_run(r->pool, score_rows, &job);
+    if (r->full_rows) gemma3_session_parallel(r->s, score_rows, &job);
     for (int i = 0; i < n_rows; i++) {
         r->nll += r->nll_rows[i];
         r->nll2 += r->nll_rows[i] * r->nll_rows[i];
@@ -259,7 +256,7 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
         if (base) kld_stats_add(base, r->logits + (size_t)i * V, r->rows + (size_t)i * V,
                                 p->vocab, job.next[i]);
     }
-    r->t_score += g3_now() - t0;
+    r->t_score += cli_now() - t0;
 }
 
 /* llama.cpp's final line: PPL = exp(mean nll), +/- PPL times the standard error of that mean. */
@@ -289,7 +286,7 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
     int rc = 0;
     if (stats) kld_stats_print_chunk_header(stdout);
     for (int c = 0; c < p->n_chunks && !rc; c++) {
-        double t0 = g3_now();
+        double t0 = cli_now();
         if ((rc = forward_chunk(r, p, c, buf))) break;
         if (base && (rc = kld_read_rows(base, r->rows, row_floats))) break;
         score_chunk(r, p, c, save != NULL, stats);
@@ -297,7 +294,7 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
         if (stats) kld_stats_print_chunk(stats, c + 1, stdout);
         else printf("[%d]%.4f,", c + 1, exp(r->nll / (double)r->count));
         fflush(stdout);
-        print_progress(p, c, g3_now() - t0);
+        print_progress(p, c, cli_now() - t0);
     }
     if (!stats && !rc) printf("\n");
     free(buf);
@@ -308,8 +305,6 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
 
 static int open_session(const gemma3_model *model, const cli_model_opts *mo, ppl_run *r) {
     if (gemma3_session_init(model, &mo->sp, &r->s) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-    if (g3_pool_create(gemma3_session_n_threads(r->s), &r->pool) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     return 0;
 }
@@ -395,7 +390,6 @@ done:
     free(r.logits);
     free(r.rows);
     free(r.nll_rows);
-    g3_pool_free(r.pool);
     gemma3_session_free(r.s);
     gemma3_model_free(model);
     return rc;

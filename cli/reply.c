@@ -91,7 +91,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
     int rc = cli_grammar_resolve(&opts->gr);
     if (rc) return rc;
-    double t0 = g3_now();
+    double t0 = cli_now();
     rc = cli_model_load(&opts->mo, &g->model);
     if (rc) return rc;
     g->tok = gemma3_model_tokenizer(g->model);
@@ -101,7 +101,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
     if (rc) return rc;
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
-    g->load_seconds = g3_now() - t0;
+    g->load_seconds = cli_now() - t0;
     g->chat_flags = opts->markers_as_text ? GEMMA3_TOK_MARKERS_AS_TEXT : 0;
     /* argv strings: unescaped in place, once */
     for (int i = 0; opts->escape && i < opts->n_stops; i++) gen_unescape((char *)opts->stops[i]);
@@ -165,7 +165,7 @@ int gen_is_stop(const gen_state *g, int32_t token) {
 
 static int feed(gen_state *g, const int32_t *ids, int n) {
     if (n == 0) return GEMMA3_OK; /* a prompt restored whole from a saved state */
-    int rc = gemma3_session_forward(g->session, ids, n, NULL);
+    int rc = cli_lib(gemma3_session_forward(g->session, ids, n, NULL));
     if (rc != GEMMA3_OK) return rc;
     for (int i = 0; i < n; i++) gemma3_sampler_accept(g->sampler, ids[i]);
     return GEMMA3_OK;
@@ -177,7 +177,7 @@ static int append_text(gen_state *g, const char *piece) {
         size_t cap = g->text_cap ? g->text_cap : 256;
         while (cap < g->text_len + n + 1) cap *= 2;
         char *grown = realloc(g->text, cap);
-        if (!grown) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        if (!grown) return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
         g->text = grown;
         g->text_cap = cap;
     }
@@ -235,12 +235,12 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
     *n_gen = 0;
     int n_ctx = gemma3_session_n_ctx(g->session);
     if (gemma3_session_pos(g->session) + n_prompt > n_ctx)
-        return g3_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
+        return cli_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
                         gemma3_session_pos(g->session), n_prompt, n_ctx);
-    double t0 = g3_now();
+    double t0 = cli_now();
     int rc = feed(g, prompt, n_prompt);
     if (rc != GEMMA3_OK) return rc;
-    g->prompt_seconds += g3_now() - t0;
+    g->prompt_seconds += cli_now() - t0;
     g->n_prompt_tokens += n_prompt;
 
     gemma3_decoder dec = {0};
@@ -249,7 +249,7 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
     g->text_len = 0;
     if ((rc = append_text(g, "")) != GEMMA3_OK) return rc;
     if (g->grammar) gemma3_grammar_reset(g->grammar);
-    t0 = g3_now();
+    t0 = cli_now();
     *stop = GEN_STOP_LIMIT;
     for (int i = 0; n_predict < 0 || i < n_predict; i++) {
         if (interrupt && *interrupt) {
@@ -260,8 +260,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         const float *logits = gemma3_session_logits(g->session);
         int32_t tok = g->grammar ? gemma3_grammar_sample(g->grammar, g->sampler, logits, pos)
                                  : gemma3_sampler_sample(g->sampler, logits, pos);
-        if (tok < 0) return tok;
-        if (g->grammar && (rc = gemma3_grammar_accept(g->grammar, tok)) != GEMMA3_OK) return rc;
+        if (tok < 0) return cli_lib(tok);
+        if (g->grammar && (rc = gemma3_grammar_accept(g->grammar, tok)) != GEMMA3_OK) return cli_lib(rc);
         if (gen_is_stop(g, tok)) {
             *stop = GEN_STOP_EOS;
             break;
@@ -286,7 +286,7 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         if ((rc = emit(g, text, out, &printed, 1)) < 0) return rc;
         if (rc == 1) *stop = GEN_STOP_STRING;
     }
-    g->gen_seconds += g3_now() - t0;
+    g->gen_seconds += cli_now() - t0;
     return GEMMA3_OK;
 }
 
@@ -297,11 +297,11 @@ int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *u
     if (system_prompt) msgs[n++] = (gemma3_chat_msg){"system", system_prompt};
     msgs[n++] = (gemma3_chat_msg){"user", user_text};
     int need = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, NULL, 0);
-    if (need < 0) return need;
+    if (need < 0) return cli_lib(need);
     *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
-    if (!*ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
+    if (!*ids) return cli_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
     *n_ids = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, *ids, need);
-    return *n_ids < 0 ? *n_ids : GEMMA3_OK;
+    return *n_ids < 0 ? cli_lib(*n_ids) : GEMMA3_OK;
 }
 
 long gen_find_nul(const char *text, size_t len) {
