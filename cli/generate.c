@@ -147,7 +147,7 @@ static int prompt_from_args(const gen_state *g, const generate_args *args, const
 /* With --prompt-cache the sliding-window layers keep this many positions beyond their window,
  * so a cache can be cut back that far to where a new prompt departs from it (a new question
  * after the same document, the chat template's closing tokens): 512 rows more per sliding layer
- * (11.5 MB for the 1b shape in BF16). */
+ * (their cost: docs/cli.md, "Prompt cache"). */
 #define PROMPT_CACHE_SWA_EXTRA 512
 
 /* 1900 -> "1,900" */

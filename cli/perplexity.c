@@ -195,9 +195,8 @@ static int alloc_run(ppl_run *r, const ppl_plan *p) {
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
-/* One chunk through the model in one call: a fresh cache, <bos> first. The LM head (a quarter
- * of a 1B model's work at 128 tokens) runs only for the scored half, as llama-perplexity asks
- * only for those outputs; the outputs are the same bytes whatever the batch split. A plain run
+/* One chunk through the model in one call: a fresh cache, <bos> first. The LM head runs only
+ * for the scored half, as llama-perplexity asks only for those outputs; the outputs are the same bytes whatever the batch split. A plain run
  * asks the session for the scored tokens' log-probabilities alone (the logits never leave the
  * cache), which also spares the last token: nothing is scored on what follows it. */
 static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf) {
