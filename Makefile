@@ -15,6 +15,9 @@
 #   make bench      benchmarks (tok/s, MB/s, sampler time, pool vs OpenMP), printed as tables
 #   make fuzz       libFuzzer targets (clang); FUZZ_SECONDS per target; reproducers of a finding
 #                   in build/fuzz/artifacts/
+#   make install    the gemma3 command, libgemma3.a, libgemma3.so, gemma3.h and gemma3.pc (for
+#                   pkg-config) under PREFIX (default /usr/local), staged under DESTDIR if given;
+#                   make uninstall removes them
 #   make models     the bundled small synthetic checkpoint in models/
 #   make mutation   mutation testing: tests/mutations.txt applied one at a time to a scratch copy
 #                   (build/mutation), each followed by its suites; killed/survived and a score
@@ -38,7 +41,7 @@ DEPFLAGS = -MMD -MP
 SAN_FLAGS :=
 # OPENMP=1: threads.c on OpenMP. LLVM's libomp (clang, libomp-dev) unless CC is given: gcc's
 # libgomp spins without yielding between regions and decodes several times slower than the pool
-# on a loaded machine (README, "Threads: our pool or OpenMP").
+# on a loaded machine (docs/threads.md).
 OPENMP ?= 0
 OMP_CC := $(if $(filter default,$(origin CC)),clang,$(CC))
 ifeq ($(OPENMP),1)
@@ -85,7 +88,7 @@ LIB := $(BUILD)/libgemma3.a
 BIN := $(BUILD)/gemma3
 
 .PHONY: all test asan clang-ubsan tsan omp-test cross-test bench bench-omp fuzz models mutation \
-        clean FORCE
+        clean FORCE shared install uninstall
 
 test asan tsan omp-test cross-test: WERROR = 1
 
@@ -99,6 +102,15 @@ FLAGS_STAMP := $(BUILD)/cflags
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' >$@
+
+# --version and bench's build_commit/build_number: the commit this build was made from.
+BUILD_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BUILD_NUMBER := $(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+$(BUILD)/build-info: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BUILD_COMMIT) $(BUILD_NUMBER)' | cmp -s - $@ || echo '$(BUILD_COMMIT) $(BUILD_NUMBER)' >$@
+$(BUILD)/cli/version.o: $(BUILD)/build-info
+$(BUILD)/cli/version.o: ALL_CFLAGS += -DG3_BUILD_COMMIT='"$(BUILD_COMMIT)"' -DG3_BUILD_NUMBER=$(BUILD_NUMBER)
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -209,7 +221,36 @@ mutation:
 models: all
 	@sh tools/make-models.sh
 
+# The shared library: the library's sources again, position-independent, in BUILD/pic.
+VERSION := $(shell sed -n 's/^\#define GEMMA3_VERSION "\(.*\)"/\1/p' gemma3.h)
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SHLIB := $(BUILD)/libgemma3.so.$(VERSION)
+PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
+$(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
+$(SHLIB): $(PIC_OBJS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $(OMP_FLAGS) -shared -Wl,-soname,libgemma3.so.$(SO_MAJOR) \
+	    -o $@ $^ $(LDLIBS)
+shared: $(SHLIB)
+
+PREFIX ?= /usr/local
+INSTALLED := bin/gemma3 lib/libgemma3.a lib/libgemma3.so.$(VERSION) lib/libgemma3.so.$(SO_MAJOR) \
+             lib/libgemma3.so include/gemma3.h lib/pkgconfig/gemma3.pc
+install: $(BIN) $(LIB) $(SHLIB)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/gemma3
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libgemma3.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/libgemma3.so.$(VERSION)
+	ln -sf libgemma3.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libgemma3.so.$(SO_MAJOR)
+	ln -sf libgemma3.so.$(SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/libgemma3.so
+	install -m 644 gemma3.h $(DESTDIR)$(PREFIX)/include/gemma3.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' gemma3.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/gemma3.pc.tmp
+	mv $(DESTDIR)$(PREFIX)/lib/pkgconfig/gemma3.pc.tmp $(DESTDIR)$(PREFIX)/lib/pkgconfig/gemma3.pc
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+
 clean:
 	rm -rf build gemma3 libgemma3.a
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)

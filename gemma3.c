@@ -150,8 +150,8 @@ void gemma3_model_free(gemma3_model *model) {
 /* The tokenizer is wired in by the tokenizer module; until then a model has none. */
 const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model) { return model->tok; }
 
-void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
-    const g3_config *c = &model->cfg;
+/* The configuration fields of info. */
+static void info_from_config(const g3_config *c, gemma3_model_info *info) {
     memset(info, 0, sizeof *info);
     info->architecture = c->architecture;
     info->vocab_size = c->vocab_size;
@@ -167,7 +167,27 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     _Static_assert(GEMMA3_MAX_EOS >= G3_MAX_EOS, "the model info holds every eos id of the config");
     info->n_eos = c->n_eos < GEMMA3_MAX_EOS ? c->n_eos : GEMMA3_MAX_EOS;
     for (int i = 0; i < info->n_eos; i++) info->eos_ids[i] = c->eos_ids[i];
+    info->multimodal = c->multimodal;
+    info->query_pre_attn_scalar = c->query_pre_attn_scalar;
+    info->rms_norm_eps = c->rms_norm_eps;
+    info->rope_theta_full = c->rope_theta_full;
+    info->rope_factor_full = c->rope_factor_full;
+    info->rope_theta_sliding = c->rope_theta_sliding;
+    info->rope_factor_sliding = c->rope_factor_sliding;
+    info->attn_softcap = c->attn_softcap;
+    info->final_softcap = c->final_softcap;
+    info->pad_id = c->pad_id;
+    info->tied_lm_head = c->tie_word_embeddings;
+    info->tensor_prefix = "";
+    _Static_assert(GEMMA3_MAX_LAYERS >= G3_MAX_LAYERS, "the model info holds every layer's type");
+    for (int l = 0; l < c->n_layers; l++) info->layer_types[l] = c->layer_types[l] == G3_LAYER_FULL ? 'F' : 'S';
+}
+
+void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
+    info_from_config(&model->cfg, info);
     info->n_params = model->w.n_params;
+    info->tensor_prefix = model->w.prefix;
+    info->tied_lm_head = model->w.lm_head.data == model->w.embed.data;
     const g3_st_load_info *li = &model->w.load_info;
     info->load_mode = model->w.quantize_seconds > 0 ? "quantized from mmap"
                       : model->w.repack_seconds > 0 ? "repacked from mmap"
@@ -182,8 +202,28 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->weight_layout = model->w.layout == G3_LAYOUT_X8 ? "x8" : "rows";
     info->repack_seconds = model->w.repack_seconds;
     info->weight_bytes = model->w.n_bytes_used;
+    info->stored_bytes = model->w.n_bytes;
     info->weight_type = g3_wtype_name(model->w.wtype);
     info->quantize_seconds = model->w.quantize_seconds;
+}
+
+int gemma3_model_peek(const char *dir, gemma3_model_info *info) {
+    static _Thread_local g3_config cfg; /* info->architecture points into it */
+    char path[4096];
+    int rc = g3_path_join(path, sizeof path, dir, "config.json");
+    if (rc == GEMMA3_OK) rc = g3_config_load(path, &cfg);
+    if (rc != GEMMA3_OK) return rc;
+    info_from_config(&cfg, info);
+    info->mem_available = (int64_t)g3_mem_available();
+    return GEMMA3_OK;
+}
+
+int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_type) {
+    g3_config c = {.n_layers = info->n_layers, .n_kv_heads = info->n_kv_heads,
+                   .head_dim = info->head_dim, .sliding_window = info->sliding_window};
+    for (int l = 0; l < c.n_layers && l < G3_MAX_LAYERS; l++)
+        c.layer_types[l] = info->layer_types[l] == 'F' ? G3_LAYER_FULL : G3_LAYER_SLIDING;
+    return (int64_t)g3_kv_bytes(&c, n_ctx, 0, kv_type == GEMMA3_KV_F32 ? 4 : 2);
 }
 
 /* ==== session ================================================================================= */
@@ -439,6 +479,24 @@ const int32_t *gemma3_session_tokens(const gemma3_session *s) { return s->tokens
 /* The kernel set the matmuls run on: the quantized table's for quantized weights. */
 const char *gemma3_session_isa(const gemma3_session *s) {
     return s->quant ? s->qkern->name : s->kern->name;
+}
+
+int gemma3_read_file(const char *path, char **data, size_t *len) { return g3_read_file(path, data, len); }
+int gemma3_read_json(const char *path, struct cJSON **out) { return g3_json_load(path, out); }
+
+void gemma3_session_parallel(gemma3_session *s, void (*fn)(void *ctx, int ith, int nth), void *ctx) {
+    g3_pool_run(s->pool, fn, ctx);
+}
+
+double gemma3_log_sum_exp(const float *x, int n) {
+    return g3_log_sum_exp_strips(g3_kernels_get(g3_isa_detect()), x, n);
+}
+
+int gemma3_kernel_tables(const char **names, int max) {
+    const g3_kernels *tables[16];
+    int n = g3_kernels_all(tables, 16);
+    for (int i = 0; i < n && i < max; i++) names[i] = tables[i]->name;
+    return n;
 }
 
 /* ==== cutting back and saved state (state.c, through session-view.h) ========================== */

@@ -138,6 +138,7 @@ void gemma3_model_free(gemma3_model *model);
 const gemma3_tokenizer *gemma3_model_tokenizer(const gemma3_model *model);
 
 #define GEMMA3_MAX_EOS 8 /* most end-of-sequence ids a model reports */
+#define GEMMA3_MAX_LAYERS 256
 
 typedef struct gemma3_model_info {
     const char *architecture;   /* "Gemma3ForCausalLM" or "Gemma3ForConditionalGeneration" */
@@ -170,8 +171,24 @@ typedef struct gemma3_model_info {
     double load_seconds;        /* wall time reading, or mapping and faulting in, those files */
     const char *weight_layout;  /* "rows" (as in the files) or "x8" (groups of 8 rows, repacked) */
     double repack_seconds;      /* wall time copying a quantized directory into "x8"; 0 if none */
+    /* The rest of the configuration (added after the fields above). */
+    int multimodal;             /* the text settings came from text_config */
+    float query_pre_attn_scalar, rms_norm_eps;
+    float rope_theta_full, rope_factor_full, rope_theta_sliding, rope_factor_sliding;
+    float attn_softcap, final_softcap; /* 0 = none */
+    int pad_id;
+    int tied_lm_head;           /* the LM head is the embedding */
+    const char *tensor_prefix;  /* of the text model's tensors ("model.", ...); "" from a peek */
+    char layer_types[GEMMA3_MAX_LAYERS + 1]; /* per layer: 'S' sliding window, 'F' full */
+    int64_t stored_bytes;       /* the text-model weights in the files' own types (F32 4 bytes) */
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
+/* The configuration fields of gemma3_model_info from DIR/config.json alone, checked as a load
+ * checks them, with no weight read (the weight and load fields are 0; mem_available is set;
+ * architecture stays valid until the next peek on this thread). */
+int gemma3_model_peek(const char *dir, gemma3_model_info *info);
+/* Bytes of the KV cache a session of n_ctx tokens allocates for this configuration. */
+int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_type); /* gemma3_kv_type */
 
 /* Writes a quantized copy of the checkpoint in src_dir (BF16, F16 or F32; one file or shards)
  * to dst_dir (created if absent), type GEMMA3_WEIGHTS_Q8_0 or GEMMA3_WEIGHTS_Q4_0, quantizing on
@@ -638,6 +655,29 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
  * (GEMMA3_ERR_UNSUPPORTED naming it and where); malformed JSON is GEMMA3_ERR_FORMAT with
  * "json-schema:LINE:COLUMN: ...". *gbnf is malloc'd (caller frees). */
 int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf);
+
+/* ---- build and machine ------------------------------------------------------------------- */
+#define GEMMA3_VERSION "0.9.0"
+/* The names of the kernel tables this CPU can run ("scalar" first, then "avx2", "avx512", ...),
+ * into names[0..max); returns how many there are (which may exceed max). */
+int gemma3_kernel_tables(const char **names, int max);
+/* Reads an input file whole, as the library reads its own (config.json, tokenizer.model): "-" is
+ * standard input, a pipe or FIFO is read to its end; a directory, a device other than a
+ * terminal, or more than 1 GiB is refused by name. *data is malloc'd with a NUL after the last
+ * byte (caller frees); *len counts every byte, NUL bytes included. */
+int gemma3_read_file(const char *path, char **data, size_t *len);
+/* A JSON file read so and parsed strictly (a key given twice or bytes after the value are
+ * refused, the message naming path, line and column). *out: free with cJSON_Delete. */
+struct cJSON;
+int gemma3_read_json(const char *path, struct cJSON **out);
+
+/* Runs fn(ctx, ith, nth) for ith in [0, nth) on the session's threads (nth of them, the caller
+ * included) and returns when all are done: for work beside the model's that is to use the same
+ * threads (a perplexity run's log-softmax over many rows). */
+void gemma3_session_parallel(gemma3_session *s, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+/* log(sum(exp(x[i]))) over n values, in the library's order (strips of 1,024, merged in double):
+ * the normaliser the library's own log-probabilities use, on the best kernels this CPU has. */
+double gemma3_log_sum_exp(const float *x, int n);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,6 @@
 #include <editline/readline.h>
 
 #include "reply.h"
-#include "util.h"
 
 static const char commands_help[] =
     "/help          this text\n"
@@ -49,6 +48,9 @@ typedef struct {
     int first_live;        /* turns before this are no longer in the cache */
     int context_shift;
     const char *resume;    /* --resume FILE */
+    const char *first_message;        /* -p: sent before any input is read */
+    const char *in_prefix, *in_suffix; /* around every message's text */
+    int single_turn;       /* -st: exit after answering -p */
     int interactive;       /* stdin is a terminal */
     int commands;          /* --commands: slash commands even when stdin is not a terminal */
     int n_messages, n_unanswered; /* messages read; those dropped without a reply */
@@ -72,7 +74,7 @@ static int add_turn(chat *c, int is_model, const char *text, const int32_t *ids,
     if (c->n_turns == c->cap_turns) {
         int cap = c->cap_turns ? c->cap_turns * 2 : 16;
         turn *grown = realloc(c->turns, (size_t)cap * sizeof *grown);
-        if (!grown) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        if (!grown) return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
         c->turns = grown;
         c->cap_turns = cap;
     }
@@ -83,7 +85,7 @@ static int add_turn(chat *c, int is_model, const char *text, const int32_t *ids,
     t->n_ids = n_ids;
     if (!t->text || !t->ids) {
         turn_free(t);
-        return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     }
     memcpy(t->ids, ids, (size_t)n_ids * sizeof *ids);
     c->n_turns++;
@@ -115,13 +117,13 @@ static int encode_next_turn(chat *c, const char *text, int32_t **ids, int *n_ids
     int n_nl = gemma3_tokenizer_encode(c->g.tok, "\n", 1, 0, newline, 8);
     if (n_nl < 0 || n_nl > 8) {
         free(body);
-        return n_nl < 0 ? n_nl : g3_error(GEMMA3_ERR_FORMAT, "tokenizer: newline encodes to %d ids", n_nl);
+        return n_nl < 0 ? cli_lib(n_nl) : cli_error(GEMMA3_ERR_FORMAT, "tokenizer: newline encodes to %d ids", n_nl);
     }
     *n_ids = 1 + n_nl + n_body;
     *ids = malloc((size_t)*n_ids * sizeof **ids);
     if (!*ids) {
         free(body);
-        return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     }
     (*ids)[0] = gemma3_tokenizer_special(c->g.tok, GEMMA3_SPECIAL_END_OF_TURN);
     memcpy(*ids + 1, newline, (size_t)n_nl * sizeof *newline);
@@ -134,18 +136,18 @@ static int encode_next_turn(chat *c, const char *text, int32_t **ids, int *n_ids
 static int encode_live_conversation(chat *c, const char *text, int32_t **ids, int *n_ids) {
     int n_msgs = 0;
     gemma3_chat_msg *msgs = malloc((size_t)(c->n_turns - c->first_live + 2) * sizeof *msgs);
-    if (!msgs) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    if (!msgs) return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     if (c->system_prompt) msgs[n_msgs++] = (gemma3_chat_msg){"system", c->system_prompt};
     for (int i = c->first_live; i < c->n_turns; i++)
         msgs[n_msgs++] = (gemma3_chat_msg){c->turns[i].is_model ? "model" : "user", c->turns[i].text};
     msgs[n_msgs++] = (gemma3_chat_msg){"user", text};
     int flags = c->g.chat_flags;
-    int need = gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, NULL, 0);
+    int need = cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, NULL, 0));
     int rc = need;
     if (need >= 0) {
         *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
-        rc = *ids ? gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, *ids, need)
-                  : g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        rc = *ids ? cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, *ids, need))
+                  : cli_error(GEMMA3_ERR_NOMEM, "out of memory");
         *n_ids = rc;
     }
     free(msgs);
@@ -179,7 +181,7 @@ static int make_room(chat *c, const char *text, int32_t **ids, int *n_ids) {
     int32_t *alone = NULL;
     int n_alone = 0;
     if (gen_encode_chat(&c->g, c->system_prompt, text, 1, &alone, &n_alone) != GEMMA3_OK) {
-        fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: %s\n", cli_last_error());
         return -1;
     }
     free(alone);
@@ -227,7 +229,7 @@ static int run_turn(chat *c, const char *text) {
     int32_t *ids = NULL;
     int n_ids = 0;
     if (encode_next_turn(c, text, &ids, &n_ids) != GEMMA3_OK) {
-        fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: %s\n", cli_last_error());
         return 1;
     }
     int rebuilt = make_room(c, text, &ids, &n_ids);
@@ -241,15 +243,15 @@ static int run_turn(chat *c, const char *text) {
     int n_gen = 0;
     gen_stop stop;
     interrupted = 0;
-    double t0 = g3_now();
+    double t0 = cli_now();
     int rc = gen_reply(&c->g, ids, n_ids, c->opts.n_predict, stdout, &interrupted, c->reply_ids,
                        n_ctx + 1, &n_gen, &stop);
-    double dt = g3_now() - t0;
+    double dt = cli_now() - t0;
     fputc('\n', stdout);
     fflush(stdout);
     if (rc != GEMMA3_OK) {
         free(ids);
-        fprintf(stderr, "gemma3: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: %s\n", cli_last_error());
         return rc == GEMMA3_ERR_NUMERIC ? -1 : 1;
     }
     c->last_reply_tps = dt > 0 ? n_gen / dt : 0;
@@ -257,13 +259,7 @@ static int run_turn(chat *c, const char *text) {
     if (stop == GEN_STOP_CONTEXT) fprintf(stderr, "[context full]\n");
     rc = add_turn(c, 0, text, ids, n_ids);
     free(ids);
-    if (rc == GEMMA3_OK) {
-        int need = gemma3_tokenizer_decode(c->g.tok, c->reply_ids, n_gen, NULL, 0);
-        char *reply = need >= 0 ? malloc((size_t)need + 1) : NULL;
-        if (reply) gemma3_tokenizer_decode(c->g.tok, c->reply_ids, n_gen, reply, (size_t)need + 1);
-        rc = reply ? add_turn(c, 1, reply, c->reply_ids, n_gen) : GEMMA3_ERR_NOMEM;
-        free(reply);
-    }
+    if (rc == GEMMA3_OK) rc = add_turn(c, 1, c->g.text, c->reply_ids, n_gen);
     if (rc != GEMMA3_OK) {
         fprintf(stderr, "gemma3: out of memory\n");
         return -1;
@@ -282,15 +278,15 @@ static cJSON *ids_json(const int32_t *ids, int n) {
 static int write_atomically(const char *path, const char *text) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return g3_error(GEMMA3_ERR_ARG, "%s: path too long", path);
+        return cli_error(GEMMA3_ERR_ARG, "%s: path too long", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!f) return cli_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     int failed = fputs(text, f) < 0 || fputc('\n', f) < 0;
     failed |= fclose(f) != 0;
     if (failed || rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err));
+        return cli_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err));
     }
     return GEMMA3_OK;
 }
@@ -298,7 +294,7 @@ static int write_atomically(const char *path, const char *text) {
 /* The state file beside a transcript: FILE.state. */
 static int state_path(const char *transcript, char *buf, size_t n) {
     if (snprintf(buf, n, "%s.state", transcript) >= (int)n)
-        return g3_error(GEMMA3_ERR_ARG, "%s: path too long", transcript);
+        return cli_error(GEMMA3_ERR_ARG, "%s: path too long", transcript);
     return GEMMA3_OK;
 }
 
@@ -308,9 +304,9 @@ static int state_path(const char *transcript, char *buf, size_t n) {
 static void save_transcript(chat *c, const char *path) {
     char spath[4096];
     int rc = state_path(path, spath, sizeof spath);
-    if (rc == GEMMA3_OK) rc = gemma3_session_save(c->g.session, spath);
+    if (rc == GEMMA3_OK) rc = cli_lib(gemma3_session_save(c->g.session, spath));
     if (rc != GEMMA3_OK) {
-        fprintf(stderr, "gemma3: /save: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: /save: %s\n", cli_last_error());
         return;
     }
     cJSON *root = cJSON_CreateObject();
@@ -328,9 +324,9 @@ static void save_transcript(chat *c, const char *path) {
         cJSON_AddItemToArray(turns, t);
     }
     char *text = cJSON_Print(root);
-    rc = text ? write_atomically(path, text) : g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    rc = text ? write_atomically(path, text) : cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     if (rc != GEMMA3_OK)
-        fprintf(stderr, "gemma3: /save: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: /save: %s\n", cli_last_error());
     else
         fprintf(stderr, "[saved %d turns to %s, the state (%d tokens) to %s]\n", c->n_turns, path,
                 gemma3_session_pos(c->g.session), spath);
@@ -354,7 +350,7 @@ static void saved_chat_free(saved_chat *sc) {
 }
 
 static int transcript_error(const char *path, const char *what) {
-    return g3_error(GEMMA3_ERR_FORMAT, "%s: not a chat transcript of /save: %s", path, what);
+    return cli_error(GEMMA3_ERR_FORMAT, "%s: not a chat transcript of /save: %s", path, what);
 }
 
 /* One turn of the transcript's "turns" array. */
@@ -371,7 +367,7 @@ static int read_turn(const cJSON *t, const char *path, int vocab, turn *out) {
     out->text = strdup(text->valuestring);
     out->ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->ids);
     out->n_ids = 0;
-    if (!out->text || !out->ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    if (!out->text || !out->ids) return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     const cJSON *id;
     cJSON_ArrayForEach(id, ids) {
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= vocab ||
@@ -385,7 +381,7 @@ static int read_turn(const cJSON *t, const char *path, int vocab, turn *out) {
 static int read_transcript(const char *path, int vocab, saved_chat *sc) {
     memset(sc, 0, sizeof *sc);
     cJSON *root = NULL;
-    int rc = g3_json_load(path, &root);
+    int rc = cli_lib(gemma3_read_json(path, &root));
     if (rc != GEMMA3_OK) return rc;
     const cJSON *sys = cJSON_GetObjectItemCaseSensitive(root, "system");
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "state");
@@ -400,12 +396,12 @@ static int read_transcript(const char *path, int vocab, saved_chat *sc) {
         int dir_len = slash && state->valuestring[0] != '/' ? (int)(slash - path) + 1 : 0;
         if (snprintf(sc->state, sizeof sc->state, "%.*s%s", dir_len, path, state->valuestring) >=
             (int)sizeof sc->state)
-            rc = g3_error(GEMMA3_ERR_ARG, "%s: state path too long", path);
+            rc = cli_error(GEMMA3_ERR_ARG, "%s: state path too long", path);
     }
     int n = rc == GEMMA3_OK ? cJSON_GetArraySize(turns) : 0;
     if (rc == GEMMA3_OK) {
         sc->turns = calloc((size_t)(n > 0 ? n : 1), sizeof *sc->turns);
-        if (!sc->turns) rc = g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        if (!sc->turns) rc = cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     }
     const cJSON *t;
     if (rc == GEMMA3_OK) cJSON_ArrayForEach(t, turns) {
@@ -420,7 +416,7 @@ static int read_transcript(const char *path, int vocab, saved_chat *sc) {
     }
     if (rc == GEMMA3_OK && sys) {
         sc->system_prompt = strdup(sys->valuestring);
-        if (!sc->system_prompt) rc = g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+        if (!sc->system_prompt) rc = cli_error(GEMMA3_ERR_NOMEM, "out of memory");
     }
     cJSON_Delete(root);
     if (rc != GEMMA3_OK) saved_chat_free(sc);
@@ -431,7 +427,7 @@ static int read_transcript(const char *path, int vocab, saved_chat *sc) {
  * and, only once that worked, replaces the conversation with sc's. The sampler's history is
  * the restored tokens, as if they had been fed. */
 static int resume_chat(chat *c, saved_chat *sc, const char *path) {
-    if (gemma3_session_load(c->g.session, sc->state) != GEMMA3_OK) return GEMMA3_ERR_FORMAT;
+    if (cli_lib(gemma3_session_load(c->g.session, sc->state)) != GEMMA3_OK) return GEMMA3_ERR_FORMAT;
     for (int i = 0; i < c->n_turns; i++) turn_free(&c->turns[i]);
     free(c->turns);
     free(c->system_prompt);
@@ -453,7 +449,7 @@ static void load_transcript(chat *c, const char *path) {
     saved_chat sc;
     if (read_transcript(path, c->g.info.vocab_size, &sc) != GEMMA3_OK ||
         resume_chat(c, &sc, path) != GEMMA3_OK)
-        fprintf(stderr, "gemma3: /load: %s\n", gemma3_last_error());
+        fprintf(stderr, "gemma3: /load: %s\n", cli_last_error());
     saved_chat_free(&sc);
 }
 
@@ -526,16 +522,32 @@ static char *read_line(chat *c, size_t *len) {
 static int send_message(chat *c, const char *line, size_t len) {
     c->n_messages++;
     long nul = gen_find_nul(line, len);
+    const char *pre = c->in_prefix ? c->in_prefix : "", *suf = c->in_suffix ? c->in_suffix : "";
+    size_t n = strlen(pre) + len + strlen(suf) + 1;
+    char *text = nul < 0 ? malloc(n) : NULL;
     int rc = 1;
     if (nul >= 0)
         fprintf(stderr, "gemma3: the message has a NUL byte at byte %ld: not sent\n", nul);
-    else
-        rc = run_turn(c, line);
+    else if (!text)
+        fprintf(stderr, "gemma3: out of memory\n");
+    else {
+        snprintf(text, n, "%s%s%s", pre, line, suf);
+        rc = run_turn(c, text);
+    }
+    free(text);
     if (rc != 0) c->n_unanswered++;
     return rc < 0;
 }
 
 static const cli_option chat_options[] = {
+    {"-p, --prompt", "TEXT", CLI_TEXT, offsetof(chat, first_message),
+     .help = "the first message, sent before any input is read (llama.cpp's -cnv -p)"},
+    {"-st, --single-turn", NULL, CLI_SWITCH, offsetof(chat, single_turn), .value = 1,
+     .help = "with -p: answer it and exit"},
+    {"--in-prefix", "TEXT", CLI_TEXT, offsetof(chat, in_prefix),
+     .help = "put TEXT before every message (inside the user turn)"},
+    {"--in-suffix", "TEXT", CLI_TEXT, offsetof(chat, in_suffix),
+     .help = "put TEXT after every message (inside the user turn)"},
     {"--context-shift", NULL, CLI_SWITCH, offsetof(chat, context_shift), .value = 1,
      .help = "when the context is full, drop the oldest turns without asking"},
     {"--resume", "FILE", CLI_TEXT, offsetof(chat, resume),
@@ -557,23 +569,27 @@ static const cli_command chat_command = {
     "/save FILE, /load FILE, /quit. Piped input: every line is a message; exit 1 if any went\n"
     "unanswered.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
-    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group, NULL},
+    {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
+     &cli_compat_group, NULL},
 };
 
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
     gen_opts_init(&c.opts);
-    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr};
+    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr, &c.opts.mo};
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
+    if (c.single_turn && !c.first_message) return cli_usage_error("-st: needs -p TEXT");
+    if (c.opts.escape && c.in_prefix) gen_unescape((char *)c.in_prefix); /* argv, in place */
+    if (c.opts.escape && c.in_suffix) gen_unescape((char *)c.in_suffix);
     saved_chat resumed = {0};
     if (c.resume) {
         /* the transcript first (its ids are checked against the vocabulary once it is known):
          * its seed goes into the sampler unless -s was given */
         cJSON *probe = NULL;
-        if (g3_json_load(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", gemma3_last_error());
+        if (gemma3_read_json(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", gemma3_last_error());
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(probe, "seed");
         if (c.opts.cs.params.seed == GEMMA3_SEED_RANDOM && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
             seed->valuedouble < GEMMA3_SEED_RANDOM)
@@ -584,7 +600,7 @@ int cmd_chat(int argc, char **argv) {
     if (!status && c.resume &&
         (read_transcript(c.resume, c.g.info.vocab_size, &resumed) != GEMMA3_OK ||
          resume_chat(&c, &resumed, c.resume) != GEMMA3_OK))
-        status = cli_fail("--resume: %s", gemma3_last_error());
+        status = cli_fail("--resume: %s", cli_last_error());
     saved_chat_free(&resumed);
     if (status) {
         gen_close(&c.g);
@@ -605,13 +621,18 @@ int cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns so we see the flag */
-    if (c.interactive) {
-        rl_catch_signals = 0;
+    if (c.interactive) rl_catch_signals = 0;
+    if (c.interactive && !c.opts.quiet) {
         fprintf(stderr, "gemma3 chat: /help for commands, Ctrl-C stops a reply, Ctrl-D exits "
                         "(seed %u)\n", gemma3_sampler_seed(c.g.sampler));
     }
 
-    for (;;) {
+    if (c.first_message) {
+        size_t len = c.opts.escape ? gen_unescape((char *)c.first_message) : strlen(c.first_message);
+        if (c.interactive) printf("> %s\n", c.first_message);
+        if (send_message(&c, c.first_message, len)) status = CLI_EXIT_FAIL;
+    }
+    while (!status && !c.single_turn) {
         size_t len = 0;
         char *line = read_line(&c, &len);
         if (!line) break;

@@ -13,6 +13,9 @@
 #include "config.h"
 #include "gemma3.h"
 
+/* Seconds from a monotonic clock, for the timings the commands print. */
+double cli_now(void);
+
 #define CLI_EXIT_USAGE 2
 #define CLI_EXIT_FAIL 1
 
@@ -26,6 +29,20 @@ int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+
+/* The build (version.c): the commit and build number it was made from ("unknown", 0 outside a
+ * git checkout), the compiler; --version prints them and the kernel tables this CPU runs. */
+const char *cli_build_commit(void);
+int cli_build_number(void);
+const char *cli_compiler(void);
+void cli_print_version(FILE *f);
+
+/* Errors of the command's own code recorded as the library records its own: cli_error keeps the
+ * message (printf format) and returns code (a GEMMA3_ERR_*); cli_lib(rc) keeps
+ * gemma3_last_error() when rc < 0 and returns rc. cli_last_error() is the latest message kept. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_lib(int rc);
+const char *cli_last_error(void);
 
 /* Prints "gemma3: <message>" as one line to stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -78,6 +95,7 @@ typedef struct cli_option {
     unsigned given_bit;     /* OR'd into the group's `given` word when the option is given */
     const char *help;       /* one line */
     const char *default_text; /* printed as "(default ...)"; NULL: the initial value, if any */
+    int optional_value;     /* the next argument is the value only when it does not begin '-' */
 } cli_option;
 
 typedef struct cli_group {
@@ -90,7 +108,7 @@ typedef struct cli_group {
 /* A group of the options in the array `options`. */
 #define CLI_GROUP(title, options) {title, options, sizeof options / sizeof options[0], CLI_NOWHERE}
 
-#define CLI_MAX_GROUPS 6
+#define CLI_MAX_GROUPS 7
 typedef struct cli_command {
     const char *usage;        /* the usage line(s) and what the command does */
     const char *unknown;      /* printf format of the unknown-flag error, one %s */
@@ -118,16 +136,20 @@ typedef struct cli_model_opts {
     int kv_set;         /* --kv-type given */
     gemma3_session_params sp;
     int verbose;
+    int mlock;          /* --mlock: lock the process's memory once the model is loaded */
 } cli_model_opts;
 extern const cli_group cli_model_group;
+/* llama.cpp's flags for GPUs and NUMA, accepted with a one-line note so that its scripts run;
+ * --mlock. Values go into a cli_model_opts (compat-options.c). */
+extern const cli_group cli_compat_group;
 void cli_model_opts_init(cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
 /* A warning line (not an error) when n_threads is more than the online CPUs. */
 void cli_warn_threads(const char *flag, int n_threads);
-/* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (g3_mem_available):
+/* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (info's):
  * prints the error naming -c and both sizes, returns CLI_EXIT_USAGE; else 0. */
-int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32);
+int cli_check_kv(const gemma3_model_info *info, int n_ctx, int kv_f32);
 /* " (N GB/s)" of the load, or "" when it took no measurable time (a mapping), into buf. */
 const char *cli_load_rate(const gemma3_model_info *info, char *buf, size_t n);
 /* Loads the model as the flags say; on failure prints the error and returns CLI_EXIT_FAIL. First,

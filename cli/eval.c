@@ -14,8 +14,6 @@
 
 #include "cli.h"
 #include "gemma3.h"
-#include "threads.h"
-#include "util.h"
 
 typedef struct eval_args {
     const char *tokens, *dump;
@@ -41,7 +39,7 @@ static const cli_command eval_command = {
     "usage: gemma3 eval -m DIR --tokens ID,ID,... --dump-logits FILE [options]\n"
     "Runs the model over token ids and writes raw float32 logits.\n",
     "eval: unknown option '%s' (try gemma3 eval --help)",
-    {&eval_group, &cli_model_group, NULL},
+    {&eval_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
 /* Written to FILE.tmp and renamed, so FILE is never half-written. */
@@ -71,11 +69,11 @@ static int run_eval(gemma3_session *s, const int32_t *ids, int n_ids, int step, 
     memset(t, 0, sizeof *t);
     for (int done = 0; done < n_ids;) {
         int n = n_ids - done < step ? n_ids - done : step;
-        double t0 = g3_now();
+        double t0 = cli_now();
         float *rows = all_logits ? all_logits + (size_t)done * vocab : NULL;
         if (gemma3_session_forward(s, ids + done, n, rows) != GEMMA3_OK)
             return cli_fail("%s", gemma3_last_error());
-        double dt = g3_now() - t0;
+        double dt = cli_now() - t0;
         if (done == 0 || n > 1) {
             t->prefill_s += dt;
             t->n_prefill += n;
@@ -112,7 +110,7 @@ int cmd_eval(int argc, char **argv) {
     eval_args args = {0};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    void *const dst[] = {&args, &mo};
+    void *const dst[] = {&args, &mo, &mo};
     int rc;
     if (cli_parse(&eval_command, argc, argv, dst, &rc)) return rc;
     if (!mo.model_dir) return cli_usage_error("eval: -m DIR is required");
@@ -126,9 +124,9 @@ int cmd_eval(int argc, char **argv) {
     gemma3_session *s = NULL;
     float *logits = NULL;
     gemma3_model_info info;
-    double t0 = g3_now();
+    double t0 = cli_now();
     if ((rc = cli_model_load(&mo, &model))) goto done;
-    double t_load = g3_now() - t0;
+    double t_load = cli_now() - t0;
     gemma3_model_get_info(model, &info);
     if ((rc = check_ids(ids, n_ids, info.vocab_size)) || (rc = cli_check_ctx(&mo, &info))) goto done;
     if (gemma3_session_init(model, &mo.sp, &s) != GEMMA3_OK) {

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "reply.h"
-#include "util.h"
 
 typedef struct generate_args {
     const char *prompt, *prompt_file, *prompt_ids;
@@ -20,7 +19,7 @@ typedef struct generate_args {
 
 #define A(field) offsetof(generate_args, field)
 static const cli_option generate_options[] = {
-    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt"},
+    {"-p, --prompt", "TEXT", CLI_TEXT, A(prompt), .help = "the prompt (escapes processed: see -e)"},
     {"-f, --file", "FILE", CLI_TEXT, A(prompt_file),
      .help = "read the prompt from FILE (- = standard input)"},
     {"--prompt-ids", "IDS", CLI_TEXT, A(prompt_ids),
@@ -47,7 +46,7 @@ static const cli_command generate_command = {
     "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n",
     "unknown flag '%s' (see gemma3 --help)",
     {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
-     NULL},
+     &cli_compat_group, NULL},
 };
 
 static const char *stop_name(gen_stop s) {
@@ -56,6 +55,7 @@ static const char *stop_name(gen_stop s) {
     case GEN_STOP_LIMIT: return "limit";
     case GEN_STOP_CONTEXT: return "context_full";
     case GEN_STOP_INTERRUPTED: return "interrupted";
+    case GEN_STOP_STRING: return "stop_string";
     }
     return "?";
 }
@@ -76,15 +76,8 @@ typedef struct cache_report {
 
 static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
                       const int32_t *gen, int n_gen, gen_stop stop, const cache_report *cache) {
-    int need = gemma3_tokenizer_decode(g->tok, gen, n_gen, NULL, 0);
-    char *text = malloc((size_t)(need > 0 ? need : 0) + 1);
-    if (!text || need < 0) {
-        free(text);
-        return cli_fail("json output: %s", need < 0 ? gemma3_last_error() : "out of memory");
-    }
-    gemma3_tokenizer_decode(g->tok, gen, n_gen, text, (size_t)need + 1);
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "text", text);
+    cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
     cJSON_AddItemToObject(root, "prompt_ids", ids_array(prompt, n_prompt));
     cJSON_AddItemToObject(root, "generated_ids", ids_array(gen, n_gen));
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(g->sampler));
@@ -115,7 +108,6 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
     if (s) puts(s);
     free(s);
     cJSON_Delete(root);
-    free(text);
     return 0;
 }
 
@@ -133,7 +125,7 @@ static int build_prompt(const gen_state *g, const char *text, size_t text_len, i
         z[text_len] = '\0';
         int rc = gen_encode_chat(g, system_prompt, z, 1, ids, n_ids);
         free(z);
-        return rc == GEMMA3_OK ? 0 : cli_fail("%s", gemma3_last_error());
+        return rc == GEMMA3_OK ? 0 : cli_fail("%s", cli_last_error());
     }
     int flags = GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL;
     int need = gemma3_tokenizer_encode(g->tok, text, text_len, flags, NULL, 0);
@@ -155,7 +147,7 @@ static int prompt_from_args(const gen_state *g, const generate_args *args, const
 /* With --prompt-cache the sliding-window layers keep this many positions beyond their window,
  * so a cache can be cut back that far to where a new prompt departs from it (a new question
  * after the same document, the chat template's closing tokens): 512 rows more per sliding layer
- * (11.5 MB for the 1b shape in BF16). */
+ * (their cost: docs/cli.md, "Prompt cache"). */
 #define PROMPT_CACHE_SWA_EXTRA 512
 
 /* 1900 -> "1,900" */
@@ -183,7 +175,7 @@ static int restore_prompt_cache(gen_state *g, const char *path, const int32_t *p
         snprintf(cache->note, sizeof cache->note, "%s does not exist yet", path);
         return 0;
     }
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (gemma3_session_load(g->session, path) != GEMMA3_OK)
         return cli_fail("--prompt-cache: %s", gemma3_last_error());
     const int n_cached = gemma3_session_pos(g->session);
@@ -208,15 +200,15 @@ static int restore_prompt_cache(gen_state *g, const char *path, const int32_t *p
         }
     }
     for (int i = 0; i < cache->reused; i++) gemma3_sampler_accept(g->sampler, prompt[i]);
-    cache->load_seconds = g3_now() - t0;
+    cache->load_seconds = cli_now() - t0;
     return 0;
 }
 
 static int save_prompt_cache(gen_state *g, const char *path, cache_report *cache) {
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (gemma3_session_save(g->session, path) != GEMMA3_OK)
         return cli_fail("--prompt-cache: %s", gemma3_last_error());
-    cache->save_seconds += g3_now() - t0;
+    cache->save_seconds += cli_now() - t0;
     return 0;
 }
 
@@ -264,15 +256,15 @@ static int generate(gen_state *g, const gen_opts *opts, const generate_args *arg
     if (status) {
         /* the error line is printed */
     } else if (rc != GEMMA3_OK) {
-        status = cli_fail("%s", gemma3_last_error());
+        status = cli_fail("%s", cli_last_error());
     } else if (args->json) {
         status = print_json(g, prompt, n_prompt, gen_ids, n_gen, stop, &cache);
     } else {
         fputc('\n', stdout);
         if (stop == GEN_STOP_CONTEXT)
             fprintf(stderr, "gemma3: stopped: the context (-c %d) is full\n", n_ctx);
-        gen_print_summary(g, stderr);
-        if (cache.used) print_cache_summary(&cache, n_prompt, stderr);
+        if (!opts->quiet) gen_print_summary(g, stderr);
+        if (cache.used && !opts->quiet) print_cache_summary(&cache, n_prompt, stderr);
     }
     free(gen_ids);
     return status;
@@ -282,7 +274,7 @@ int cmd_generate(int argc, char **argv) {
     generate_args args = {0};
     gen_opts opts;
     gen_opts_init(&opts);
-    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr};
+    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr, &opts.mo};
     int status;
     if (cli_parse(&generate_command, argc, argv, dst, &status)) return status;
     if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");
@@ -293,9 +285,9 @@ int cmd_generate(int argc, char **argv) {
                                args.prompt_cache_all ? "--prompt-cache-all" : "--prompt-cache-ro");
     if (args.prompt_cache) opts.mo.sp.n_swa_extra = PROMPT_CACHE_SWA_EXTRA;
 
-    char *text = (char *)args.prompt;
-    size_t len = text ? strlen(text) : 0;
-    if (args.prompt_file && g3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
+    char *text = (char *)args.prompt; /* argv: unescaped in place */
+    size_t len = !text ? 0 : opts.escape ? gen_unescape(text) : strlen(text);
+    if (args.prompt_file && gemma3_read_file(args.prompt_file, &text, &len) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     gen_state g;
     int32_t *prompt = NULL;

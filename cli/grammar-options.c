@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "util.h"
 
 #define G(field) offsetof(cli_grammar, field)
 static const cli_option grammar_options[] = {
@@ -47,7 +46,7 @@ int cli_grammar_resolve(cli_grammar *cg) {
     char *text = NULL;
     size_t len = 0;
     const char *path = cg->grammar_file ? cg->grammar_file : cg->json_schema_file;
-    if (path && g3_read_file(path, &text, &len) != GEMMA3_OK)
+    if (path && gemma3_read_file(path, &text, &len) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     if (!path) {
         text = strdup(cg->grammar ? cg->grammar : cg->json_schema);

@@ -1,6 +1,6 @@
 /* cli/info.c - gemma3 info: what a checkpoint is and what running it will cost.
  *
- * Loads config.json and binds every weight (so a bad checkpoint fails here exactly as it would
+ * Loads the model with its weights mapped (so a bad checkpoint fails here exactly as it would
  * at inference), then prints the parsed configuration, the per-layer attention types, the
  * parameter count, the weight bytes and the KV cache size for a context length. */
 #include <stddef.h>
@@ -8,10 +8,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "config.h"
-#include "util.h"
-#include "quant.h"
-#include "weights.h"
 
 typedef struct info_args {
     const char *dir;
@@ -53,74 +49,67 @@ static const cli_command info_command = {
     {&info_group, NULL},
 };
 
-/* K and V for every layer, as the session lays them out (g3_kv_bytes: the one formula). */
-static int64_t kv_cache_bytes(const g3_config *c, int ctx, int elem_bytes) {
-    return (int64_t)g3_kv_bytes(c, ctx, 0, (size_t)elem_bytes);
-}
-
 /* "SSSSSF SSSSSF S": groups of six for readability. */
-static void layer_string(const g3_config *c, char *buf, size_t n) {
+static void layer_string(const gemma3_model_info *m, char *buf, size_t n) {
     size_t w = 0;
-    for (int l = 0; l < c->n_layers && w + 2 < n; l++) {
+    for (int l = 0; l < m->n_layers && w + 2 < n; l++) {
         if (l && l % 6 == 0) buf[w++] = ' ';
-        buf[w++] = c->layer_types[l] == G3_LAYER_FULL ? 'F' : 'S';
+        buf[w++] = m->layer_types[l];
     }
     buf[w] = '\0';
 }
 
-static void eos_string(const g3_config *c, char *buf, size_t n) {
+static void eos_string(const gemma3_model_info *m, char *buf, size_t n) {
     size_t w = 0;
     buf[0] = '\0';
-    for (int i = 0; i < c->n_eos && w < n; i++)
-        w += (size_t)snprintf(buf + w, n - w, i ? ", %d" : "%d", c->eos_ids[i]);
+    for (int i = 0; i < m->n_eos && w < n; i++)
+        w += (size_t)snprintf(buf + w, n - w, i ? ", %d" : "%d", m->eos_ids[i]);
 }
 
-static void print_text(const char *dir, const g3_config *c, const g3_weights *w, int ctx,
-                       int kv_type) {
-    char layers[G3_MAX_LAYERS * 2], eos[128];
-    layer_string(c, layers, sizeof layers);
-    eos_string(c, eos, sizeof eos);
+/* What the default (AUTO) load would choose now: read what fits in 3/4 of the memory. */
+static int fits_in_memory(const gemma3_model_info *m) { return m->load_bytes <= m->mem_available / 4 * 3; }
+
+static void print_text(const char *dir, const gemma3_model_info *m, int ctx, int kv_type) {
+    char eos[128], layers[GEMMA3_MAX_LAYERS * 2];
+    eos_string(m, eos, sizeof eos);
+    layer_string(m, layers, sizeof layers);
     printf("model:                %s\n", dir);
-    printf("architecture:         %s\n", c->architecture);
+    printf("architecture:         %s\n", m->architecture);
     printf("layout:               %s (tensor prefix %s)\n",
-           c->multimodal ? "multimodal, text_config" : "text-only", w->prefix);
-    printf("vocab_size:           %d\n", c->vocab_size);
-    printf("hidden_size:          %d\n", c->hidden_size);
-    printf("intermediate_size:    %d\n", c->intermediate_size);
-    printf("num_hidden_layers:    %d\n", c->n_layers);
-    printf("num_attention_heads:  %d\n", c->n_heads);
-    printf("num_key_value_heads:  %d\n", c->n_kv_heads);
-    printf("head_dim:             %d\n", c->head_dim);
-    printf("query_pre_attn_scalar: %g\n", (double)c->query_pre_attn_scalar);
-    printf("sliding_window:       %d\n", c->sliding_window);
-    printf("max_position:         %d\n", c->max_position_embeddings);
-    printf("rms_norm_eps:         %g\n", (double)c->rms_norm_eps);
-    printf("rope full:            theta %g, linear factor %g\n", (double)c->rope_theta_full,
-           (double)c->rope_factor_full);
-    printf("rope sliding:         theta %g, linear factor %g\n", (double)c->rope_theta_sliding,
-           (double)c->rope_factor_sliding);
-    if (c->attn_softcap > 0) printf("attn softcap:         %g\n", (double)c->attn_softcap);
+           m->multimodal ? "multimodal, text_config" : "text-only", m->tensor_prefix);
+    printf("vocab_size:           %d\n", m->vocab_size);
+    printf("hidden_size:          %d\n", m->hidden_size);
+    printf("intermediate_size:    %d\n", m->intermediate_size);
+    printf("num_hidden_layers:    %d\n", m->n_layers);
+    printf("num_attention_heads:  %d\n", m->n_heads);
+    printf("num_key_value_heads:  %d\n", m->n_kv_heads);
+    printf("head_dim:             %d\n", m->head_dim);
+    printf("query_pre_attn_scalar: %g\n", (double)m->query_pre_attn_scalar);
+    printf("sliding_window:       %d\n", m->sliding_window);
+    printf("max_position:         %d\n", m->max_position_embeddings);
+    printf("rms_norm_eps:         %g\n", (double)m->rms_norm_eps);
+    printf("rope full:            theta %g, linear factor %g\n", (double)m->rope_theta_full,
+           (double)m->rope_factor_full);
+    printf("rope sliding:         theta %g, linear factor %g\n", (double)m->rope_theta_sliding,
+           (double)m->rope_factor_sliding);
+    if (m->attn_softcap > 0) printf("attn softcap:         %g\n", (double)m->attn_softcap);
     else printf("attn softcap:         none\n");
-    if (c->final_softcap > 0) printf("final softcap:        %g\n", (double)c->final_softcap);
+    if (m->final_softcap > 0) printf("final softcap:        %g\n", (double)m->final_softcap);
     else printf("final softcap:        none\n");
-    printf("tied lm_head:         %s\n", w->lm_head.data == w->embed.data ? "yes" : "no");
-    printf("bos / pad / eos:      %d / %d / [%s]\n", c->bos_id, c->pad_id, eos);
+    printf("tied lm_head:         %s\n", m->tied_lm_head ? "yes" : "no");
+    printf("bos / pad / eos:      %d / %d / [%s]\n", m->bos_id, m->pad_id, eos);
     printf("layer types:          %s\n", layers);
-    printf("parameters:           %lld (%.3f B)\n", (long long)w->n_params, (double)w->n_params / 1e9);
-    printf("weight type:          %s\n", g3_wtype_name(w->wtype));
-    const g3_st_load_info *li = &w->load_info;
-    size_t files = li->bytes_read + li->bytes_mapped;
-    /* what the default (AUTO) load would choose now: the rule of g3_st_open_dir_as */
+    printf("parameters:           %lld (%.3f B)\n", (long long)m->n_params, (double)m->n_params / 1e9);
+    printf("weight type:          %s\n", m->weight_type);
     printf("load mode (default):  %s (files %.2f GB, memory available %.2f GB, fits up to 3/4)\n",
-           files <= li->mem_available / 4 * 3
-               ? "read, or mmap where the page cache holds the files in 2 MiB folios"
-               : "mmap, the files do not fit",
-           (double)files / 1e9, (double)li->mem_available / 1e9);
-    printf("weight bytes:         %lld (%.2f GiB)\n", (long long)w->n_bytes,
-           (double)w->n_bytes / (1024.0 * 1024 * 1024));
+           fits_in_memory(m) ? "read, or mmap where the page cache holds the files in 2 MiB folios"
+                             : "mmap, the files do not fit",
+           (double)m->load_bytes / 1e9, (double)m->mem_available / 1e9);
+    printf("weight bytes:         %lld (%.2f GiB)\n", (long long)m->stored_bytes,
+           (double)m->stored_bytes / (1024.0 * 1024 * 1024));
     for (int t = 0; t < 2; t++) {
         if (kv_type >= 0 && kv_type != t) continue;
-        int64_t kv = kv_cache_bytes(c, ctx, t == 0 ? 4 : 2);
+        int64_t kv = gemma3_kv_cache_bytes(m, ctx, t);
         printf("kv cache %-4s ctx %-6d %lld (%.1f MiB)\n", t == 0 ? "f32" : "bf16", ctx,
                (long long)kv, (double)kv / (1024.0 * 1024));
     }
@@ -138,44 +127,40 @@ static void json_string(const char *s) {
     putchar('"');
 }
 
-static void print_json(const char *dir, const g3_config *c, const g3_weights *w, int ctx,
-                       int kv_type) {
-    char layers[G3_MAX_LAYERS * 2], eos[128];
-    layer_string(c, layers, sizeof layers);
-    eos_string(c, eos, sizeof eos);
+static void print_json(const char *dir, const gemma3_model_info *m, int ctx, int kv_type) {
+    char eos[128], layers[GEMMA3_MAX_LAYERS * 2];
+    eos_string(m, eos, sizeof eos);
+    layer_string(m, layers, sizeof layers);
     printf("{\"model\": ");
     json_string(dir);
-    printf(", \"architecture\": \"%s\", \"multimodal\": %s, \"prefix\": \"%s\",\n", c->architecture,
-           c->multimodal ? "true" : "false", w->prefix);
+    printf(", \"architecture\": \"%s\", \"multimodal\": %s, \"prefix\": \"%s\",\n", m->architecture,
+           m->multimodal ? "true" : "false", m->tensor_prefix);
     printf(" \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
            "\"num_hidden_layers\": %d,\n",
-           c->vocab_size, c->hidden_size, c->intermediate_size, c->n_layers);
+           m->vocab_size, m->hidden_size, m->intermediate_size, m->n_layers);
     printf(" \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
            "\"query_pre_attn_scalar\": %g,\n",
-           c->n_heads, c->n_kv_heads, c->head_dim, (double)c->query_pre_attn_scalar);
+           m->n_heads, m->n_kv_heads, m->head_dim, (double)m->query_pre_attn_scalar);
     printf(" \"sliding_window\": %d, \"max_position_embeddings\": %d, \"rms_norm_eps\": %g,\n",
-           c->sliding_window, c->max_position_embeddings, (double)c->rms_norm_eps);
+           m->sliding_window, m->max_position_embeddings, (double)m->rms_norm_eps);
     printf(" \"rope_theta_full\": %g, \"rope_factor_full\": %g, \"rope_theta_sliding\": %g, "
            "\"rope_factor_sliding\": %g,\n",
-           (double)c->rope_theta_full, (double)c->rope_factor_full, (double)c->rope_theta_sliding,
-           (double)c->rope_factor_sliding);
+           (double)m->rope_theta_full, (double)m->rope_factor_full, (double)m->rope_theta_sliding,
+           (double)m->rope_factor_sliding);
     printf(" \"attn_logit_softcapping\": ");
-    if (c->attn_softcap > 0) printf("%g", (double)c->attn_softcap); else printf("null");
+    if (m->attn_softcap > 0) printf("%g", (double)m->attn_softcap); else printf("null");
     printf(", \"final_logit_softcapping\": ");
-    if (c->final_softcap > 0) printf("%g", (double)c->final_softcap); else printf("null");
-    printf(", \"tied_lm_head\": %s,\n", w->lm_head.data == w->embed.data ? "true" : "false");
-    printf(" \"bos_token_id\": %d, \"pad_token_id\": %d, \"eos_token_id\": [%s],\n", c->bos_id,
-           c->pad_id, eos);
+    if (m->final_softcap > 0) printf("%g", (double)m->final_softcap); else printf("null");
+    printf(", \"tied_lm_head\": %s,\n", m->tied_lm_head ? "true" : "false");
+    printf(" \"bos_token_id\": %d, \"pad_token_id\": %d, \"eos_token_id\": [%s],\n", m->bos_id,
+           m->pad_id, eos);
     printf(" \"layer_types\": \"%s\", \"n_params\": %lld, \"weight_type\": \"%s\", "
            "\"weight_bytes\": %lld, \"ctx\": %d,\n",
-           layers, (long long)w->n_params, g3_wtype_name(w->wtype), (long long)w->n_bytes, ctx);
-    const g3_st_load_info *li = &w->load_info;
-    size_t files = li->bytes_read + li->bytes_mapped;
-    /* fits: the default load reads it, or keeps it mapped where the cache has 2 MiB folios */
-    printf(" \"fits_in_memory\": %s, \"file_bytes\": %zu, \"mem_available\": %zu",
-           files <= li->mem_available / 4 * 3 ? "true" : "false", files, li->mem_available);
-    if (kv_type < 0 || kv_type == 0) printf(", \"kv_bytes_f32\": %lld", (long long)kv_cache_bytes(c, ctx, 4));
-    if (kv_type < 0 || kv_type == 1) printf(", \"kv_bytes_bf16\": %lld", (long long)kv_cache_bytes(c, ctx, 2));
+           layers, (long long)m->n_params, m->weight_type, (long long)m->stored_bytes, ctx);
+    printf(" \"fits_in_memory\": %s, \"file_bytes\": %lld, \"mem_available\": %lld",
+           fits_in_memory(m) ? "true" : "false", (long long)m->load_bytes, (long long)m->mem_available);
+    if (kv_type < 0 || kv_type == 0) printf(", \"kv_bytes_f32\": %lld", (long long)gemma3_kv_cache_bytes(m, ctx, 0));
+    if (kv_type < 0 || kv_type == 1) printf(", \"kv_bytes_bf16\": %lld", (long long)gemma3_kv_cache_bytes(m, ctx, 1));
     printf("}\n");
 }
 
@@ -190,25 +175,19 @@ int cmd_info(int argc, char **argv) {
     if (!*dir) return cli_usage_error("-m: the model directory name is empty");
     if (speed && json) return cli_usage_error("--speed: not with --json (gemma3 bench -o json measures for scripts)");
 
-    char path[4096];
-    g3_config cfg;
-    if (g3_path_join(path, sizeof path, dir, "config.json") != GEMMA3_OK ||
-        g3_config_load(path, &cfg) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-    if (ctx == 0) ctx = cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
-    else if (ctx > cfg.max_position_embeddings)
+    gemma3_model_info m;
+    if (gemma3_model_peek(dir, &m) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (ctx == 0) ctx = m.max_position_embeddings < 4096 ? m.max_position_embeddings : 4096;
+    else if (ctx > m.max_position_embeddings)
         return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", ctx,
-                               cfg.max_position_embeddings);
-    g3_weights *w = g3_alloc_aligned(sizeof *w); /* ~30 KB of layer pointers: not on the stack */
-    if (!w) return cli_fail("out of memory");
-    if (g3_weights_load(dir, &cfg, G3_ST_LOAD_MMAP, w) != GEMMA3_OK) {
-        g3_free_aligned(w);
-        return cli_fail("%s", gemma3_last_error());
-    }
-    if (json) print_json(dir, &cfg, w, ctx, kv_type);
-    else print_text(dir, &cfg, w, ctx, kv_type);
-    g3_weights_free(w);
-    g3_free_aligned(w);
+                               m.max_position_embeddings);
+    gemma3_model_params mp = {.load_mode = GEMMA3_LOAD_MMAP, .repack = GEMMA3_REPACK_NONE};
+    gemma3_model *model = NULL;
+    if (gemma3_model_load_ex(dir, &mp, &model) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    gemma3_model_get_info(model, &m);
+    if (json) print_json(dir, &m, ctx, kv_type);
+    else print_text(dir, &m, ctx, kv_type);
+    gemma3_model_free(model);
     if (speed) {
         char *bench_argv[] = {"bench", "-m", (char *)dir, "-p", "64", "-n", "16", "-r", "1", NULL};
         fflush(stdout);

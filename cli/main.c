@@ -1,4 +1,6 @@
 /* cli/main.c - the gemma3 command: dispatches to a subcommand. */
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,18 +25,31 @@ static const command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gemma3 <command> [options]   (gemma3 <command> --help for its options)\n");
-    fprintf(f, "       gemma3 -m DIR -p PROMPT [options]   (generate)\n\n");
+    fprintf(f, "       gemma3 -m DIR -p PROMPT [options]   (generate)\n");
+    fprintf(f, "       gemma3 --version                    (version, commit, compiler, kernels)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* The line editor reads multibyte input only in a UTF-8 character type (Gemma's text is UTF-8
+ * whatever the user's locale says); only LC_CTYPE changes, so numbers print with a '.'. */
+static void use_utf8_input(void) {
+    setlocale(LC_CTYPE, "");
+    if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0) setlocale(LC_CTYPE, "C.UTF-8");
+}
+
 int main(int argc, char **argv) {
+    use_utf8_input();
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        cli_print_version(stdout);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

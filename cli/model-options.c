@@ -1,12 +1,13 @@
 /* cli/model-options.c - the flags of every command that runs the model: which checkpoint, how it
  * is loaded, and the session (threads, context, batch, precision, kernels). */
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include <unistd.h>
 
 #include "cli.h"
-#include "safetensors.h"
-#include "threads.h"
-#include "util.h"
 
 #define M(field) offsetof(cli_model_opts, field)
 
@@ -111,15 +112,15 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
 }
 
 void cli_warn_threads(const char *flag, int n_threads) {
-    int n_cpus = g3_n_cpus();
+    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads > n_cpus)
         fprintf(stderr, "gemma3: warning: %s %d is more than the %d CPUs: the extra threads only "
-                "wait for a core\n", flag, n_threads, n_cpus);
+                "wait for a core\n", flag, n_threads, (int)n_cpus);
 }
 
-int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32) {
-    uint64_t need = g3_kv_bytes(cfg, n_ctx, 0, kv_f32 ? 4 : 2);
-    size_t avail = g3_mem_available();
+int cli_check_kv(const gemma3_model_info *info, int n_ctx, int kv_f32) {
+    int64_t need = gemma3_kv_cache_bytes(info, n_ctx, kv_f32 ? GEMMA3_KV_F32 : GEMMA3_KV_BF16);
+    int64_t avail = info->mem_available;
     if (avail && need > avail) /* 0: could not be read */
         return cli_usage_error("-c: %d tokens need a KV cache of %.2f GB (%s), more than the %.2f GB "
                                "of memory available", n_ctx, (double)need / 1e9,
@@ -131,11 +132,8 @@ int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32) {
  * beyond the model's positions, or whose KV cache can never fit in memory. */
 static int preflight(const cli_model_opts *o) {
     if (!o->model_dir || !*o->model_dir) return cli_usage_error("-m: the model directory name is empty");
-    char path[4096];
-    g3_config cfg;
-    if (g3_path_join(path, sizeof path, o->model_dir, "config.json") != GEMMA3_OK ||
-        g3_config_load(path, &cfg) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
+    gemma3_model_info cfg;
+    if (gemma3_model_peek(o->model_dir, &cfg) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     cli_warn_threads("-t", o->sp.n_threads);
     int n_ctx = o->sp.n_ctx ? o->sp.n_ctx : 4096;
     if (o->sp.n_ctx > cfg.max_position_embeddings)
@@ -160,6 +158,9 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
     mp.isa = o->sp.isa;             /* and the layout suits the session's kernels */
     if (gemma3_model_load_ex(o->model_dir, &mp, model) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        fprintf(stderr, "gemma3: warning: --mlock: the memory cannot be locked (%s; see ulimit -l)\n",
+                strerror(errno));
     gemma3_model_info info;
     gemma3_model_get_info(*model, &info);
     if (o->verbose) {

@@ -10,6 +10,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char last_error[1024];
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_lib(int rc) {
+    if (rc < 0) snprintf(last_error, sizeof last_error, "%s", gemma3_last_error());
+    return rc;
+}
+
+const char *cli_last_error(void) { return last_error; }
 
 /* ---- error lines ---------------------------------------------------------------------------- */
 
@@ -205,16 +229,69 @@ int cli_parse_option(const cli_group *g, int argc, char **argv, int *i, void *ds
         if (!spelled(o->names, arg)) continue;
         *matched = 1;
         const char *val = NULL;
-        if (o->value_name) {
-            if (*i + 1 >= argc) return cli_usage_error("%s: missing value", arg);
-            val = argv[++*i];
-        }
+        int absent = *i + 1 >= argc || (o->optional_value && argv[*i + 1][0] == '-');
+        if (o->value_name && absent && !o->optional_value) return cli_usage_error("%s: missing value", arg);
+        if (o->value_name && !absent) val = argv[++*i];
         int rc = apply_option(o, arg, val, dst);
         if (rc == 0 && o->given_bit && g->given_offset != CLI_NOWHERE)
             *(unsigned *)field(dst, g->given_offset) |= o->given_bit;
         return rc;
     }
     return 0;
+}
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b, for "did you mean". */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+static int shadowed(const cli_command *cmd, int group, const cli_option *o);
+
+/* The spelling of the command's options nearest to arg, into buf, or "" when none is within two
+ * edits (and closer than half its length). */
+static const char *nearest_spelling(const cli_command *cmd, const char *arg, char *buf, size_t n) {
+    size_t best = 3;
+    buf[0] = '\0';
+    for (int g = 0; cmd->groups[g]; g++)
+        for (size_t k = 0; k < cmd->groups[g]->n_options; k++) {
+            const cli_option *o = &cmd->groups[g]->options[k];
+            if (shadowed(cmd, g, o)) continue;
+            for (const char *p = o->names; *p;) {
+                char one[64];
+                size_t len = strcspn(p, ",");
+                snprintf(one, sizeof one, "%.*s", (int)len, p);
+                size_t d = edit_distance(arg, one);
+                if (d < best && 2 * d < strlen(one)) {
+                    best = d;
+                    snprintf(buf, n, "%s", one);
+                }
+                p += len;
+                while (*p == ',' || *p == ' ') p++;
+            }
+        }
+    return buf;
+}
+
+static int unknown_flag(const cli_command *cmd, const char *arg) {
+    char msg[512], near[64];
+    snprintf(msg, sizeof msg, cmd->unknown, arg);
+    if (*nearest_spelling(cmd, arg, near, sizeof near))
+        return cli_usage_error("%s; did you mean %s?", msg, near);
+    return cli_usage_error("%s", msg);
 }
 
 int cli_parse(const cli_command *cmd, int argc, char **argv, void *const *dst, int *status) {
@@ -233,7 +310,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *const *dst, i
             }
         }
         if (!matched) {
-            *status = cli_usage_error(cmd->unknown, argv[i]);
+            *status = unknown_flag(cmd, argv[i]);
             return 1;
         }
     }

@@ -20,8 +20,6 @@
 #include "cli.h"
 #include "gemma3.h"
 #include "kld.h"
-#include "threads.h"
-#include "util.h"
 
 #define PPL_DEFAULT_CTX 512 /* llama-perplexity's default -c */
 
@@ -58,7 +56,7 @@ static const cli_command ppl_command = {
     "half, as llama-perplexity does; with --kl-divergence-base, save or compare full\n"
     "distributions.\n",
     "perplexity: unknown option '%s' (try gemma3 perplexity --help)",
-    {&ppl_group, &cli_model_group, NULL},
+    {&ppl_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
 /* What one run works on: the tokens, the chunking, the model's facts. */
@@ -104,7 +102,7 @@ static int tokenize_file(const gemma3_model *model, const char *path, const char
     if (!tok) return cli_fail("-f: '%s' has no tokenizer.model (give --tokens instead)", dir);
     char *text = NULL;
     size_t len = 0;
-    if (g3_read_file(path, &text, &len) != GEMMA3_OK)
+    if (gemma3_read_file(path, &text, &len) != GEMMA3_OK)
         return cli_fail("-f: %s", gemma3_last_error());
     int rc = 0;
     int need = gemma3_tokenizer_encode(tok, text, len, GEMMA3_TOK_BOS, NULL, 0);
@@ -181,7 +179,6 @@ typedef struct ppl_run {
     float *logits;     /* [n_ctx - n_ctx/2][vocab]: the logits of a chunk's scored half */
     float *rows;       /* [rows per chunk][vocab]: the log-probs saved or read */
     double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
-    g3_pool *pool;     /* the scoring's threads (as many as the session's) */
     double nll, nll2;  /* sums over the scored positions */
     long count;
     double t_forward, t_score;
@@ -198,9 +195,8 @@ static int alloc_run(ppl_run *r, const ppl_plan *p) {
     return cli_fail("perplexity: out of memory for %d x %d logits", p->n_ctx, p->vocab);
 }
 
-/* One chunk through the model in one call: a fresh cache, <bos> first. The LM head (a quarter
- * of a 1B model's work at 128 tokens) runs only for the scored half, as llama-perplexity asks
- * only for those outputs; the outputs are the same bytes whatever the batch split. A plain run
+/* One chunk through the model in one call: a fresh cache, <bos> first. The LM head runs only
+ * for the scored half, as llama-perplexity asks only for those outputs; the outputs are the same bytes whatever the batch split. A plain run
  * asks the session for the scored tokens' log-probabilities alone (the logits never leave the
  * cache), which also spares the last token: nothing is scored on what follows it. */
 static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf) {
@@ -208,7 +204,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     memcpy(buf, p->tokens + (size_t)chunk * p->n_ctx, (size_t)p->n_ctx * sizeof *buf);
     buf[0] = p->bos;
     gemma3_session_reset(r->s);
-    double t0 = g3_now();
+    double t0 = cli_now();
     int rc = r->full_rows
                  ? gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits)
                  : gemma3_session_forward_logprob(r->s, buf, p->n_ctx - 1, n_rows, buf + first + 1,
@@ -216,7 +212,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
     if (rc != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     if (!r->full_rows)
         for (int i = 0; i < n_rows; i++) r->nll_rows[i] = -r->nll_rows[i];
-    r->t_forward += g3_now() - t0;
+    r->t_forward += cli_now() - t0;
     return 0;
 }
 
@@ -248,10 +244,10 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     const int32_t *t = p->tokens + (size_t)chunk * p->n_ctx;
     size_t V = (size_t)p->vocab;
     int first = p->n_ctx / 2, n_rows = p->n_ctx - 1 - first;
-    double t0 = g3_now();
+    double t0 = cli_now();
     score_job job = {.logits = r->logits, .out = save ? r->rows : NULL, .next = t + first + 1,
                      .nll = r->nll_rows, .V = V, .n_rows = n_rows, .in_place = base != NULL};
-    if (r->full_rows) g3_pool_run(r->pool, score_rows, &job);
+    if (r->full_rows) gemma3_session_parallel(r->s, score_rows, &job);
     for (int i = 0; i < n_rows; i++) {
         r->nll += r->nll_rows[i];
         r->nll2 += r->nll_rows[i] * r->nll_rows[i];
@@ -259,7 +255,7 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
         if (base) kld_stats_add(base, r->logits + (size_t)i * V, r->rows + (size_t)i * V,
                                 p->vocab, job.next[i]);
     }
-    r->t_score += g3_now() - t0;
+    r->t_score += cli_now() - t0;
 }
 
 /* llama.cpp's final line: PPL = exp(mean nll), +/- PPL times the standard error of that mean. */
@@ -289,7 +285,7 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
     int rc = 0;
     if (stats) kld_stats_print_chunk_header(stdout);
     for (int c = 0; c < p->n_chunks && !rc; c++) {
-        double t0 = g3_now();
+        double t0 = cli_now();
         if ((rc = forward_chunk(r, p, c, buf))) break;
         if (base && (rc = kld_read_rows(base, r->rows, row_floats))) break;
         score_chunk(r, p, c, save != NULL, stats);
@@ -297,7 +293,7 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
         if (stats) kld_stats_print_chunk(stats, c + 1, stdout);
         else printf("[%d]%.4f,", c + 1, exp(r->nll / (double)r->count));
         fflush(stdout);
-        print_progress(p, c, g3_now() - t0);
+        print_progress(p, c, cli_now() - t0);
     }
     if (!stats && !rc) printf("\n");
     free(buf);
@@ -308,8 +304,6 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
 
 static int open_session(const gemma3_model *model, const cli_model_opts *mo, ppl_run *r) {
     if (gemma3_session_init(model, &mo->sp, &r->s) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-    if (g3_pool_create(gemma3_session_n_threads(r->s), &r->pool) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     return 0;
 }
@@ -357,7 +351,7 @@ int cmd_perplexity(int argc, char **argv) {
     ppl_args a = {0};
     cli_model_opts mo;
     cli_model_opts_init(&mo);
-    void *const dst[] = {&a, &mo};
+    void *const dst[] = {&a, &mo, &mo};
     int rc;
     if (cli_parse(&ppl_command, argc, argv, dst, &rc)) return rc;
     mo.sp.n_ctx = a.n_ctx;
@@ -395,7 +389,6 @@ done:
     free(r.logits);
     free(r.rows);
     free(r.nll_rows);
-    g3_pool_free(r.pool);
     gemma3_session_free(r.s);
     gemma3_model_free(model);
     return rc;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "util.h"
 
 typedef struct quantize_args {
     const char *src, *dst;
@@ -50,11 +49,11 @@ int cmd_quantize(int argc, char **argv) {
     if (!args.src) return cli_usage_error("quantize: -m DIR is required");
     if (!args.dst) return cli_usage_error("quantize: -o OUTDIR is required");
     if (!args.type) return cli_usage_error("quantize: --type q8_0|q4_0 is required");
-    double t0 = g3_now();
+    double t0 = cli_now();
     if (gemma3_quantize(args.src, args.dst, (enum gemma3_weight_type)args.type, args.n_threads) !=
         GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     fprintf(stderr, "gemma3: wrote %s (%s) in %.2f s\n", args.dst,
-            gemma3_weight_type_name((enum gemma3_weight_type)args.type), g3_now() - t0);
+            gemma3_weight_type_name((enum gemma3_weight_type)args.type), cli_now() - t0);
     return 0;
 }

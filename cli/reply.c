@@ -8,6 +8,14 @@
 #include "config.h"
 #include "util.h"
 
+static int parse_stop(const char *flag, const char *value, void *group) {
+    gen_opts *o = group;
+    if (!*value) return cli_usage_error("%s: the stop string is empty", flag);
+    if (o->n_stops == GEN_MAX_STOPS) return cli_usage_error("%s: at most %d stop strings", flag, GEN_MAX_STOPS);
+    o->stops[o->n_stops++] = value;
+    return 0;
+}
+
 #define G(field) offsetof(gen_opts, field)
 static const cli_option reply_options[] = {
     {"-n, --n-predict", "N", CLI_INT, G(n_predict), -1, 1 << 30,
@@ -17,6 +25,16 @@ static const cli_option reply_options[] = {
     {"--markers-as-text", NULL, CLI_SWITCH, G(markers_as_text), .value = 1,
      .help = "<start_of_turn>/<end_of_turn> typed in the user's text stay text (default: they "
              "become turn markers, as in Hugging Face)"},
+    {"-r, --reverse-prompt, --stop", "TEXT", CLI_CUSTOM, .parse = parse_stop,
+     .help = "stop the reply where its text reaches TEXT (not printed; repeatable; in chat, your "
+             "turn again)"},
+    {"-e, --escape", NULL, CLI_SWITCH, G(escape), .value = 1,
+     .help = "process \\n, \\r, \\t, \\', \\\", \\\\ and \\xHH in -p, -r/--stop, --in-prefix, "
+             "--in-suffix (the default, as llama.cpp)"},
+    {"--no-escape", NULL, CLI_SWITCH, G(escape), .value = 0,
+     .help = "take those texts as typed"},
+    {"--log-disable, --quiet", NULL, CLI_SWITCH, G(quiet), .value = 1,
+     .help = "no summary (speeds, seed, load) or banner on stderr; errors and warnings still"},
 };
 #undef G
 
@@ -27,6 +45,33 @@ void gen_opts_init(gen_opts *opts) {
     cli_model_opts_init(&opts->mo);
     cli_sampling_init(&opts->cs);
     opts->n_predict = -1;
+    opts->escape = 1;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+size_t gen_unescape(char *s) {
+    static const char from[] = "nrt'\"\\", to[] = "\n\r\t'\"\\";
+    size_t w = 0;
+    for (size_t r = 0; s[r]; r++) {
+        const char *e = s[r] == '\\' && s[r + 1] ? strchr(from, s[r + 1]) : NULL;
+        if (e) {
+            s[w++] = to[e - from];
+            r++;
+        } else if (s[r] == '\\' && s[r + 1] == 'x' && hex_digit(s[r + 2]) >= 0 && hex_digit(s[r + 3]) >= 0) {
+            s[w++] = (char)(hex_digit(s[r + 2]) * 16 + hex_digit(s[r + 3]));
+            r += 3;
+        } else {
+            s[w++] = s[r];
+        }
+    }
+    s[w] = '\0';
+    return w;
 }
 
 static void add_stop(gen_state *g, int32_t id) {
@@ -46,7 +91,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
     if (!opts->mo.model_dir) return cli_usage_error("-m: a model directory is required");
     int rc = cli_grammar_resolve(&opts->gr);
     if (rc) return rc;
-    double t0 = g3_now();
+    double t0 = cli_now();
     rc = cli_model_load(&opts->mo, &g->model);
     if (rc) return rc;
     g->tok = gemma3_model_tokenizer(g->model);
@@ -56,8 +101,12 @@ int gen_open(gen_state *g, gen_opts *opts) {
     if (rc) return rc;
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
-    g->load_seconds = g3_now() - t0;
+    g->load_seconds = cli_now() - t0;
     g->chat_flags = opts->markers_as_text ? GEMMA3_TOK_MARKERS_AS_TEXT : 0;
+    /* argv strings: unescaped in place, once */
+    for (int i = 0; opts->escape && i < opts->n_stops; i++) gen_unescape((char *)opts->stops[i]);
+    g->stop_strings = opts->stops;
+    g->n_stop_strings = opts->n_stops;
 
     for (int i = 0; i < g->info.n_eos; i++) add_stop(g, g->info.eos_ids[i]);
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_EOS));
@@ -99,6 +148,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
 }
 
 void gen_close(gen_state *g) {
+    free(g->text);
     gemma3_grammar_free(g->grammar);
     gemma3_sampler_free(g->sampler);
     gemma3_session_free(g->session);
@@ -114,10 +164,68 @@ int gen_is_stop(const gen_state *g, int32_t token) {
 
 static int feed(gen_state *g, const int32_t *ids, int n) {
     if (n == 0) return GEMMA3_OK; /* a prompt restored whole from a saved state */
-    int rc = gemma3_session_forward(g->session, ids, n, NULL);
+    int rc = cli_lib(gemma3_session_forward(g->session, ids, n, NULL));
     if (rc != GEMMA3_OK) return rc;
     for (int i = 0; i < n; i++) gemma3_sampler_accept(g->sampler, ids[i]);
     return GEMMA3_OK;
+}
+
+static int append_text(gen_state *g, const char *piece) {
+    size_t n = strlen(piece);
+    if (g->text_len + n + 1 > g->text_cap) {
+        size_t cap = g->text_cap ? g->text_cap : 256;
+        while (cap < g->text_len + n + 1) cap *= 2;
+        char *grown = realloc(g->text, cap);
+        if (!grown) return cli_error(GEMMA3_ERR_NOMEM, "out of memory");
+        g->text = grown;
+        g->text_cap = cap;
+    }
+    memcpy(g->text + g->text_len, piece, n + 1);
+    g->text_len += n;
+    return GEMMA3_OK;
+}
+
+/* Where the first stop string begins in text[from, len) (it may have begun before `from`), or -1;
+ * *safe: how much of text can be printed, all but a tail that could begin a stop string. */
+static long find_stop(const gen_state *g, size_t from, size_t *safe) {
+    const char *t = g->text;
+    size_t len = g->text_len;
+    long found = -1;
+    *safe = len;
+    for (int k = 0; k < g->n_stop_strings; k++) {
+        const char *s = g->stop_strings[k];
+        size_t n = strlen(s), start = from >= n ? from - n + 1 : 0;
+        const char *hit = len >= n ? memmem(t + start, len - start, s, n) : NULL;
+        if (hit && (found < 0 || hit - t < found)) found = hit - t;
+        for (size_t keep = n - 1 < len ? n - 1 : len; keep > 0; keep--)
+            if (memcmp(t + len - keep, s, keep) == 0) {
+                if (len - keep < *safe) *safe = len - keep;
+                break;
+            }
+    }
+    if (found >= 0) *safe = (size_t)found;
+    return found;
+}
+
+/* Adds a token's text to the reply and prints what can no longer be part of a stop string.
+ * Returns 1 when the text reached a stop string (cut there), 0 to go on, or an error < 0. */
+static int emit(gen_state *g, const char *piece, FILE *out, size_t *printed, int final) {
+    size_t before = g->text_len, safe;
+    int rc = append_text(g, piece);
+    if (rc != GEMMA3_OK) return rc;
+    long stop = find_stop(g, before, &safe);
+    if (final) safe = g->text_len;
+    if (stop >= 0) {
+        g->text_len = (size_t)stop;
+        g->text[stop] = '\0';
+        safe = (size_t)stop;
+    }
+    if (out && safe > *printed) {
+        fwrite(g->text + *printed, 1, safe - *printed, out);
+        fflush(out);
+        *printed = safe;
+    }
+    return stop >= 0;
 }
 
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
@@ -126,18 +234,21 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
     *n_gen = 0;
     int n_ctx = gemma3_session_n_ctx(g->session);
     if (gemma3_session_pos(g->session) + n_prompt > n_ctx)
-        return g3_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
+        return cli_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
                         gemma3_session_pos(g->session), n_prompt, n_ctx);
-    double t0 = g3_now();
+    double t0 = cli_now();
     int rc = feed(g, prompt, n_prompt);
     if (rc != GEMMA3_OK) return rc;
-    g->prompt_seconds += g3_now() - t0;
+    g->prompt_seconds += cli_now() - t0;
     g->n_prompt_tokens += n_prompt;
 
     gemma3_decoder dec = {0};
     char text[256];
+    size_t printed = 0;
+    g->text_len = 0;
+    if ((rc = append_text(g, "")) != GEMMA3_OK) return rc;
     if (g->grammar) gemma3_grammar_reset(g->grammar);
-    t0 = g3_now();
+    t0 = cli_now();
     *stop = GEN_STOP_LIMIT;
     for (int i = 0; n_predict < 0 || i < n_predict; i++) {
         if (interrupt && *interrupt) {
@@ -148,31 +259,33 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         const float *logits = gemma3_session_logits(g->session);
         int32_t tok = g->grammar ? gemma3_grammar_sample(g->grammar, g->sampler, logits, pos)
                                  : gemma3_sampler_sample(g->sampler, logits, pos);
-        if (tok < 0) return tok;
-        if (g->grammar && (rc = gemma3_grammar_accept(g->grammar, tok)) != GEMMA3_OK) return rc;
+        if (tok < 0) return cli_lib(tok);
+        if (g->grammar && (rc = gemma3_grammar_accept(g->grammar, tok)) != GEMMA3_OK) return cli_lib(rc);
         if (gen_is_stop(g, tok)) {
             *stop = GEN_STOP_EOS;
             break;
         }
         if (*n_gen < max_gen) gen_ids[(*n_gen)++] = tok;
-        if (out) {
-            gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
-            fputs(text, out);
-            fflush(out);
-        }
+        gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
+        int hit = emit(g, text, out, &printed, 0);
+        if (hit < 0) return hit;
         g->n_gen_tokens++;
         if (pos >= n_ctx) { /* the token is kept, but there is no slot left to feed it */
-            *stop = GEN_STOP_CONTEXT;
+            *stop = hit ? GEN_STOP_STRING : GEN_STOP_CONTEXT;
             break;
         }
         if ((rc = feed(g, &tok, 1)) != GEMMA3_OK) return rc;
+        if (hit) {
+            *stop = GEN_STOP_STRING;
+            break;
+        }
     }
-    if (out) {
+    if (*stop != GEN_STOP_STRING) {
         gemma3_decoder_flush(&dec, text, sizeof text);
-        fputs(text, out);
-        fflush(out);
+        if ((rc = emit(g, text, out, &printed, 1)) < 0) return rc;
+        if (rc == 1) *stop = GEN_STOP_STRING;
     }
-    g->gen_seconds += g3_now() - t0;
+    g->gen_seconds += cli_now() - t0;
     return GEMMA3_OK;
 }
 
@@ -183,11 +296,11 @@ int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *u
     if (system_prompt) msgs[n++] = (gemma3_chat_msg){"system", system_prompt};
     msgs[n++] = (gemma3_chat_msg){"user", user_text};
     int need = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, NULL, 0);
-    if (need < 0) return need;
+    if (need < 0) return cli_lib(need);
     *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
-    if (!*ids) return g3_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
+    if (!*ids) return cli_error(GEMMA3_ERR_NOMEM, "out of memory encoding the prompt");
     *n_ids = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, *ids, need);
-    return *n_ids < 0 ? *n_ids : GEMMA3_OK;
+    return *n_ids < 0 ? cli_lib(*n_ids) : GEMMA3_OK;
 }
 
 long gen_find_nul(const char *text, size_t len) {

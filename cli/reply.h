@@ -9,6 +9,8 @@
 #include "cli.h"
 #include "gemma3.h"
 
+#define GEN_MAX_STOPS 16
+
 typedef struct gen_opts {
     cli_model_opts mo;
     cli_sampling cs;            /* sampling flags; generation_config.json fills what they leave */
@@ -16,6 +18,10 @@ typedef struct gen_opts {
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
     int markers_as_text;        /* --markers-as-text: GEMMA3_TOK_MARKERS_AS_TEXT for user text */
+    int quiet;                  /* --log-disable / --quiet: no summary or banner on stderr */
+    int escape;                 /* -e / --no-escape: \n, \t, \xNN ... in -p, -r, --in-prefix ... */
+    const char *stops[GEN_MAX_STOPS]; /* -r / --stop strings, argv (escapes processed) */
+    int n_stops;
 } gen_opts;
 
 typedef enum {
@@ -23,6 +29,7 @@ typedef enum {
     GEN_STOP_LIMIT,       /* n_predict reached */
     GEN_STOP_CONTEXT,     /* the context window is full */
     GEN_STOP_INTERRUPTED, /* *interrupt became non-zero (Ctrl-C) */
+    GEN_STOP_STRING,      /* the text came to a -r / --stop string (not printed, not in text) */
 } gen_stop;
 
 typedef struct gen_state {
@@ -35,6 +42,10 @@ typedef struct gen_state {
     int chat_flags;             /* tokenizer flags of user text in the chat template */
     int32_t stop_ids[16];       /* eos ids of the config plus <end_of_turn> */
     int n_stop;
+    const char *const *stop_strings; /* gen_opts.stops */
+    int n_stop_strings;
+    char *text;                 /* the last reply's text, up to a stop string; NUL-terminated */
+    size_t text_len, text_cap;
     double load_seconds;
     /* totals over the run, for the summary */
     int n_prompt_tokens, n_gen_tokens;
@@ -62,6 +73,9 @@ void gen_close(gen_state *g);
  * NULL) in complete UTF-8 sequences as it is produced. Generated ids (stop token excluded) are
  * appended to gen_ids (capacity max_gen) and counted in *n_gen. The stop token, if any, is NOT
  * fed to the model: the caller decides (chat feeds <end_of_turn> with the next turn).
+ * The reply's text is g->text; a stop string ends it (the token that completed it is fed, so the
+ * ids stay what the model saw) and neither it nor the text after it is printed or kept; text
+ * that may begin a stop string is held back until it cannot.
  * Returns GEMMA3_OK or an error (message in gemma3_last_error). */
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
               volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
@@ -76,6 +90,10 @@ int gen_is_stop(const gen_state *g, int32_t token);
 /* The chat template takes text without NUL bytes (C strings): text of len bytes holding one is
  * refused, not cut. Returns the offset of the first NUL, or -1 when there is none. */
 long gen_find_nul(const char *text, size_t len);
+
+/* Processes the escapes of llama.cpp's -e in place: \n \r \t \' \" \\ and \xHH; any other
+ * backslash stays. Returns the new length (a \x00 makes a NUL byte). */
+size_t gen_unescape(char *s);
 
 /* The stderr summary: prompt and generated tokens with tok/s, load time, seed, ISA, threads. */
 void gen_print_summary(const gen_state *g, FILE *f);

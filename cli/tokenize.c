@@ -10,7 +10,6 @@
 #include "cli.h"
 #include "gemma3.h"
 #include "jsonl.h"
-#include "util.h"
 
 typedef struct {
     const char *model, *prompt, *file;
@@ -63,8 +62,8 @@ static int load_tokenizer(const char *model, gemma3_tokenizer **tok) {
     struct stat st;
     const char *file = model;
     if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (g3_path_join(path, sizeof path, model, "tokenizer.model") != GEMMA3_OK)
-            return cli_fail("%s", gemma3_last_error());
+        if (snprintf(path, sizeof path, "%s/tokenizer.model", model) >= (int)sizeof path)
+            return cli_fail("%s: path too long", model);
         file = path;
     }
     if (gemma3_tokenizer_load(file, tok) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
@@ -186,7 +185,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (a.prompt) {
         len = strlen(a.prompt);
     } else if (a.file) {
-        if (g3_read_file(a.file, &data, &len) != GEMMA3_OK) rc = cli_fail("%s", gemma3_last_error());
+        if (gemma3_read_file(a.file, &data, &len) != GEMMA3_OK) rc = cli_fail("%s", gemma3_last_error());
     } else {
         rc = read_stdin(&data, &len);
     }

@@ -7,8 +7,14 @@ usage: chat_driver.py turns TRANSCRIPT_JSON -- GEMMA3 chat -m DIR ...
          presses Ctrl-C at the prompt (the chat must stay), then interrupts a long reply with
          Ctrl-C (the terminal's interrupt character, so the kernel sends SIGINT), checks the
          prompt comes back and still answers, and quits with Ctrl-D.
+       chat_driver.py utf8 TRANSCRIPT_JSON -- GEMMA3 chat -m DIR ...
+         types the messages of UTF8_MESSAGES (several scripts, CJK, emoji), one per turn, saves
+         the transcript and quits.
 Exits 0 on success, 1 with a message otherwise."""
 import os, pty, select, sys, time
+
+UTF8_MESSAGES = ["Define \"caf\u00e9\".", "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac \u0440\u0443\u0441\u0441\u043a\u0438\u0439 \u0627\u0644\u0639\u0631\u0628\u064a\u0629",
+                 "\u65e5\u672c\u8a9e \u4e2d\u6587 \ud55c\uad6d\uc5b4", "emoji \U0001f389\U0001f44d\U0001f3fd \u00fc\u00df\u00f1"]
 
 def wait_exit(pid, fd, timeout=30.0):
     """The child's wait status, reading (and dropping) what it still prints so that it never
@@ -62,6 +68,15 @@ def main():
             read_until(b"> ")
             os.write(fd, b"How are you?\r")
             read_until(b"> ")
+            os.write(fd, ("/save %s\r" % sys.argv[2]).encode())
+            read_until(b"[saved")
+            read_until(b"> ")
+            os.write(fd, b"/quit\r")
+        elif mode == "utf8":
+            for text in UTF8_MESSAGES:
+                time.sleep(0.3)  # the line editor may discard what is typed before it takes the terminal
+                os.write(fd, text.encode("utf-8") + b"\r")
+                read_until(b"> ")
             os.write(fd, ("/save %s\r" % sys.argv[2]).encode())
             read_until(b"[saved")
             read_until(b"> ")

@@ -1,8 +1,10 @@
 #!/bin/sh
-# tests/test-cli-options.sh - the option tables, --help and README.md agree: every option a command
-# prints in --help (generated from its tables) is documented in README.md, every option in
-# README's tables is one a command accepts, and each spelling in --help parses (is not "unknown").
+# tests/test-cli-options.sh - the option tables, --help, docs/cli.md and README.md agree: every
+# option a command prints in --help (generated from its tables) is documented in docs/cli.md,
+# every option in the tables of docs/cli.md and README.md is one a command accepts, and each
+# spelling in --help parses (is not "unknown").
 . tests/lib.sh
+REFERENCE=${REFERENCE:-docs/cli.md}
 README=${README:-README.md}
 cmds="generate chat bench info eval tokenize quantize perplexity"
 
@@ -21,17 +23,20 @@ for c in $cmds; do
 done
 sort -u "$TMP/all" -o "$TMP/all"
 
-# --help -> README: each spelling appears in a README table row's option cell.
-grep '^| `-' "$README" | cut -d'`' -f2 >"$TMP/readme-cells"
+# --help -> docs/cli.md: each spelling appears in a table row's option cell.
+grep '^| `-' "$REFERENCE" | cut -d'`' -f2 >"$TMP/ref-cells"
 while read -r flag; do
-    if grep -qE -- "(^|, )$flag( |,|$)" "$TMP/readme-cells"; then ok; else bad "README.md does not document $flag"; fi
+    if grep -qE -- "(^|, )$flag( |,|$)" "$TMP/ref-cells"; then ok; else bad "$REFERENCE does not document $flag"; fi
 done <"$TMP/all"
 
-# README -> --help: each spelling in a README option cell is one some command prints.
-tr ',' '\n' <"$TMP/readme-cells" | sed 's/^ *//; s/ .*//' | grep '^-' | sort -u >"$TMP/readme-flags"
-while read -r flag; do
-    if grep -qxF -- "$flag" "$TMP/all"; then ok; else bad "README.md documents $flag, which no command takes"; fi
-done <"$TMP/readme-flags"
+# docs/cli.md and README -> --help: each spelling in an option cell is one some command prints.
+for doc in "$REFERENCE" "$README"; do
+    grep '^| `-' "$doc" | cut -d'`' -f2 | tr ',' '\n' | sed 's/^ *//; s/ .*//' | grep '^-' | sort -u >"$TMP/doc-flags"
+    [ -s "$TMP/doc-flags" ] || bad "$doc has no option table"
+    while read -r flag; do
+        if grep -qxF -- "$flag" "$TMP/all"; then ok; else bad "$doc documents $flag, which no command takes"; fi
+    done <"$TMP/doc-flags"
+done
 
 # Each spelling is parsed by its command: never "unknown" (a value or a missing model may fail).
 for c in $cmds; do

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/ppl-table.sh - the rows of README.md's accuracy table: what each speed choice costs in
+# tools/ppl-table.sh - the rows of docs/accuracy.md's table: what each speed choice costs in
 # perplexity and in KL divergence from the more exact run, measured with gemma3 perplexity.
 #
 #   tools/ppl-table.sh NAME DIR C CHUNKS (-f TEXT | --tokens LIST) [model flags, e.g. -t 4]
