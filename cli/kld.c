@@ -165,9 +165,9 @@ void kld_read_close(kld_reader *r) {
 /* ---- log-softmax ----------------------------------------------------------------------------- */
 
 double kld_log_softmax(const float *logits, int n_vocab, float *out) {
-    /* the CPU's best kernel table (the sum in double whichever; cpuid is asked once): scoring
-     * is not part of --isa, and a run and its base file meet the same table on one machine */
-    double lse = g3_log_sum_exp_strips(g3_kernels_get(g3_isa_detect()), logits, n_vocab);
+    /* the table of --isa / GEMMA3_ISA (the sum in double whichever), as the session's own
+     * scoring: a plain run and one saving its base file give the same bytes at every level */
+    double lse = g3_log_sum_exp_strips(g3_kernels_chosen(), logits, n_vocab);
     if (out)
         for (int i = 0; i < n_vocab; i++) out[i] = (float)((double)logits[i] - lse);
     return lse;
