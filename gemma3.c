@@ -489,7 +489,7 @@ void gemma3_session_parallel(gemma3_session *s, void (*fn)(void *ctx, int ith, i
 }
 
 double gemma3_log_sum_exp(const float *x, int n) {
-    return g3_log_sum_exp_strips(g3_kernels_get(g3_isa_detect()), x, n);
+    return g3_log_sum_exp_strips(g3_kernels_chosen(), x, n);
 }
 
 int gemma3_kernel_tables(const char **names, int max) {

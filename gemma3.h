@@ -676,7 +676,8 @@ int gemma3_read_json(const char *path, struct cJSON **out);
  * threads (a perplexity run's log-softmax over many rows). */
 void gemma3_session_parallel(gemma3_session *s, void (*fn)(void *ctx, int ith, int nth), void *ctx);
 /* log(sum(exp(x[i]))) over n values, in the library's order (strips of 1,024, merged in double):
- * the normaliser the library's own log-probabilities use, on the best kernels this CPU has. */
+ * the normaliser the library's own log-probabilities use, on the kernels of the chosen level
+ * (gemma3_set_isa, GEMMA3_ISA, else the best this CPU has). */
 double gemma3_log_sum_exp(const float *x, int n);
 
 #ifdef __cplusplus

@@ -86,6 +86,11 @@ const g3_kernels *g3_kernels_get(g3_isa isa) {
 #endif
 }
 
+const g3_kernels *g3_kernels_chosen(void) {
+    const int isa = g3_isa_choose(NULL);
+    return g3_kernels_get(isa < 0 ? G3_ISA_SCALAR : (g3_isa)isa);
+}
+
 int g3_kernels_all(const g3_kernels **out, int max) {
     const g3_kernels *all[5];
     int n = 0;

@@ -72,6 +72,9 @@ double g3_log_sum_exp_strips(const g3_kernels *k, const float *x, int n);
 
 /* The table for an ISA level; NULL if the CPU cannot run it. */
 const g3_kernels *g3_kernels_get(g3_isa isa);
+/* The table for the level chosen for the process (g3_isa_choose(NULL): --isa, GEMMA3_ISA, else
+ * the best), the scalar one where that level is refused: what a caller without a session uses. */
+const g3_kernels *g3_kernels_chosen(void);
 /* Every table this CPU can run, scalar first, into out[0..max); returns how many. Besides
  * g3_kernels_get's choices this lists "avx512" (widening matmul_bf16) and "avx512bf16" next to
  * "amx-bf16", so tests and benchmarks cover each. */

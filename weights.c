@@ -486,26 +486,21 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
     return load_weights(dir, cfg, load, want, layout, n_threads, 1, w);
 }
 
-static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
-                        g3_layout layout, int n_threads, int populate, g3_weights *w) {
-    memset(w, 0, sizeof *w);
-    if (want != G3_WTYPE_AS_STORED && !g3_wtype_get(want))
-        return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
-                        g3_wtype_list(0));
+/* Opens dir's files into w->st and says what they hold (src) and become (qtype). Quantizing or
+ * repacking reads each source tensor once: map it (no copy) and drop its pages after. Used in
+ * place: read on n_threads threads, or mapped and faulted in on them. */
+static int open_source(const char *dir, g3_st_load load, int want, g3_layout layout, int n_threads,
+                       int populate, g3_weights *w, enum source *src, g3_wtype *qtype) {
     const int may_quantize = g3_wtype_is_block(want);
-    /* Quantizing or repacking reads each source tensor once: map it (no copy) and drop its
-     * pages after. Used in place: read on n_threads threads, or mapped and faulted in on them. */
     const int lazy = may_quantize || layout == G3_LAYOUT_X8;
     g3_st *st;
     int rc = lazy ? g3_st_open_dir_as(dir, G3_ST_LOAD_MMAP, &st)
                   : g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
-    enum source src = SRC_PLAIN;
-    g3_wtype qtype = G3_WTYPE_BF16;
-    rc = resolve_source(dir, st, want, &src, &qtype);
-    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;
-    if (rc == GEMMA3_OK && lazy && src != SRC_QUANTIZE && !repack &&
+    rc = resolve_source(dir, st, want, src, qtype);
+    const int repack = *src == SRC_QFILE && layout == G3_LAYOUT_X8;
+    if (rc == GEMMA3_OK && lazy && *src != SRC_QUANTIZE && !repack &&
         (!may_quantize || load != G3_ST_LOAD_MMAP)) {
         /* used in place after all: bring it in the way the caller asked */
         g3_st_close(st);
@@ -514,6 +509,21 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
         if (rc == GEMMA3_OK) w->st = st;
     }
     if (rc == GEMMA3_OK) g3_st_get_load_info(st, &w->load_info);
+    return rc;
+}
+
+static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
+                        g3_layout layout, int n_threads, int populate, g3_weights *w) {
+    memset(w, 0, sizeof *w);
+    if (want != G3_WTYPE_AS_STORED && !g3_wtype_get(want))
+        return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
+                        g3_wtype_list(0));
+    enum source src = SRC_PLAIN;
+    g3_wtype qtype = G3_WTYPE_BF16;
+    int rc = open_source(dir, load, want, layout, n_threads, populate, w, &src, &qtype);
+    if (rc != GEMMA3_OK && !w->st) return rc;
+    g3_st *st = w->st;
+    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;
     binding *b = NULL;
     int n = 0;
     if (rc == GEMMA3_OK) rc = plan(dir, st, cfg, w, &b, &n);
@@ -714,6 +724,27 @@ int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w,
 
 #define WRITE_CHUNK_BYTES ((size_t)16 << 20) /* quantized bytes per write: bounds the buffer */
 
+/* The written file's tensors: matrices as U8 rows of blocks, norms as stored (NULL: no memory). */
+static g3_st_entry *quantized_entries(const binding *b, int n, g3_wtype type) {
+    g3_st_entry *entries = calloc((size_t)n, sizeof *entries);
+    for (int i = 0; entries && i < n; i++) {
+        const g3_tensor *t = b[i].t;
+        g3_st_entry *e = &entries[i];
+        e->name = t->name;
+        if (b[i].kind == BIND_MATRIX) {
+            e->dtype = G3_DTYPE_U8;
+            e->n_dims = 2;
+            e->shape[0] = b[i].shape[0];
+            e->shape[1] = (int64_t)g3_wtype_row_bytes(type, b[i].shape[1]);
+        } else {
+            e->dtype = t->dtype;
+            e->n_dims = t->n_dims;
+            memcpy(e->shape, t->shape, sizeof e->shape);
+        }
+    }
+    return entries;
+}
+
 int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
                                int n_threads, const char *path) {
     if (!g3_wtype_is_block(type))
@@ -745,23 +776,8 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
             if (rb > max_row) max_row = rb;
         }
     }
-    if (rc == GEMMA3_OK && !(entries = calloc((size_t)n, sizeof *entries)))
+    if (rc == GEMMA3_OK && !(entries = quantized_entries(b, n, type)))
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", src_dir);
-    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-        const g3_tensor *t = b[i].t;
-        g3_st_entry *e = &entries[i];
-        e->name = t->name;
-        if (b[i].kind == BIND_MATRIX) {
-            e->dtype = G3_DTYPE_U8;
-            e->n_dims = 2;
-            e->shape[0] = b[i].shape[0];
-            e->shape[1] = (int64_t)g3_wtype_row_bytes(type, b[i].shape[1]);
-        } else {
-            e->dtype = t->dtype;
-            e->n_dims = t->n_dims;
-            memcpy(e->shape, t->shape, sizeof e->shape);
-        }
-    }
     if (n_threads <= 0) n_threads = g3_n_cpus();
     size_t chunk_rows = max_row ? WRITE_CHUNK_BYTES / max_row : 1;
     if (chunk_rows < 1) chunk_rows = 1;

@@ -164,8 +164,8 @@ void kld_read_close(kld_reader *r) {
 /* ---- log-softmax ----------------------------------------------------------------------------- */
 
 double kld_log_softmax(const float *logits, int n_vocab, float *out) {
-    /* the CPU's best kernels: scoring is not part of --isa, and a run and its base file meet
-     * the same table on one machine */
+    /* the table of --isa / GEMMA3_ISA (the sum in double whichever), as the session's own
+     * scoring: a plain run and one saving its base file give the same bytes at every level */
     double lse = gemma3_log_sum_exp(logits, n_vocab);
     if (out)
         for (int i = 0; i < n_vocab; i++) out[i] = (float)((double)logits[i] - lse);

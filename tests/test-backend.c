@@ -17,6 +17,7 @@ static void check_level(int want) {
     CHECK_EQ_INT(g3_isa_choose(NULL), want);
     CHECK_EQ_INT(g3_sampling_isa(), want);
     CHECK(g3_quantize_row_best() == g3_quantize_row_get((g3_isa)want));
+    CHECK(g3_kernels_chosen() == g3_kernels_get((g3_isa)want));
 }
 
 static void test_levels(void) {
