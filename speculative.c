@@ -13,6 +13,7 @@
 struct gemma3_spec {
     gemma3_spec_params p;
     gemma3_session *target, *draft;
+    gemma3_sampler *draft_sampler; /* NULL: the draft proposes its greedy token */
     int n_vocab, n_ctx;
     float *rows;      /* [draft_max + 1][n_vocab]: the logits after each token of the batch */
     int32_t *batch;   /* [draft_max + 1]: the token fed, then the drafts */
@@ -87,6 +88,7 @@ void gemma3_spec_free(gemma3_spec *sp) {
     free(sp->rows);
     free(sp->batch);
     free(sp->hist);
+    gemma3_sampler_free(sp->draft_sampler);
     free(sp);
 }
 
@@ -128,6 +130,18 @@ static int argmax_p(const float *x, int n, float *p) {
     return best;
 }
 
+int gemma3_spec_set_draft_sampling(gemma3_spec *sp, const gemma3_sampler_params *params) {
+    gemma3_sampler_free(sp->draft_sampler);
+    sp->draft_sampler = NULL;
+    if (!params) return GEMMA3_OK;
+    gemma3_sampler_params p = *params;
+    p.repeat_penalty = 1.0f; /* what needs the history is left to the target's own draw */
+    p.frequency_penalty = p.presence_penalty = 0.0f;
+    p.dry_multiplier = 0.0f;
+    p.mirostat = 0;
+    return gemma3_sampler_init(&p, sp->n_vocab, &sp->draft_sampler);
+}
+
 /* Brings the draft session to hist[0..n_hist): keeps what it shares, feeds the rest as a batch. */
 static int draft_catch_up(gemma3_spec *sp, int n_hist) {
     gemma3_session *d = sp->draft;
@@ -149,8 +163,11 @@ static int draft_model(gemma3_spec *sp, int n_hist, int32_t *out, int max_out) {
     int n = 0;
     while (n < max_out) {
         float p;
-        int32_t t = argmax_p(gemma3_session_logits(sp->draft), sp->n_vocab, &p);
+        const float *logits = gemma3_session_logits(sp->draft);
+        int32_t t = argmax_p(logits, sp->n_vocab, &p);
         if (p < sp->p.draft_p_min) break;
+        if (sp->draft_sampler) t = gemma3_sampler_sample(sp->draft_sampler, logits, n_hist + n);
+        if (t < 0) return t;
         out[n++] = t;
         if (n < max_out && (rc = gemma3_session_forward(sp->draft, &t, 1, NULL)) != GEMMA3_OK) return rc;
     }

@@ -85,6 +85,15 @@ int gemma3_spec_feed(gemma3_spec *sp, int32_t token, const float **logits);
  * the session directly (another forward, save, truncate). */
 int gemma3_spec_sync(gemma3_spec *sp);
 
+/* A draft model proposes, instead of its greedy token, its own draw under params (the target's
+ * sampler parameters) at the position the target will draw: the same seed and position give the
+ * same noise (a uniform for the CDF walk, Gumbel noise per token), so wherever the two
+ * distributions are close the draws agree, which is what makes sampled speculation pay. The
+ * stages that need the history (penalties, DRY, mirostat) are left out of the draft's chain.
+ * At temperature 0 the draw is the argmax after the logit bias (--ignore-eos included). NULL:
+ * the draft's raw argmax. The output never depends on this, only acceptance. */
+int gemma3_spec_set_draft_sampling(gemma3_spec *sp, const gemma3_sampler_params *params);
+
 void gemma3_spec_get_stats(const gemma3_spec *sp, gemma3_spec_stats *stats);
 
 /* The most tokens an n-gram lookup proposes after hist[0..n_hist): the continuation of the latest

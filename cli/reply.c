@@ -140,6 +140,8 @@ int gen_open(gen_state *g, gen_opts *opts) {
     int src = gemma3_sampler_init(&sp, n_sample, &g->sampler);
     if (src == GEMMA3_ERR_ARG) return cli_usage_error("%s", gemma3_last_error()); /* a flag's value */
     if (src != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (g->spec.spec && gemma3_spec_set_draft_sampling(g->spec.spec, &sp) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
     if (opts->gr.text) {
         rc = gemma3_grammar_init_tokenizer(opts->gr.text, opts->gr.len, g->tok, sp.eos_ids,
                                            sp.n_eos, n_sample, &g->grammar);

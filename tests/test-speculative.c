@@ -95,6 +95,7 @@ typedef struct drafter {
     const char *name;
     enum gemma3_spec_type type;
     gemma3_model *model; /* GEMMA3_SPEC_DRAFT: a copy of the target in another weight type */
+    int coupled;         /* proposals drawn with the target's chain, seed and position */
 } drafter;
 
 static int same_ids(const int32_t *a, int na, const int32_t *b, int nb) {
@@ -138,6 +139,9 @@ static void exactness(const gemma3_model *model, drafter *dr, int n_dr, int n_th
                         gemma3_session_free(ds);
                         break;
                     }
+                    gemma3_sampler_params cp = chain_params(c, seed);
+                    if (dr[d].coupled && gemma3_spec_set_draft_sampling(spc, &cp) != GEMMA3_OK)
+                        CHECK_MSG(0, "draft sampling: %s", gemma3_last_error());
                     int n_spec = generate(&r, spc, prompt, n_prompt, c, seed, spec, N_GEN);
                     gemma3_spec_stats st;
                     gemma3_spec_get_stats(spc, &st);
@@ -241,9 +245,9 @@ int main(void) {
     gemma3_model *q8 = load_as(GEMMA3_WEIGHTS_Q8_0), *q4 = load_as(GEMMA3_WEIGHTS_Q4_0);
     if (model && q8 && q4) {
         test_sync_logits(model);
-        drafter dr[] = {{"n-gram lookup", GEMMA3_SPEC_NGRAM, NULL},
-                        {"q8_0 draft", GEMMA3_SPEC_DRAFT, q8},
-                        {"q4_0 draft", GEMMA3_SPEC_DRAFT, q4}};
+        drafter dr[] = {{"n-gram lookup", GEMMA3_SPEC_NGRAM, NULL, 0},
+                        {"q8_0 draft, coupled draws", GEMMA3_SPEC_DRAFT, q8, 1},
+                        {"q4_0 draft, greedy proposals", GEMMA3_SPEC_DRAFT, q4, 0}};
         exactness(model, dr, 3, 2, 0, N_PROMPTS, 3);  /* 4 x 3 x 8 x 3 = 288 cases */
         exactness(model, dr, 3, 1, 0, 2, 1);          /* 48 at 1 thread */
         exactness(model, dr, 3, 2, 1, 2, 1);          /* 48 exact */
