@@ -64,8 +64,10 @@ gemma3_spec_params gemma3_spec_default_params(void);
 int gemma3_spec_n_swa_extra(int draft_max);
 
 /* A speculator for target (and draft, the draft model's own session, for GEMMA3_SPEC_DRAFT;
- * NULL otherwise). Neither session is owned. GEMMA3_ERR_ARG for draft_max < 1, a session whose
- * rings are too small for draft_max, or a draft whose vocabulary differs from the target's. */
+ * NULL otherwise). Neither session is owned; both must be made with n_swa_extra >=
+ * gemma3_spec_n_swa_extra(draft_max), else dropping a rejected batch fails midway
+ * (GEMMA3_ERR_UNSUPPORTED from gemma3_session_truncate). GEMMA3_ERR_ARG for a parameter out of
+ * range (draft_max in [1, 256]) or a draft whose vocabulary differs in size from the target's. */
 int gemma3_spec_init(gemma3_session *target, gemma3_session *draft, const gemma3_spec_params *p,
                      gemma3_spec **out);
 void gemma3_spec_free(gemma3_spec *sp);
