@@ -54,6 +54,16 @@ printf 'What does "dog" mean?\nAnd "cat"?\n' >"$TMP/turns"
 "$G3" chat -m $M -t 2 -n 30 -s 4 -md $M -qd q8_0 <"$TMP/turns" >"$TMP/chat-got" 2>/dev/null
 cmp -s "$TMP/chat-ref" "$TMP/chat-got" && ok || bad "chat with -md differs from plain"
 
+# chat's saved state: written by a speculative chat, loaded by a plain one and by a speculative one
+printf 'What does "dog" mean?\n/save %s\nAnd "cat"?\n' "$TMP/s.state" >"$TMP/save-turns"
+printf '/load %s\nAnd "cat"?\n' "$TMP/s.state" >"$TMP/load-turns"
+"$G3" chat -m $M -t 2 -n 30 -s 4 <"$TMP/save-turns" >"$TMP/save-ref" 2>/dev/null
+"$G3" chat -m $M -t 2 -n 30 -s 4 --lookup <"$TMP/save-turns" >"$TMP/save-got" 2>/dev/null
+"$G3" chat -m $M -t 2 -n 30 -s 4 <"$TMP/load-turns" >"$TMP/load-ref" 2>/dev/null
+"$G3" chat -m $M -t 2 -n 30 -s 4 -md $M -qd q8_0 <"$TMP/load-turns" >"$TMP/load-got" 2>/dev/null
+cmp -s "$TMP/save-ref" "$TMP/save-got" && cmp -s "$TMP/load-ref" "$TMP/load-got" && [ -s "$TMP/load-got" ] &&
+    ok || bad "chat /save and /load with speculative decoding differ from plain"
+
 # bench: a --draft column, accepted counts
 "$G3" bench -m "$W" --lookup --draft 0,4 -p 0 -n 32 -r 1 -t 2 >"$TMP/bench" 2>&1 || bad "bench --draft: $(tail -n 2 "$TMP/bench")"
 grep -q '| draft |' "$TMP/bench" && grep -qE '\| +4 \| +[0-9]+/[0-9]+ [0-9]+% \|' "$TMP/bench" && ok || bad "bench rows: $(cat "$TMP/bench")"
