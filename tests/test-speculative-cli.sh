@@ -3,8 +3,8 @@
 # with --lookup and with a draft model (-md, -qd) print exactly what plain decoding prints (same
 # seed and flags), also with a saved prompt cache and on a synthetic checkpoint with a sliding
 # window of 8 (the rings wrap while drafts are rejected); bench's --draft rows; chat's /save and
-# /load; the refusals (a
-# draft with another vocabulary, a draft larger than the model, --draft-max 0) in one line each.
+# /load; the refusals (a draft with another vocabulary, a draft larger than the model,
+# --draft-max 0) in one line each.
 . tests/lib.sh
 GEN="$G3_BUILD/tools/gen-checkpoint"
 M=models/wordnet-gemma
