@@ -76,6 +76,7 @@ LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
 LIB_SRCS += $(wildcard kernels/*.c)
 LIB_SRCS += grammar-parse.c
+LIB_SRCS += speculative.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)

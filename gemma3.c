@@ -470,6 +470,7 @@ const float *gemma3_session_logits(const gemma3_session *s) { return s->logits; 
 int gemma3_session_pos(const gemma3_session *s) { return s->pos; }
 int gemma3_session_n_ctx(const gemma3_session *s) { return s->n_ctx; }
 int gemma3_session_n_threads(const gemma3_session *s) { return g3_pool_size(s->pool); }
+int gemma3_session_n_vocab(const gemma3_session *s) { return s->cfg->vocab_size; }
 /* The cache's pages go back to the system: a session's memory follows the tokens it holds. */
 void gemma3_session_reset(gemma3_session *s) {
     s->pos = s->ring_first = 0;
@@ -530,6 +531,13 @@ int gemma3_session_truncate(gemma3_session *s, int n_tokens) {
     s->pos = n_tokens;
     if (n_tokens == 0) s->ring_first = 0;
     return GEMMA3_OK;
+}
+
+int gemma3_session_rewind(gemma3_session *s, int n_tokens, const float *logits) {
+    int rc = gemma3_session_truncate(s, n_tokens);
+    if (rc == GEMMA3_OK && logits && logits != s->logits)
+        memcpy(s->logits, logits, (size_t)s->cfg->vocab_size * sizeof *s->logits);
+    return rc;
 }
 
 void g3_session_get_view(gemma3_session *s, g3_session_view *v) {

@@ -264,6 +264,7 @@ const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);
 int gemma3_session_n_threads(const gemma3_session *s);
+int gemma3_session_n_vocab(const gemma3_session *s);  /* length of a logits vector */
 void gemma3_session_reset(gemma3_session *s);      /* empties the cache (its pages given back);
                                                       position 0 */
 const char *gemma3_session_isa(const gemma3_session *s); /* the kernel set in use */
@@ -276,6 +277,11 @@ const int32_t *gemma3_session_tokens(const gemma3_session *s);
  * GEMMA3_ERR_UNSUPPORTED (session unchanged). 0 always works. */
 int gemma3_session_truncate(gemma3_session *s, int n_tokens);
 int gemma3_session_truncate_min(const gemma3_session *s);
+/* gemma3_session_truncate, then the session's last logits (gemma3_session_logits, saved state)
+ * become logits[vocab_size] (NULL: left as they are): the row a gemma3_session_forward_last gave
+ * after token n_tokens - 1, so the session reads as if the tokens after it had never been fed
+ * (speculative decoding drops rejected drafts so). */
+int gemma3_session_rewind(gemma3_session *s, int n_tokens, const float *logits);
 
 /* ---- saved state ------------------------------------------------------------------------- */
 /* A session's state (token ids, position, the last logits and every layer's KV cache, the

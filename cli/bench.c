@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "speculative.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 1000
@@ -40,6 +41,8 @@ typedef struct {
     double samples_ns[MAX_REPS];
     int n_samples;
     double avg_ts, stddev_ts, avg_ns, stddev_ns;
+    int n_draft;                 /* --draft: draft_max of the row, 0 = plain (greedy decoding) */
+    int64_t n_drafted, n_accepted; /* over the timed runs */
 } bench_result;
 
 typedef struct bench_args {
@@ -49,6 +52,9 @@ typedef struct bench_args {
     int n_pg;
     int reps;
     int format;
+    int_list drafts;             /* --draft: draft_max values; tg then decodes greedily */
+    const char *draft_dir;       /* -md */
+    int lookup;                  /* --lookup */
 } bench_args;
 
 static int parse_list(const char *flag, const char *val, int min, int max, int_list *out) {
@@ -82,6 +88,7 @@ static int parse_gens(const char *f, const char *v, void *a) { return parse_list
 static int parse_depths(const char *f, const char *v, void *a) { return parse_list(f, v, 0, 1 << 20, &ARGS(a)->depths); }
 static int parse_threads(const char *f, const char *v, void *a) { return parse_list(f, v, 1, 1024, &ARGS(a)->threads); }
 static int parse_batches(const char *f, const char *v, void *a) { return parse_list(f, v, 1, 1 << 16, &ARGS(a)->batches); }
+static int parse_drafts(const char *f, const char *v, void *a) { return parse_list(f, v, 0, 256, &ARGS(a)->drafts); }
 static int parse_models(const char *f, const char *v, void *a) { return parse_strings(f, v, &ARGS(a)->models); }
 
 static int parse_quants(const char *flag, const char *val, void *a) {
@@ -138,6 +145,13 @@ static const cli_option bench_options[] = {
      .help = "weight types: bf16, q8_0, q4_0 (quantized at load)", .default_text = "as stored"},
     {"-o, --output", "FORMAT", CLI_CHOICE, offsetof(bench_args, format),
      .choices = "md|json|jsonl|csv|sql", .help = "md, json, jsonl, csv or sql"},
+    {"--draft", "LIST", CLI_CUSTOM, .parse = parse_drafts,
+     .help = "speculative decoding with these --draft-max values (0 = plain), with -md or "
+             "--lookup: tg then decodes greedily from the model (rows gain drafted, accepted)"},
+    {"-md, --model-draft", "DIR", CLI_TEXT, offsetof(bench_args, draft_dir),
+     .help = "the draft model for --draft"},
+    {"--lookup", NULL, CLI_SWITCH, offsetof(bench_args, lookup), .value = 1,
+     .help = "n-gram lookup drafting for --draft"},
 };
 
 static const cli_group bench_group = CLI_GROUP("bench", bench_options);
@@ -161,8 +175,23 @@ static uint64_t splitmix64(uint64_t *state) {
 /* One timed run from an empty cache: n_depth tokens prefilled untimed, then a prompt of
  * n_prompt tokens in one forward call and n_gen single-token steps. Returns nanoseconds, or -1
  * with the error in gemma3_last_error(). */
-static double run_once(gemma3_session *s, int vocab, int32_t *tokens, int n_depth, int n_prompt,
-                       int n_gen) {
+/* Greedy decoding of n_gen tokens from `first`, through the speculator when there is one. */
+static int decode_greedy(gemma3_session *s, gemma3_spec *spc, int vocab, int32_t first, int n_gen) {
+    int32_t t = first;
+    for (int i = 0; i < n_gen; i++) {
+        const float *logits;
+        int rc = spc ? gemma3_spec_feed(spc, t, &logits) : gemma3_session_forward(s, &t, 1, NULL);
+        if (rc != GEMMA3_OK) return rc;
+        if (!spc) logits = gemma3_session_logits(s);
+        t = 0;
+        for (int v = 1; v < vocab; v++)
+            if (logits[v] > logits[t]) t = v;
+    }
+    return spc ? gemma3_spec_sync(spc) : GEMMA3_OK;
+}
+
+static double run_once(gemma3_session *s, gemma3_spec *spc, int greedy, int vocab, int32_t *tokens,
+                       int n_depth, int n_prompt, int n_gen) {
     gemma3_session_reset(s);
     uint64_t rng = 42;
     int n = n_depth + n_prompt + n_gen;
@@ -171,6 +200,10 @@ static double run_once(gemma3_session *s, int vocab, int32_t *tokens, int n_dept
     tokens += n_depth;
     double t0 = cli_now();
     if (n_prompt > 0 && gemma3_session_forward(s, tokens, n_prompt, NULL) != GEMMA3_OK) return -1;
+    if (greedy) {
+        if (n_gen > 0 && decode_greedy(s, spc, vocab, tokens[n_prompt], n_gen) != GEMMA3_OK) return -1;
+        return (cli_now() - t0) * 1e9;
+    }
     for (int i = 0; i < n_gen; i++)
         if (gemma3_session_forward(s, &tokens[n_prompt + i], 1, NULL) != GEMMA3_OK) return -1;
     return (cli_now() - t0) * 1e9;
@@ -256,6 +289,10 @@ static cJSON *row_json(const model_row *m, const bench_result *r) {
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
     cJSON_AddNumberToObject(o, "n_depth", r->n_depth);
+    cJSON_AddNumberToObject(o, "n_draft", r->n_draft);
+    cJSON_AddNumberToObject(o, "n_drafted", (double)r->n_drafted);
+    cJSON_AddNumberToObject(o, "n_accepted", (double)r->n_accepted);
+    cJSON_AddNumberToObject(o, "acceptance", r->n_drafted ? (double)r->n_accepted / (double)r->n_drafted : 0.0);
     cJSON_AddNumberToObject(o, "avg_ns", round(r->avg_ns));
     cJSON_AddNumberToObject(o, "stddev_ns", round(r->stddev_ns));
     cJSON_AddNumberToObject(o, "avg_ts", r->avg_ts);
@@ -382,16 +419,18 @@ static void print_sql(const cJSON *row, int first, FILE *f) {
 
 /* The markdown table; n_batch and type_k get columns when they were listed. */
 static void print_md(const model_row *m, const bench_result *r, const bench_args *args, int first) {
-    int show_b = args->batches.n > 0, show_k = args->kv_types.n > 0;
+    int show_b = args->batches.n > 0, show_k = args->kv_types.n > 0, show_d = args->drafts.n > 0;
     if (first) {
         printf("| %-22s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "isa", "threads");
         if (show_b) printf(" %7s |", "n_batch");
         if (show_k) printf(" %-6s |", "type_k");
+        if (show_d) printf(" %5s | %17s |", "draft", "accepted");
         printf(" %14s | %20s |\n", "test", "t/s");
         printf("| %-22s | %10s | %10s | %-10s | %7s |", "----------------------", "---------:",
                "---------:", "----------", "------:");
         if (show_b) printf(" %7s |", "------:");
         if (show_k) printf(" %-6s |", "------");
+        if (show_d) printf(" %5s | %17s |", "----:", "----------------:");
         printf(" %14s | %20s |\n", "-------------:", "-------------------:");
     }
     char size[32], params[32], ts[48];
@@ -402,6 +441,13 @@ static void print_md(const model_row *m, const bench_result *r, const bench_args
     printf("| %-22s | %10s | %10s | %-10s | %7d |", m->label, size, params, m->isa, r->n_threads);
     if (show_b) printf(" %7d |", r->n_batch);
     if (show_k) printf(" %-6s |", r->kv_type);
+    if (show_d) {
+        char acc[48] = "-";
+        if (r->n_drafted)
+            snprintf(acc, sizeof acc, "%lld/%lld %.0f%%", (long long)r->n_accepted,
+                     (long long)r->n_drafted, 100.0 * (double)r->n_accepted / (double)r->n_drafted);
+        printf(" %5d | %17s |", r->n_draft, acc);
+    }
     printf(" %14s | %20s |\n", r->test, ts);
 }
 
@@ -455,8 +501,8 @@ static void test_name(const test_spec *t, char *buf, size_t n) {
 }
 
 /* Runs one test on a session: a warm-up run, then args->reps timed runs. */
-static int run_test(gemma3_session *s, const model_row *m, const test_spec *t, int reps,
-                    int32_t *tokens, bench_result *r) {
+static int run_test(gemma3_session *s, gemma3_spec *spc, int greedy, const model_row *m,
+                    const test_spec *t, int reps, int32_t *tokens, bench_result *r) {
     test_name(t, r->test, sizeof r->test);
     r->n_prompt = t->n_prompt;
     r->n_gen = t->n_gen;
@@ -465,14 +511,19 @@ static int run_test(gemma3_session *s, const model_row *m, const test_spec *t, i
     time_t now = time(NULL);
     strftime(r->time, sizeof r->time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     int vocab = m->info.vocab_size;
-    if (run_once(s, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen ? 1 : 0) < 0)
+    if (run_once(s, spc, greedy, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen ? 1 : 0) < 0)
         return cli_fail("%s", gemma3_last_error());
     r->n_samples = 0;
+    gemma3_spec_stats before = {0}, after = {0};
+    if (spc) gemma3_spec_get_stats(spc, &before);
     for (int rep = 0; rep < reps; rep++) {
-        double ns = run_once(s, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen);
+        double ns = run_once(s, spc, greedy, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen);
         if (ns < 0) return cli_fail("%s", gemma3_last_error());
         r->samples_ns[r->n_samples++] = ns;
     }
+    if (spc) gemma3_spec_get_stats(spc, &after);
+    r->n_drafted = after.n_drafted - before.n_drafted;
+    r->n_accepted = after.n_accepted - before.n_accepted;
     summarize(r);
     return 0;
 }
@@ -488,11 +539,47 @@ static int longest_test(const bench_args *a) {
     return longest;
 }
 
-/* Every kv type x batch x thread count x test on one loaded model. */
-static int bench_model(gemma3_model *model, const model_row *m, const cli_model_opts *mo,
-                       const bench_args *args, int *n_printed, cJSON *all) {
+/* The tests of one session, plain and with each --draft value (a speculator over the draft
+ * model's session made beside it, or n-gram lookup). */
+static int bench_session(gemma3_session *s, const gemma3_session_params *sp, const model_row *row,
+                         const gemma3_model *draft_model, const bench_args *args, int32_t *tokens,
+                         bench_result *r, int *n_printed, cJSON *all) {
     test_spec tests[MAX_LIST * MAX_LIST * 3];
     int n_tests = list_tests(args, tests), status = 0;
+    const int n_d = args->drafts.n ? args->drafts.n : 1;
+    gemma3_session *ds = NULL;
+    if (draft_model && gemma3_session_init(draft_model, sp, &ds) != GEMMA3_OK)
+        return cli_fail("-md: %s", gemma3_last_error());
+    for (int d = 0; d < n_d && !status; d++) {
+        const int draft_max = args->drafts.n ? args->drafts.values[d] : 0;
+        gemma3_spec *spc = NULL;
+        if (draft_max > 0) {
+            gemma3_spec_params qp = gemma3_spec_default_params();
+            qp.type = ds ? GEMMA3_SPEC_DRAFT : GEMMA3_SPEC_NGRAM;
+            qp.draft_max = draft_max;
+            if (gemma3_spec_init(s, ds, &qp, &spc) != GEMMA3_OK) {
+                status = cli_fail("%s", gemma3_last_error());
+                break;
+            }
+        }
+        for (int t = 0; t < n_tests && !status; t++) {
+            memset(r, 0, sizeof *r);
+            r->n_batch = sp->n_batch ? sp->n_batch : 512;
+            r->kv_type = sp->kv_type == GEMMA3_KV_F32 ? "f32" : "bf16";
+            r->n_draft = draft_max;
+            status = run_test(s, spc, args->drafts.n > 0, row, &tests[t], args->reps, tokens, r);
+            if (!status) print_row(row, r, args, n_printed, all);
+        }
+        gemma3_spec_free(spc);
+    }
+    gemma3_session_free(ds);
+    return status;
+}
+
+/* Every kv type x batch x thread count x test on one loaded model. */
+static int bench_model(gemma3_model *model, const gemma3_model *draft_model, const model_row *m,
+                       const cli_model_opts *mo, const bench_args *args, int *n_printed, cJSON *all) {
+    int status = 0;
     int32_t *tokens = malloc((size_t)longest_test(args) * sizeof *tokens);
     bench_result *r = malloc(sizeof *r);
     if (!tokens || !r) status = cli_fail("bench: out of memory");
@@ -505,6 +592,9 @@ static int bench_model(gemma3_model *model, const model_row *m, const cli_model_
                     sp.kv_type = strcmp(args->kv_types.items[k], "f32") ? GEMMA3_KV_BF16 : GEMMA3_KV_F32;
                 if (args->batches.n) sp.n_batch = args->batches.values[b];
                 sp.n_threads = args->threads.values[ti];
+                for (int d = 0; d < args->drafts.n; d++)
+                    if (sp.n_swa_extra < gemma3_spec_n_swa_extra(args->drafts.values[d]))
+                        sp.n_swa_extra = gemma3_spec_n_swa_extra(args->drafts.values[d]);
                 gemma3_session *s = NULL;
                 if (gemma3_session_init(model, &sp, &s) != GEMMA3_OK) {
                     status = cli_fail("%s", gemma3_last_error());
@@ -512,13 +602,7 @@ static int bench_model(gemma3_model *model, const model_row *m, const cli_model_
                 }
                 model_row row = *m;
                 row.isa = gemma3_session_isa(s);
-                for (int t = 0; t < n_tests && !status; t++) {
-                    memset(r, 0, sizeof *r);
-                    r->n_batch = sp.n_batch ? sp.n_batch : 512;
-                    r->kv_type = sp.kv_type == GEMMA3_KV_F32 ? "f32" : "bf16";
-                    status = run_test(s, &row, &tests[t], args->reps, tokens, r);
-                    if (!status) print_row(&row, r, args, n_printed, all);
-                }
+                status = bench_session(s, &sp, &row, draft_model, args, tokens, r, n_printed, all);
                 gemma3_session_free(s);
             }
     free(r);
@@ -544,6 +628,12 @@ enum { LOAD_LINE = 512 };
 /* Each model x weight type, loaded in turn; the md table's load footnotes after it. */
 static int run_bench(cli_model_opts *mo, const bench_args *args) {
     int n_printed = 0, status = 0, n_loads = 0;
+    gemma3_model *draft_model = NULL;
+    if (args->draft_dir) {
+        cli_model_opts dmo = *mo;
+        dmo.model_dir = args->draft_dir;
+        if ((status = cli_model_load(&dmo, &draft_model))) return status;
+    }
     const int n_q = args->quants.n ? args->quants.n : 1;
     cJSON *all = cJSON_CreateArray();
     char *loads = malloc((size_t)args->models.n * (size_t)n_q * LOAD_LINE);
@@ -559,7 +649,7 @@ static int run_bench(cli_model_opts *mo, const bench_args *args) {
             gemma3_model_get_info(model, &m.info);
             model_label(&m.info, m.label, sizeof m.label);
             load_line(&m, loads + (size_t)n_loads++ * LOAD_LINE, LOAD_LINE);
-            status = bench_model(model, &m, mo, args, &n_printed, all);
+            status = bench_model(model, draft_model, &m, mo, args, &n_printed, all);
             gemma3_model_free(model);
         }
     if (!status && args->format == OUT_MD) {
@@ -578,6 +668,7 @@ static int run_bench(cli_model_opts *mo, const bench_args *args) {
     }
     free(loads);
     cJSON_Delete(all);
+    gemma3_model_free(draft_model);
     return status;
 }
 
@@ -611,6 +702,9 @@ int cmd_bench(int argc, char **argv) {
     if (cli_parse(&bench_command, argc, argv, dst, &status)) return status;
     if (args.models.n == 0) return cli_usage_error("bench: -m: a model directory is required");
     if (args.threads.n == 0) args.threads = (int_list){{mo.sp.n_threads}, 1};
+    if (args.drafts.n && !args.draft_dir && !args.lookup)
+        return cli_usage_error("--draft: needs a drafter: -md DIR or --lookup");
+    if ((args.draft_dir || args.lookup) && !args.drafts.n) args.drafts = (int_list){{0, 16}, 2};
     if ((status = check_sizes(&mo, &args))) return status;
     for (int i = 0; i < args.threads.n; i++) cli_warn_threads("-t", args.threads.values[i]);
     return run_bench(&mo, &args);

@@ -570,14 +570,14 @@ static const cli_command chat_command = {
     "unanswered.\n",
     "chat: unknown flag '%s' (see gemma3 chat --help)",
     {&chat_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
-     &cli_compat_group, NULL},
+     &cli_compat_group, &cli_spec_group, NULL},
 };
 
 int cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
     gen_opts_init(&c.opts);
-    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr, &c.opts.mo};
+    void *const dst[] = {&c, &c.opts, &c.opts.mo, &c.opts.cs, &c.opts.gr, &c.opts.mo, &c.opts.spec};
     int status;
     if (cli_parse(&chat_command, argc, argv, dst, &status)) return status;
     if (!c.opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");

@@ -108,7 +108,7 @@ typedef struct cli_group {
 /* A group of the options in the array `options`. */
 #define CLI_GROUP(title, options) {title, options, sizeof options / sizeof options[0], CLI_NOWHERE}
 
-#define CLI_MAX_GROUPS 7
+#define CLI_MAX_GROUPS 8
 typedef struct cli_command {
     const char *usage;        /* the usage line(s) and what the command does */
     const char *unknown;      /* printf format of the unknown-flag error, one %s */

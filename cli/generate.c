@@ -46,7 +46,7 @@ static const cli_command generate_command = {
     "Generates text from a prompt, streaming it to stdout; a summary goes to stderr.\n",
     "unknown flag '%s' (see gemma3 --help)",
     {&generate_group, &gen_group, &cli_model_group, &cli_sampling_group, &cli_grammar_group,
-     &cli_compat_group, NULL},
+     &cli_compat_group, &cli_spec_group, NULL},
 };
 
 static const char *stop_name(gen_stop s) {
@@ -274,7 +274,7 @@ int cmd_generate(int argc, char **argv) {
     generate_args args = {0};
     gen_opts opts;
     gen_opts_init(&opts);
-    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr, &opts.mo};
+    void *const dst[] = {&args, &opts, &opts.mo, &opts.cs, &opts.gr, &opts.mo, &opts.spec};
     int status;
     if (cli_parse(&generate_command, argc, argv, dst, &status)) return status;
     if (!opts.mo.model_dir) return cli_usage_error("-m: a model directory is required");

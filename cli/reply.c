@@ -44,6 +44,7 @@ void gen_opts_init(gen_opts *opts) {
     memset(opts, 0, sizeof *opts);
     cli_model_opts_init(&opts->mo);
     cli_sampling_init(&opts->cs);
+    cli_spec_init(&opts->spec);
     opts->n_predict = -1;
     opts->escape = 1;
 }
@@ -99,8 +100,10 @@ int gen_open(gen_state *g, gen_opts *opts) {
     gemma3_model_get_info(g->model, &g->info);
     rc = cli_check_ctx(&opts->mo, &g->info);
     if (rc) return rc;
+    cli_spec_prepare(&opts->spec, &opts->mo);
     if (gemma3_session_init(g->model, &opts->mo.sp, &g->session) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
+    if ((rc = cli_spec_open(&g->spec, &opts->spec, &opts->mo, g->model, g->session))) return rc;
     g->load_seconds = cli_now() - t0;
     g->chat_flags = opts->markers_as_text ? GEMMA3_TOK_MARKERS_AS_TEXT : 0;
     /* argv strings: unescaped in place, once */
@@ -136,6 +139,8 @@ int gen_open(gen_state *g, gen_opts *opts) {
     int src = gemma3_sampler_init(&sp, n_sample, &g->sampler);
     if (src == GEMMA3_ERR_ARG) return cli_usage_error("%s", gemma3_last_error()); /* a flag's value */
     if (src != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (g->spec.spec && gemma3_spec_set_draft_sampling(g->spec.spec, &sp) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
     if (opts->gr.text) {
         rc = gemma3_grammar_init_tokenizer(opts->gr.text, opts->gr.len, g->tok, sp.eos_ids,
                                            sp.n_eos, n_sample, &g->grammar);
@@ -149,6 +154,7 @@ int gen_open(gen_state *g, gen_opts *opts) {
 
 void gen_close(gen_state *g) {
     free(g->text);
+    cli_spec_close(&g->spec);
     gemma3_grammar_free(g->grammar);
     gemma3_sampler_free(g->sampler);
     gemma3_session_free(g->session);
@@ -168,6 +174,19 @@ static int feed(gen_state *g, const int32_t *ids, int n) {
     if (rc != GEMMA3_OK) return rc;
     for (int i = 0; i < n; i++) gemma3_sampler_accept(g->sampler, ids[i]);
     return GEMMA3_OK;
+}
+
+/* Feeds a drawn token and points *logits at the logits after it: through the speculator when
+ * there is one (the next logits may already be there), else one forward. */
+static int feed_drawn(gen_state *g, int32_t tok, const float **logits) {
+    if (!g->spec.spec) {
+        int rc = feed(g, &tok, 1);
+        *logits = gemma3_session_logits(g->session);
+        return rc;
+    }
+    int rc = gemma3_spec_feed(g->spec.spec, tok, logits);
+    if (rc == GEMMA3_OK) gemma3_sampler_accept(g->sampler, tok);
+    return rc;
 }
 
 static int append_text(gen_state *g, const char *piece) {
@@ -237,7 +256,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         return cli_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
                         gemma3_session_pos(g->session), n_prompt, n_ctx);
     double t0 = cli_now();
-    int rc = feed(g, prompt, n_prompt);
+    int rc = g->spec.spec ? gemma3_spec_sync(g->spec.spec) : GEMMA3_OK; /* after an error */
+    if (rc == GEMMA3_OK) rc = feed(g, prompt, n_prompt);
     if (rc != GEMMA3_OK) return rc;
     g->prompt_seconds += cli_now() - t0;
     g->n_prompt_tokens += n_prompt;
@@ -250,13 +270,13 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
     if (g->grammar) gemma3_grammar_reset(g->grammar);
     t0 = cli_now();
     *stop = GEN_STOP_LIMIT;
+    const float *logits = gemma3_session_logits(g->session);
     for (int i = 0; n_predict < 0 || i < n_predict; i++) {
         if (interrupt && *interrupt) {
             *stop = GEN_STOP_INTERRUPTED;
             break;
         }
-        int64_t pos = gemma3_session_pos(g->session);
-        const float *logits = gemma3_session_logits(g->session);
+        int64_t pos = g->spec.spec ? gemma3_spec_pos(g->spec.spec) : gemma3_session_pos(g->session);
         int32_t tok = g->grammar ? gemma3_grammar_sample(g->grammar, g->sampler, logits, pos)
                                  : gemma3_sampler_sample(g->sampler, logits, pos);
         if (tok < 0) return cli_lib(tok);
@@ -274,7 +294,7 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
             *stop = hit ? GEN_STOP_STRING : GEN_STOP_CONTEXT;
             break;
         }
-        if ((rc = feed(g, &tok, 1)) != GEMMA3_OK) return rc;
+        if ((rc = feed_drawn(g, tok, &logits)) != GEMMA3_OK) return rc;
         if (hit) {
             *stop = GEN_STOP_STRING;
             break;
@@ -285,6 +305,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         if ((rc = emit(g, text, out, &printed, 1)) < 0) return rc;
         if (rc == 1) *stop = GEN_STOP_STRING;
     }
+    /* the cache as if no draft had run: saved state, the next turn */
+    if (g->spec.spec && (rc = gemma3_spec_sync(g->spec.spec)) != GEMMA3_OK) return rc;
     g->gen_seconds += cli_now() - t0;
     return GEMMA3_OK;
 }
@@ -325,4 +347,5 @@ void gen_print_summary(const gen_state *g, FILE *f) {
             strcmp(g->info.weight_layout, "x8") == 0 ? " (x8 layout)" : "",
             gemma3_sampler_seed(g->sampler), gemma3_session_isa(g->session),
             gemma3_session_n_threads(g->session));
+    cli_spec_print_stats(&g->spec, f);
 }

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "gemma3.h"
+#include "speculate.h"
 
 #define GEN_MAX_STOPS 16
 
@@ -15,6 +16,7 @@ typedef struct gen_opts {
     cli_model_opts mo;
     cli_sampling cs;            /* sampling flags; generation_config.json fills what they leave */
     cli_grammar gr;             /* --grammar / --json-schema flags */
+    cli_spec spec;              /* -md, --lookup, --draft-max ... */
     int n_predict;              /* -n: most tokens per reply; -1 = until a stop token or full */
     const char *system_prompt;  /* -sys */
     int markers_as_text;        /* --markers-as-text: GEMMA3_TOK_MARKERS_AS_TEXT for user text */
@@ -38,6 +40,7 @@ typedef struct gen_state {
     gemma3_session *session;
     gemma3_sampler *sampler;
     gemma3_grammar *grammar;    /* NULL without a grammar flag; reset at the start of each reply */
+    cli_spec_state spec;        /* the draft and speculator; spec.spec NULL: plain decoding */
     gemma3_model_info info;
     int chat_flags;             /* tokenizer flags of user text in the chat template */
     int32_t stop_ids[16];       /* eos ids of the config plus <end_of_turn> */
