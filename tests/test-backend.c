@@ -10,7 +10,7 @@
 #include "kernels.h"
 #include "quant-rows.h"
 #include "quant.h"
-#include "sampling-passes.h"
+#include "sampling/passes.h"
 
 /* The level every chooser reports: the session-less ones agree with g3_isa_choose. */
 static void check_level(int want) {
