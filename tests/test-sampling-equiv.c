@@ -3,7 +3,7 @@
  * duplicated maxima, and vectors with bans), the CDF path (heap selection, sorting) and the
  * Gumbel path (radix selection) must keep bit-identical sets for top-k, top-p, min-p and
  * combined chains (with top-n-sigma on half of them), plus llama.cpp's order on every 4th
- * vector. Top-p sets of every 2nd vector are also checked against their definition.
+ * vector and epsilon or eta (alone or after top-k) on every 4th of another kind. Top-p sets of every 2nd vector are also checked against their definition.
  * Sanitizer builds run 100 vectors (G3_EQUIV_VECTORS and G3_EQUIV_START override). */
 #include <math.h>
 #include <stdlib.h>
@@ -190,7 +190,7 @@ int main(void) {
             }
         }
     }
-    printf("%d vectors x 4 configurations (+1 on every 4th): %d mismatches, %d definition "
+    printf("%d vectors x 4 configurations (+2 on every 4th): %d mismatches, %d definition "
            "failures, %d large kept sets\n",
            vectors, mismatches, definition_failures, sizes_seen_large);
     CHECK_EQ_INT(mismatches, 0);
