@@ -69,6 +69,7 @@ LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-passes.c \
                        sampling-select.c sampling-rank.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
+LIB_SRCS += outfile.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,10 +175,18 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
  * It streams (tensor by tensor, bounded buffers: a model larger than memory can be quantized),
  * writes every file under a temporary name in dst_dir and renames them at the end; on any error
  * the temporaries are removed (and dst_dir too if this call created it). Refuses a source that
- * is already quantized, dst_dir == src_dir, and a dst_dir holding model.safetensors.index.json
- * (it would shadow the new file). */
+ * is already quantized, dst_dir == src_dir, and a dst_dir that is not empty (see
+ * gemma3_quantize_ex). */
 int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                     int n_threads);
+/* dst_dir must be absent or empty: the output directory holds exactly what was written (a stale
+ * generation_config.json or a foreign tokenizer.model beside new weights would be read with
+ * them). gemma3_quantize_ex with GEMMA3_QUANTIZE_REPLACE accepts a dst_dir holding files and,
+ * once every new file is complete, removes all that it did not write (a subdirectory is refused,
+ * never removed). */
+enum { GEMMA3_QUANTIZE_REPLACE = 1 };
+int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
+                       int n_threads, int flags);
 
 /* KV cache element type. The default is BF16: it halves the cache's memory and bandwidth (the
  * cache is the one structure that grows with the context, and decode reads all of it for every
@@ -591,6 +600,25 @@ int32_t gemma3_grammar_sample(gemma3_grammar *g, gemma3_sampler *s, const float 
  * (GEMMA3_ERR_UNSUPPORTED naming it and where); malformed JSON is GEMMA3_ERR_FORMAT with
  * "json-schema:LINE:COLUMN: ...". *gbnf is malloc'd (caller frees). */
 int gemma3_json_schema_to_grammar(const char *schema, size_t len, char **gbnf);
+
+/* ---- writing files ------------------------------------------------------------------------ */
+/* The one way the library and the gemma3 command write a file (saved states, logits dumps, KL
+ * base files, transcripts). A regular file, a symbolic link to one, or a path that does not
+ * exist yet is written to a temporary (TARGET.tmp.PID beside the file) that is flushed to the
+ * disk and renamed over the file by gemma3_outfile_commit: an error or a crash leaves the
+ * previous file whole, and a link stays a link. A character device (/dev/null, /dev/full, a
+ * terminal), a FIFO, a socket or a link to a file descriptor (/dev/stdout, /dev/fd/N) is written
+ * directly, as what it is. A directory or a block device is refused. Temporaries of a process
+ * that no longer exists, beside the same file, are removed when it is next opened. Every error
+ * names path. */
+typedef struct gemma3_outfile gemma3_outfile;
+int gemma3_outfile_open(const char *path, gemma3_outfile **out);
+FILE *gemma3_outfile_stream(gemma3_outfile *o);
+/* Flushes, syncs, closes and renames; any failed write, flush or close is an error (the
+ * temporary is then removed). Frees o either way. */
+int gemma3_outfile_commit(gemma3_outfile *o);
+/* Closes and removes the temporary (what was written directly stays written). Frees o. */
+void gemma3_outfile_discard(gemma3_outfile *o);
 
 #ifdef __cplusplus
 }

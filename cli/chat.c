@@ -277,22 +277,15 @@ static cJSON *ids_json(const int32_t *ids, int n) {
     return a;
 }
 
-/* Writes text to path through a temporary file and a rename, so an interrupted write never
- * leaves a half-written transcript in place of the previous one. */
+/* Writes text and a newline to path through gemma3_outfile (a temporary renamed over a regular
+ * file: an interrupted write never leaves a half-written transcript in place of the previous). */
 static int write_atomically(const char *path, const char *text) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return g3_error(GEMMA3_ERR_ARG, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int failed = fputs(text, f) < 0 || fputc('\n', f) < 0;
-    failed |= fclose(f) != 0;
-    if (failed || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-    }
-    return GEMMA3_OK;
+    gemma3_outfile *o;
+    int rc = gemma3_outfile_open(path, &o);
+    if (rc != GEMMA3_OK) return rc;
+    fputs(text, gemma3_outfile_stream(o));
+    fputc('\n', gemma3_outfile_stream(o));
+    return gemma3_outfile_commit(o);
 }
 
 /* The state file beside a transcript: FILE.state. */

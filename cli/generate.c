@@ -74,6 +74,26 @@ typedef struct cache_report {
     double load_seconds, save_seconds;
 } cache_report;
 
+/* text[0..n) as a JSON string literal, quotes included, every byte kept: a NUL the tokens decode
+ * to is \u0000 (a cJSON string would end there). malloc'd; NULL when out of memory. */
+static char *json_literal(const char *text, size_t n) {
+    char *lit = malloc(6 * n + 3), *w = lit;
+    if (!lit) return NULL;
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f" : NULL;
+        if (esc) w += sprintf(w, "%s", esc);
+        else if (c < 0x20) w += sprintf(w, "\\u%04x", c);
+        else *w++ = (char)c;
+    }
+    *w++ = '"';
+    *w = '\0';
+    return lit;
+}
+
 static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
                       const int32_t *gen, int n_gen, gen_stop stop, const cache_report *cache) {
     int need = gemma3_tokenizer_decode(g->tok, gen, n_gen, NULL, 0);
@@ -83,8 +103,12 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
         return cli_fail("json output: %s", need < 0 ? gemma3_last_error() : "out of memory");
     }
     gemma3_tokenizer_decode(g->tok, gen, n_gen, text, (size_t)need + 1);
+    char *literal = json_literal(text, (size_t)need);
+    free(text);
+    if (!literal) return cli_fail("json output: out of memory");
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "text", text);
+    cJSON_AddRawToObject(root, "text", literal);
+    free(literal);
     cJSON_AddItemToObject(root, "prompt_ids", ids_array(prompt, n_prompt));
     cJSON_AddItemToObject(root, "generated_ids", ids_array(gen, n_gen));
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(g->sampler));
@@ -115,7 +139,6 @@ static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
     if (s) puts(s);
     free(s);
     cJSON_Delete(root);
-    free(text);
     return 0;
 }
 

@@ -45,13 +45,14 @@ static inline int kld_rows_per_chunk(int n_ctx) { return n_ctx - 1 - n_ctx / 2; 
  * the same for a checkpoint and its quantized copies, different for another model. */
 uint64_t kld_fingerprint(const gemma3_model_info *info);
 
-/* Writing: kld_write_open creates PATH.tmp and writes the header and tokens; rows are appended
- * with kld_write_rows; kld_write_close renames PATH.tmp to PATH (keep = 1) or removes it. Each
+/* Writing (through gemma3_outfile: a temporary renamed over a regular PATH, a device or FIFO
+ * written directly): kld_write_open writes the header and tokens; rows are appended with
+ * kld_write_rows; kld_write_close commits (keep = 1) or discards the file. Each
  * returns 0 or the exit status after printing one line naming the flag and file. */
 typedef struct kld_writer {
-    FILE *f;
+    gemma3_outfile *out;
+    FILE *f; /* its stream */
     const char *path;
-    char tmp[4096];
 } kld_writer;
 int kld_write_open(kld_writer *w, const char *path, const kld_header *h, const int32_t *tokens);
 int kld_write_rows(kld_writer *w, const float *rows, size_t n_floats);

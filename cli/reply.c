@@ -156,9 +156,9 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
             break;
         }
         if (*n_gen < max_gen) gen_ids[(*n_gen)++] = tok;
-        if (out) {
-            gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
-            fputs(text, out);
+        if (out) { /* by length: a NUL byte the tokens decode to is output too */
+            int n = gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
+            if (n > 0) fwrite(text, 1, (size_t)n, out);
             fflush(out);
         }
         g->n_gen_tokens++;
@@ -169,8 +169,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         if ((rc = feed(g, &tok, 1)) != GEMMA3_OK) return rc;
     }
     if (out) {
-        gemma3_decoder_flush(&dec, text, sizeof text);
-        fputs(text, out);
+        int n = gemma3_decoder_flush(&dec, text, sizeof text);
+        if (n > 0) fwrite(text, 1, (size_t)n, out);
         fflush(out);
     }
     g->gen_seconds += g3_now() - t0;
