@@ -86,6 +86,55 @@ mkdir "$TMP/q/sub"
 expect_error "quantize --force over a subdirectory" 1 "holds the directory sub" \
     $G3 quantize -m "$TMP/src" -o "$TMP/q" --type q8_0 -t 2 --force
 
+# ---- saved chats: transcript and state are one pair -----------------------------------------------
+chat() { $G3 chat -m "$M" -t 2 -n 8 -s 42 --commands "$@"; }
+printf 'Hi\n/save %s\nHow are you?\n/save %s\n' "$TMP/old.json" "$TMP/t.json" | chat >/dev/null 2>&1 ||
+    bad "chat /save twice"
+resume_has() { # NAME WANT: --resume t.json prints WANT
+    $G3 chat -m "$M" -t 2 --resume "$TMP/t.json" </dev/null >/dev/null 2>"$TMP/err"
+    grep -qF -- "$2" "$TMP/err" && ok || bad "$1: $(head -c 300 "$TMP/err")"
+}
+# a crash between the two renames of a save: the new state is in place, its transcript is not
+cp "$TMP/t.json" "$TMP/t.json.new"
+cp "$TMP/old.json" "$TMP/t.json"
+sed -i 's/old.json.state/t.json.state/' "$TMP/t.json"
+resume_has "a save interrupted between its renames is completed" "[loaded 4 turns from $TMP/t.json"
+[ ! -e "$TMP/t.json.new" ] && ok || bad "t.json.new left after the completed save"
+# a crash before them: the old pair stands, the new files go
+cp "$TMP/old.json.state" "$TMP/t.json.state.new"
+echo '{"turns": []}' >"$TMP/t.json.new"
+resume_has "a save interrupted before its renames is undone" "[loaded 4 turns from $TMP/t.json"
+[ ! -e "$TMP/t.json.new" ] && [ ! -e "$TMP/t.json.state.new" ] && ok || bad "the .new files of an undone save are left"
+# another turn's state beside a transcript, an edited id, a dropped turn: refused with one line
+cp "$TMP/t.json.state" "$TMP/keep.state"
+cp "$TMP/old.json.state" "$TMP/t.json.state"
+expect_error "--resume, a state of another save" 1 "were not saved together" $G3 chat -m "$M" -t 2 --resume "$TMP/t.json"
+cp "$TMP/keep.state" "$TMP/t.json.state"
+cp "$TMP/t.json" "$TMP/keep.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["turns"][1]["ids"][0]^=1; json.dump(d,open(sys.argv[1],"w"))' "$TMP/t.json"
+expect_error "--resume, an edited id" 1 "were not saved together" $G3 chat -m "$M" -t 2 --resume "$TMP/t.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["turns"]=d["turns"][:2]; json.dump(d,open(sys.argv[1],"w"))' "$TMP/t.json"
+expect_error "--resume, a dropped turn" 1 "were not saved together" $G3 chat -m "$M" -t 2 --resume "$TMP/t.json"
+cp "$TMP/keep.json" "$TMP/t.json"
+# /load of a mismatched pair keeps the conversation that was there
+cp "$TMP/old.json.state" "$TMP/t.json.state"
+printf 'A longer first message\n/stats\n' | chat >/dev/null 2>"$TMP/err"
+want=$(grep "^context:" "$TMP/err" | cut -d'|' -f1-2)
+printf 'A longer first message\n/load %s\n/stats\n' "$TMP/t.json" | chat >/dev/null 2>"$TMP/err"
+[ -n "$want" ] && [ "$(grep "^context:" "$TMP/err" | cut -d'|' -f1-2)" = "$want" ] && ok ||
+    bad "a refused /load changed the conversation: $(grep context: "$TMP/err"), expected $want"
+# a /save that fails in a script is an exit status, and a FIFO is not a transcript
+printf 'Hi\n/save %s\n' "$TMP/no-dir/x.json" | chat >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "/save or /load command failed" "$TMP/err" && ok || bad "a failed /save in a script: exit $rc"
+printf 'Hi\n/save %s\n' "$TMP/fifo" | chat >/dev/null 2>"$TMP/err"
+grep -q "fifo: not a regular file" "$TMP/err" && [ -p "$TMP/fifo" ] && ok || bad "/save to a FIFO: $(head -c 200 "$TMP/err")"
+# context shift: which turns went and why
+printf 'one two three four five six\nseven eight nine ten eleven\ntwelve thirteen fourteen\n' |
+    $G3 chat -m "$M" -t 2 -n 8 -s 1 -c 64 --context-shift >/dev/null 2>"$TMP/err"
+grep -q '^\[context shift: 46 tokens in the context + 14 of this message + 8 kept for the reply > -c 64: dropped the oldest turns, 1 to 4 of 4; 0 turns kept\]$' "$TMP/err" &&
+    ok || bad "context shift message: $(grep shift "$TMP/err")"
+
 # ---- write errors on standard output ---------------------------------------------------------
 printf 'hello\n' >"$TMP/msg"
 # stdout_fails NAME CMD...: with stdout /dev/full (a private node) and closed, CMD must exit
