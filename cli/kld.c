@@ -152,9 +152,33 @@ int kld_read_open(kld_reader *r, const char *path, int32_t **tokens) {
     return rc;
 }
 
+/* Whether a row of log-probabilities is one: every value finite and <= 0 (a log-softmax rounded
+ * to float never exceeds 0), and the probabilities summing to 1 within rounding (float
+ * log-probabilities are good to ~1e-7 relative; a row scaled or edited by hand is far off).
+ * Returns 0 or the exit status after the error line naming the row. */
+#define KLD_ROW_SUM_TOL 1e-3
+static int check_row(const kld_reader *r, const float *row, size_t index) {
+    double sum = 0.0;
+    for (uint32_t i = 0; i < r->h.vocab; i++) {
+        if (!(row[i] <= 0.0f) || isinf(row[i]))
+            return cli_fail(FLAG ": '%s' row %zu entry %u is %g: not a log-probability", r->path,
+                            index, i, (double)row[i]);
+        sum += exp((double)row[i]);
+    }
+    if (fabs(sum - 1.0) > KLD_ROW_SUM_TOL)
+        return cli_fail(FLAG ": '%s' row %zu is not a distribution: its probabilities sum to %.6g",
+                        r->path, index, sum);
+    return 0;
+}
+
 int kld_read_rows(kld_reader *r, float *rows, size_t n_floats) {
-    if (fread(rows, sizeof *rows, n_floats, r->f) == n_floats) return 0;
-    return cli_fail(FLAG ": cannot read the log-probabilities of '%s'", r->path);
+    if (fread(rows, sizeof *rows, n_floats, r->f) != n_floats)
+        return cli_fail(FLAG ": cannot read the log-probabilities of '%s'", r->path);
+    for (size_t at = 0; at + r->h.vocab <= n_floats; at += r->h.vocab) {
+        int rc = check_row(r, rows + at, r->rows_read++);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 void kld_read_close(kld_reader *r) {

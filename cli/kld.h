@@ -60,11 +60,14 @@ int kld_write_close(kld_writer *w, int keep);
 
 /* Reading: kld_read_open checks the magic, version, header consistency and that the file size is
  * exactly what the header describes, then reads the tokens (*tokens malloc'd, caller frees).
- * kld_read_rows reads the next n_floats floats. */
+ * kld_read_rows reads the next n_floats floats (whole rows), each checked to be a row of
+ * log-probabilities (finite, <= 0, summing to 1 within rounding): a damaged file is an error
+ * naming the row, never a NaN or a wrong divergence. */
 typedef struct kld_reader {
     FILE *f;
     const char *path;
     kld_header h;
+    size_t rows_read; /* for messages */
 } kld_reader;
 int kld_read_open(kld_reader *r, const char *path, int32_t **tokens);
 int kld_read_rows(kld_reader *r, float *rows, size_t n_floats);

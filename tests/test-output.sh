@@ -72,6 +72,36 @@ ln -s kl.real "$TMP/kl.link"
 $G3 perplexity -m "$M" --tokens "$(seq -s, 100 140)" -c 8 --kl-divergence-base "$TMP/kl.link" >/dev/null 2>&1
 [ -L "$TMP/kl.link" ] && [ -s "$TMP/kl.real" ] && ok || bad "--kl-divergence-base through a symlink"
 
+# ---- a KL base file's rows are checked as they are read ------------------------------------------
+KL="perplexity -m $M --tokens $(seq -s, 100 140) -c 8"
+$G3 $KL --kl-divergence-base "$TMP/base.kld" >/dev/null 2>&1 || bad "write a KL base file"
+# poke OFFSET_IN_ROW2 HOW OUT: a copy of the base file with row 2 damaged
+poke() {
+    python3 - "$TMP/base.kld" "$3" "$1" "$2" <<'PY'
+import struct, sys, math
+src, dst, at, how = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+b = bytearray(open(src, 'rb').read())
+vocab, n_tokens = struct.unpack_from('<I', b, 12)[0], struct.unpack_from('<Q', b, 24)[0]
+row = 40 + 4 * n_tokens + 2 * 4 * vocab
+if how == 'shift':  # every entry of the row lowered by 0.01: sums to 0.99
+    for i in range(vocab):
+        struct.pack_into('<f', b, row + 4 * i, struct.unpack_from('<f', b, row + 4 * i)[0] - 0.01)
+else:
+    struct.pack_into('<f', b, row + 4 * at, {'nan': math.nan, 'pos': 0.5, 'inf': -math.inf}[how])
+open(dst, 'wb').write(b)
+PY
+}
+poke 7 nan "$TMP/nan.kld"
+expect_error "KL base with a NaN" 1 "row 2 entry 7 is nan: not a log-probability" \
+    $G3 $KL --kl-divergence-base "$TMP/nan.kld" --kl-divergence
+poke 3 pos "$TMP/pos.kld"
+expect_error "KL base with a positive log-probability" 1 "row 2 entry 3 is 0.5" \
+    $G3 $KL --kl-divergence-base "$TMP/pos.kld" --kl-divergence
+poke 0 shift "$TMP/shift.kld"
+expect_error "KL base row not a distribution" 1 "row 2 is not a distribution: its probabilities sum to 0.99" \
+    $G3 $KL --kl-divergence-base "$TMP/shift.kld" --kl-divergence
+expect_ok "KL base read back" $G3 $KL --kl-divergence-base "$TMP/base.kld" --kl-divergence
+
 # ---- quantize -o DIR holds exactly what was written ---------------------------------------------
 mkdir "$TMP/src" "$TMP/q"
 cp "$M/config.json" "$M/model.safetensors" "$M/tokenizer.model" "$TMP/src/"
