@@ -115,6 +115,7 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     char path[4096];
     int want = to_wtype(params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED);
     int n_threads = params ? params->n_threads : 0;
+    if (n_threads > 0) n_threads = gemma3_threads_cap(n_threads);
     int rc = GEMMA3_OK;
     if (want == -2)
         rc = g3_error(GEMMA3_ERR_ARG, "model: weight_type %d is not a gemma3_weight_type",
@@ -242,6 +243,12 @@ struct gemma3_session {
     void *scratch_arena;
     size_t scratch_bytes;
 };
+
+int gemma3_threads_cap(int n_threads) {
+    int n_cpus = g3_n_cpus(), most = GEMMA3_THREADS_PER_CPU * n_cpus;
+    if (n_threads <= 0) return n_cpus;
+    return n_threads < most ? n_threads : most;
+}
 
 gemma3_session_params gemma3_session_default_params(void) {
     gemma3_session_params p;
@@ -375,7 +382,7 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->n_batch = p.n_batch ? p.n_batch : 512;
     s->n_swa_extra = p.n_swa_extra;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
-    int n_threads = p.n_threads ? p.n_threads : g3_n_cpus();
+    int n_threads = gemma3_threads_cap(p.n_threads);
 
     int rc = g3_pool_create(n_threads, &s->pool);
     if (rc != GEMMA3_OK) goto fail;

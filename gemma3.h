@@ -209,6 +209,12 @@ typedef struct gemma3_session_params {
                          * prompt cache wants; attention still sees only the window */
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
+/* Threads beyond a few per CPU only wait for a core while their buffers (attention scores sized
+ * to the context, LM-head strips) take memory: a session or a load asked for more than
+ * GEMMA3_THREADS_PER_CPU x the online CPUs gets that many. gemma3_threads_cap(n) is the number
+ * used for n (0: the online CPUs). */
+#define GEMMA3_THREADS_PER_CPU 4
+int gemma3_threads_cap(int n_threads);
 
 /* The KV cache is reserved address space for the whole n_ctx (no memory committed, nothing
  * zero-filled): its pages fault in as tokens are written, so a session's memory follows the

@@ -108,7 +108,11 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
 
 void cli_warn_threads(const char *flag, int n_threads) {
     int n_cpus = g3_n_cpus();
-    if (n_threads > n_cpus)
+    if (n_threads > gemma3_threads_cap(n_threads))
+        fprintf(stderr, "gemma3: %s %d is more than %d threads per CPU: using %d (the %d CPUs x %d)\n",
+                flag, n_threads, GEMMA3_THREADS_PER_CPU, gemma3_threads_cap(n_threads), n_cpus,
+                GEMMA3_THREADS_PER_CPU);
+    else if (n_threads > n_cpus)
         fprintf(stderr, "gemma3: warning: %s %d is more than the %d CPUs: the extra threads only "
                 "wait for a core\n", flag, n_threads, n_cpus);
 }

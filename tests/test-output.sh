@@ -165,6 +165,20 @@ printf 'one two three four five six\nseven eight nine ten eleven\ntwelve thirtee
 grep -q '^\[context shift: 46 tokens in the context + 14 of this message + 8 kept for the reply > -c 64: dropped the oldest turns, 1 to 4 of 4; 0 turns kept\]$' "$TMP/err" &&
     ok || bad "context shift message: $(grep shift "$TMP/err")"
 
+# ---- inputs: a FIFO weight file, an oversized config, a softcap that is 0 as a float; -t capped ---
+mkdir "$TMP/fm"
+cp "$M/config.json" "$M/tokenizer.model" "$TMP/fm/"
+mkfifo "$TMP/fm/model.safetensors"
+expect_error "a FIFO as model.safetensors" 1 "$TMP/fm/model.safetensors: not a regular file" $TO $G3 info -m "$TMP/fm"
+sed 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 1e-300/' "$M/config.json" >"$TMP/fm/config.json"
+expect_error "a softcap of 1e-300" 1 "attn_logit_softcapping: 1e-300 is not a positive number" $G3 info -m "$TMP/fm"
+head -c 2000000 /dev/zero >"$TMP/fm/config.json"
+expect_error "a 2 MB config.json" 1 "$TMP/fm/config.json: larger than 1048576 bytes" $G3 info -m "$TMP/fm"
+most=$((4 * $(nproc)))
+$G3 -m "$M" -p hi -n 1 -t 1000 >/dev/null 2>"$TMP/err"
+grep -q "^gemma3: -t 1000 is more than 4 threads per CPU: using $most " "$TMP/err" && grep -q "threads: $most\$" "$TMP/err" &&
+    ok || bad "-t 1000 not capped at $most: $(cat "$TMP/err")"
+
 # ---- write errors on standard output ---------------------------------------------------------
 printf 'hello\n' >"$TMP/msg"
 # stdout_fails NAME CMD...: with stdout /dev/full (a private node) and closed, CMD must exit
