@@ -245,6 +245,13 @@ int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_
  * non-finite logit or norm output: GEMMA3_ERR_NUMERIC); gemma3_session_logits() is not updated. */
 int gemma3_session_forward_logprob(gemma3_session *s, const int32_t *tokens, int n_tokens,
                                    int n_scored, const int32_t *next, double *logprob);
+/* A way to stop a long forward call (a prefill, a perplexity chunk) from another context (a
+ * signal handler sets a flag that fn reads): fn(ctx) is asked before each chunk of n_batch
+ * tokens and between the layers of a chunk, and a non-zero answer ends the call with
+ * GEMMA3_ERR_ABORTED. Stopped before a chunk, the session holds the chunks that were done
+ * (gemma3_session_pos); stopped inside one, it is reset (empty), since a sliding-window layer
+ * may already have given the chunk ring slots that older positions needed. fn = NULL: never. */
+void gemma3_session_set_abort(gemma3_session *s, int (*fn)(void *ctx), void *ctx);
 const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);

@@ -101,8 +101,14 @@ static void reset_conversation(chat *c) {
 }
 
 /* Ids of a new user turn continuing the cached conversation. */
+static int encode_live_conversation(chat *c, const char *text, int32_t **ids, int *n_ids);
+
 static int encode_next_turn(chat *c, const char *text, int32_t **ids, int *n_ids) {
     int first = gemma3_session_pos(c->g.session) == 0;
+    if (first && c->first_live < c->n_turns) { /* turns the cache lost (an interrupted prefill) */
+        gemma3_sampler_reset(c->g.sampler);
+        return encode_live_conversation(c, text, ids, n_ids);
+    }
     int32_t *body = NULL;
     int n_body = 0;
     int rc = gen_encode_chat(&c->g, first ? c->system_prompt : NULL, text, first, &body, &n_body);
@@ -246,13 +252,20 @@ static int run_turn(chat *c, const char *text) {
                 c->n_turns - c->first_live);
 
     int n_ctx = gemma3_session_n_ctx(c->g.session);
-    int n_gen = 0;
+    int n_gen = 0, pos_before = gemma3_session_pos(c->g.session);
     gen_stop stop;
     interrupted = 0;
     double t0 = g3_now();
     int rc = gen_reply(&c->g, ids, n_ids, c->opts.n_predict, stdout, &interrupted, c->reply_ids,
                        n_ctx + 1, &n_gen, &stop);
     double dt = g3_now() - t0;
+    if (rc == GEMMA3_ERR_ABORTED) { /* Ctrl-C in the prefill: the message is dropped */
+        if (gemma3_session_truncate(c->g.session, pos_before) != GEMMA3_OK)
+            gemma3_session_reset(c->g.session); /* the next turn re-renders the conversation */
+        free(ids);
+        fprintf(stderr, "[interrupted before the reply: the message is dropped]\n");
+        return 1;
+    }
     fputc('\n', stdout);
     fflush(stdout);
     if (rc != GEMMA3_OK) {

@@ -121,6 +121,8 @@ static int feed(gen_state *g, const int32_t *ids, int n) {
     return GEMMA3_OK;
 }
 
+static int interrupt_set(void *flag) { return *(volatile sig_atomic_t *)flag != 0; }
+
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
               volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
               gen_stop *stop) {
@@ -130,7 +132,10 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         return g3_error(GEMMA3_ERR_CONTEXT, "context full: %d tokens in the cache + %d new > -c %d",
                         gemma3_session_pos(g->session), n_prompt, n_ctx);
     double t0 = g3_now();
+    /* a long prefill stops at the interrupt between chunks or layers, not after the whole prompt */
+    gemma3_session_set_abort(g->session, interrupt ? interrupt_set : NULL, (void *)interrupt);
     int rc = feed(g, prompt, n_prompt);
+    gemma3_session_set_abort(g->session, NULL, NULL);
     if (rc != GEMMA3_OK) return rc;
     g->prompt_seconds += g3_now() - t0;
     g->n_prompt_tokens += n_prompt;

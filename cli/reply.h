@@ -62,7 +62,8 @@ void gen_close(gen_state *g);
  * NULL) in complete UTF-8 sequences as it is produced. Generated ids (stop token excluded) are
  * appended to gen_ids (capacity max_gen) and counted in *n_gen. The stop token, if any, is NOT
  * fed to the model: the caller decides (chat feeds <end_of_turn> with the next turn).
- * Returns GEMMA3_OK or an error (message in gemma3_last_error). */
+ * Returns GEMMA3_OK or an error (message in gemma3_last_error); GEMMA3_ERR_ABORTED when
+ * *interrupt stopped the prefill (gemma3_session_set_abort says what the session then holds). */
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
               volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
               gen_stop *stop);
