@@ -538,7 +538,7 @@ int gemma3_session_load_buffer(gemma3_session *s, const void *buf, size_t size) 
 
 int gemma3_session_load(gemma3_session *s, const char *path) {
     if (!s || !path) return g3_error(GEMMA3_ERR_ARG, "load state: no session or path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below, not waited on */
     if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

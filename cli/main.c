@@ -31,13 +31,13 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
-/* A standard descriptor the shell closed (>&-) is held by /dev/null opened the wrong way round,
- * so that the first file the program opens does not become "standard output" (and receive the
- * text), while reads and writes on it still fail as on a closed one. */
+/* A standard descriptor the shell closed (>&-) is held by the root directory, so that the first
+ * file the program opens does not become "standard output" (and receive the text), while reads
+ * and writes on it still fail as on a closed one, and /dev/fd/1 names no file to write. */
 static void hold_closed_std_fds(void) {
     for (int fd = 0; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-            int got = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+            int got = open("/", O_RDONLY | O_DIRECTORY);
             if (got >= 0 && got != fd) close(got); /* not the lowest free: leave it closed */
         }
 }

@@ -8,15 +8,29 @@ import os, signal, subprocess, sys, time
 
 STOP_S = 0.5
 
+def sigint_caught(pid):
+    try:
+        for line in open('/proc/%d/status' % pid):
+            if line.startswith('SigCgt:'):
+                return int(line.split()[1], 16) & (1 << (signal.SIGINT - 1))
+    except OSError:
+        pass
+    return False
+
 def main():
     long_msg = open(sys.argv[1], 'rb').read().rstrip(b'\n') + b'\n'
     want = open(sys.argv[2], 'rb').read()
     cmd = sys.argv[sys.argv.index('--') + 1:]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     os.set_blocking(p.stderr.fileno(), False)
+    # the chat catches SIGINT once the model is loaded (before, Ctrl-C ends the program): wait
+    # for its handler, then give it the message and let the prefill begin
+    end = time.time() + 60
+    while time.time() < end and not sigint_caught(p.pid):
+        time.sleep(0.01)
     p.stdin.write(long_msg)
     p.stdin.flush()
-    time.sleep(0.4)  # the model is loaded and the prefill under way
+    time.sleep(0.1)
     t0 = time.time()
     p.send_signal(signal.SIGINT)
     err = b''
@@ -26,8 +40,11 @@ def main():
         except BlockingIOError:
             time.sleep(0.005)
     took = time.time() - t0
-    p.stdin.write(b'Hi\n')
-    p.stdin.close()
+    try:
+        p.stdin.write(b'Hi\n')
+        p.stdin.close()
+    except BrokenPipeError:
+        pass
     out = p.stdout.read()
     os.set_blocking(p.stderr.fileno(), True)
     err += p.stderr.read()

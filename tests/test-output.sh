@@ -168,7 +168,7 @@ grep -q '^\[context shift: 46 tokens in the context + 14 of this message + 8 kep
 # ---- Ctrl-C in a chat's prefill: stopped within 0.5 s, the message dropped, the chat goes on ----
 python3 -c "print(' '.join('word%d' % i for i in range(900)))" >"$TMP/long.txt"
 printf 'Hi\n' | $G3 chat -m "$M" -t 2 -n 8 -s 5 >"$TMP/want" 2>/dev/null
-if python3 tests/interrupt_prefill.py "$TMP/long.txt" "$TMP/want" -- $G3 chat -m "$M" -t 2 -n 8 -s 5 >"$TMP/int.out" 2>&1
+if python3 tests/interrupt_prefill.py "$TMP/long.txt" "$TMP/want" -- $G3 chat -m "$M" -t 1 -n 8 -s 5 >"$TMP/int.out" 2>&1
 then ok; else bad "Ctrl-C in a prefill: $(cat "$TMP/int.out")"; fi
 
 # ---- inputs: a FIFO weight file, an oversized config, a softcap that is 0 as a float; -t capped ---
