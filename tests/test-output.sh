@@ -102,6 +102,28 @@ expect_error "KL base row not a distribution" 1 "row 2 is not a distribution: it
     $G3 $KL --kl-divergence-base "$TMP/shift.kld" --kl-divergence
 expect_ok "KL base read back" $G3 $KL --kl-divergence-base "$TMP/base.kld" --kl-divergence
 
+# ---- a saved state is refused by a model whose config changes the logits -----------------------
+$G3 -m "$M" -p hi -n 1 --prompt-cache "$TMP/fp.state" >/dev/null 2>&1 || bad "save a state"
+# config_variant NAME SED: the same weights under a config.json changed by SED must refuse it
+config_variant() {
+    d="$TMP/fp-$1"
+    mkdir "$d" && ln -s "$M/model.safetensors" "$M/tokenizer.model" "$d/"
+    sed "$2" "$M/config.json" >"$d/config.json"
+    cmp -s "$d/config.json" "$M/config.json" && { bad "config variant $1: the edit changed nothing"; return; }
+    expect_error "state of another config: $1" 1 "saved from another model" \
+        $G3 -m "$d" -p hi -n 1 --prompt-cache "$TMP/fp.state"
+}
+config_variant qpas 's/"query_pre_attn_scalar": 16/"query_pre_attn_scalar": 32/'
+config_variant eps 's/"rms_norm_eps": 1e-06/"rms_norm_eps": 1e-05/'
+config_variant rope-full 's/"rope_theta": 1000000.0/"rope_theta": 500000.0/'
+config_variant rope-local 's/"rope_local_base_freq": 10000.0/"rope_local_base_freq": 20000.0/'
+config_variant rope-scaling 's/"rope_scaling": null/"rope_scaling": {"rope_type": "linear", "factor": 2.0}/'
+config_variant attn-softcap 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 50.0/'
+config_variant final-softcap 's/"final_logit_softcapping": null/"final_logit_softcapping": 30.0/'
+config_variant window 's/"sliding_window": 8/"sliding_window": 16/'
+config_variant layer-types 's/"full_attention", "sliding_attention"\]/"sliding_attention", "full_attention"]/'
+expect_ok "the state loads back into its own model" $G3 -m "$M" -p hi -n 1 --prompt-cache "$TMP/fp.state"
+
 # ---- quantize -o DIR holds exactly what was written ---------------------------------------------
 mkdir "$TMP/src" "$TMP/q"
 cp "$M/config.json" "$M/model.safetensors" "$M/tokenizer.model" "$TMP/src/"
