@@ -77,6 +77,7 @@ LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.
 LIB_SRCS += $(wildcard kernels/*.c)
 LIB_SRCS += grammar-parse.c
 LIB_SRCS += speculative.c
+LIB_SRCS += outfile.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)

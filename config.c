@@ -86,9 +86,9 @@ static int get_number(const scope *s, const char *key, float *out) {
 
 static int get_positive(const scope *s, const char *key, float *out) {
     int rc = get_number(s, key, out);
-    if (rc == GEMMA3_OK && !(*out > 0.0f && isfinite(*out)))
-        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: %g is not a positive number", s->path,
-                        s->prefix, key, (double)*out);
+    if (rc == GEMMA3_OK && !(*out > 0.0f && isfinite(*out))) /* the value as written: 1e-300 is 0 as a float */
+        return g3_error(GEMMA3_ERR_FORMAT, "%s: %s%s: %.10g is not a positive number (as a float)",
+                        s->path, s->prefix, key, item(s, key)->valuedouble);
     return rc;
 }
 
@@ -491,10 +491,14 @@ int g3_config_parse(const char *json, size_t len, const char *path, g3_config *c
     return rc;
 }
 
+/* A config.json is a few kB (the real Gemma 3 ones are under 2 kB, with the vision part): 1 MiB
+ * is far beyond any, and a larger file is refused before it is read. */
+#define G3_CONFIG_MAX ((size_t)1 << 20)
+
 int g3_config_load(const char *path, g3_config *cfg) {
     char *text;
     size_t len;
-    int rc = g3_read_file(path, &text, &len);
+    int rc = g3_read_file_ex(path, G3_CONFIG_MAX, 1, &text, &len);
     if (rc != GEMMA3_OK) return rc;
     rc = g3_config_parse(text, len, path, cfg);
     free(text);

@@ -113,6 +113,7 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     char path[4096];
     int want = to_wtype(params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED);
     int n_threads = params ? params->n_threads : 0;
+    if (n_threads > 0) n_threads = gemma3_threads_cap(n_threads);
     int rc = GEMMA3_OK;
     if (want == -2)
         rc = g3_error(GEMMA3_ERR_ARG, "model: weight_type %d is not a gemma3_weight_type",
@@ -239,6 +240,8 @@ typedef struct kv_layer {
 } kv_layer;
 
 struct gemma3_session {
+    int (*abort_fn)(void *ctx); /* gemma3_session_set_abort */
+    void *abort_ctx;
     const gemma3_model *model;
     const g3_config *cfg;
     const g3_kernels *kern;
@@ -281,6 +284,12 @@ struct gemma3_session {
     void *scratch_arena;
     size_t scratch_bytes;
 };
+
+int gemma3_threads_cap(int n_threads) {
+    int n_cpus = g3_n_cpus(), most = GEMMA3_THREADS_PER_CPU * n_cpus;
+    if (n_threads <= 0) return n_cpus;
+    return n_threads < most ? n_threads : most;
+}
 
 gemma3_session_params gemma3_session_default_params(void) {
     gemma3_session_params p;
@@ -411,7 +420,7 @@ int gemma3_session_init(const gemma3_model *model, const gemma3_session_params *
     s->n_batch = p.n_batch ? p.n_batch : 512;
     s->n_swa_extra = p.n_swa_extra;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
-    int n_threads = p.n_threads ? p.n_threads : g3_n_cpus();
+    int n_threads = gemma3_threads_cap(p.n_threads);
 
     int rc = g3_pool_create(n_threads, &s->pool);
     if (rc != GEMMA3_OK) goto fail;
@@ -827,9 +836,17 @@ static void norm_rows(gemma3_session *s, float *dst, const float *src, const flo
         s->kern->rmsnorm(dst + (size_t)t * H, src + (size_t)t * H, w, H, s->cfg->rms_norm_eps);
 }
 
+static int should_abort(const gemma3_session *s) { return s->abort_fn && s->abort_fn(s->abort_ctx); }
+
+void gemma3_session_set_abort(gemma3_session *s, int (*fn)(void *ctx), void *ctx) {
+    s->abort_fn = fn;
+    s->abort_ctx = ctx;
+}
+
 /* Runs the model over T <= n_batch tokens at positions p0.. and leaves the final-normed hidden
- * states in s->x. */
-static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0) {
+ * states in s->x. GEMMA3_ERR_ABORTED when the abort callback asked to stop between two layers
+ * (some layers' caches then hold the chunk). */
+static int forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0) {
     const g3_config *c = s->cfg;
     const g3_weights *w = &s->model->w;
     const int H = c->hidden_size, qd = c->n_heads * c->head_dim;
@@ -848,6 +865,7 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     for (int l = 0; l < c->n_layers; l++) {
         const g3_layer_weights *lw = &w->layers[l];
         ck.layer = l;
+        if (l > 0 && should_abort(s)) return GEMMA3_ERR_ABORTED;
         /* 2.1 x = RMSNorm(h, 1 + input_layernorm) */
         norm_rows(s, s->x, s->h, lw->attn_norm, T);
         set_input(&ck, s->x, (size_t)H, H);
@@ -881,6 +899,7 @@ static void forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p
     }
     /* 3. final norm */
     norm_rows(s, s->x, s->h, w->final_norm, T);
+    return GEMMA3_OK;
 }
 
 /* The final softcap (where the config has one) of n_tok rows of n logits. */
@@ -1005,7 +1024,10 @@ static int check_tokens(const gemma3_session *s, const int32_t *tokens, int n_to
 /* Appends the tokens in chunks of at most n_batch, each run as matrix-matrix products. The LM
  * head runs only for the last n_out tokens, whichever chunks they fall in (it is a large share
  * of the work: a 262k-row matrix). On an error in the arguments the session is unchanged; after
- * GEMMA3_ERR_NUMERIC the tokens are in the cache (the caller resets). */
+ * GEMMA3_ERR_NUMERIC the tokens are in the cache (the caller resets). Stopped by the abort
+ * callback before a chunk, the session holds the chunks done; inside one, a sliding-window
+ * ring may already have given the chunk slots that older positions still needed, so the
+ * session is reset (gemma3_session_set_abort). */
 static int forward_tokens(gemma3_session *s, const int32_t *tokens, int n_tokens, int n_out,
                           const forward_out *out) {
     memcpy(s->tokens + s->pos, tokens, (size_t)n_tokens * sizeof *tokens);
@@ -1013,7 +1035,12 @@ static int forward_tokens(gemma3_session *s, const int32_t *tokens, int n_tokens
     for (int done = 0; done < n_tokens;) {
         int T = n_tokens - done < s->n_batch ? n_tokens - done : s->n_batch;
         int p0 = s->pos;
-        forward_chunk(s, tokens + done, T, p0);
+        if (should_abort(s))
+            return g3_error(GEMMA3_ERR_ABORTED, "forward: stopped after %d of %d tokens", done, n_tokens);
+        if (forward_chunk(s, tokens + done, T, p0) != GEMMA3_OK) {
+            gemma3_session_reset(s);
+            return g3_error(GEMMA3_ERR_ABORTED, "forward: stopped inside a chunk (the session is reset)");
+        }
         s->pos += T;
         int t0 = first_out > done ? first_out - done : 0; /* first token of this chunk with one */
         if (t0 < T) {

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -204,10 +205,18 @@ int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_t
  * It streams (tensor by tensor, bounded buffers: a model larger than memory can be quantized),
  * writes every file under a temporary name in dst_dir and renames them at the end; on any error
  * the temporaries are removed (and dst_dir too if this call created it). Refuses a source that
- * is already quantized, dst_dir == src_dir, and a dst_dir holding model.safetensors.index.json
- * (it would shadow the new file). */
+ * is already quantized, dst_dir == src_dir, and a dst_dir that is not empty (see
+ * gemma3_quantize_ex). */
 int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                     int n_threads);
+/* dst_dir must be absent or empty: the output directory holds exactly what was written (a stale
+ * generation_config.json or a foreign tokenizer.model beside new weights would be read with
+ * them). gemma3_quantize_ex with GEMMA3_QUANTIZE_REPLACE accepts a dst_dir holding files and,
+ * once every new file is complete, removes all that it did not write (a subdirectory is refused,
+ * never removed). */
+enum { GEMMA3_QUANTIZE_REPLACE = 1 };
+int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
+                       int n_threads, int flags);
 
 /* KV cache element type. The default is BF16: it halves the cache's memory and bandwidth (the
  * cache is the one structure that grows with the context, and decode reads all of it for every
@@ -230,6 +239,12 @@ typedef struct gemma3_session_params {
                          * prompt cache wants; attention still sees only the window */
 } gemma3_session_params;
 gemma3_session_params gemma3_session_default_params(void);
+/* Threads beyond a few per CPU only wait for a core while their buffers (attention scores sized
+ * to the context, LM-head strips) take memory: a session or a load asked for more than
+ * GEMMA3_THREADS_PER_CPU x the online CPUs gets that many. gemma3_threads_cap(n) is the number
+ * used for n (0: the online CPUs). */
+#define GEMMA3_THREADS_PER_CPU 4
+int gemma3_threads_cap(int n_threads);
 
 /* The KV cache is reserved address space for the whole n_ctx (no memory committed, nothing
  * zero-filled): its pages fault in as tokens are written, so a session's memory follows the
@@ -260,6 +275,13 @@ int gemma3_session_forward_last(gemma3_session *s, const int32_t *tokens, int n_
  * non-finite logit or norm output: GEMMA3_ERR_NUMERIC); gemma3_session_logits() is not updated. */
 int gemma3_session_forward_logprob(gemma3_session *s, const int32_t *tokens, int n_tokens,
                                    int n_scored, const int32_t *next, double *logprob);
+/* A way to stop a long forward call (a prefill, a perplexity chunk) from another context (a
+ * signal handler sets a flag that fn reads): fn(ctx) is asked before each chunk of n_batch
+ * tokens and between the layers of a chunk, and a non-zero answer ends the call with
+ * GEMMA3_ERR_ABORTED. Stopped before a chunk, the session holds the chunks that were done
+ * (gemma3_session_pos); stopped inside one, it is reset (empty), since a sliding-window layer
+ * may already have given the chunk ring slots that older positions needed. fn = NULL: never. */
+void gemma3_session_set_abort(gemma3_session *s, int (*fn)(void *ctx), void *ctx);
 const float *gemma3_session_logits(const gemma3_session *s);
 int gemma3_session_pos(const gemma3_session *s);   /* tokens in the cache */
 int gemma3_session_n_ctx(const gemma3_session *s);
@@ -685,6 +707,24 @@ void gemma3_session_parallel(gemma3_session *s, void (*fn)(void *ctx, int ith, i
  * the normaliser the library's own log-probabilities use, on the kernels of the chosen level
  * (gemma3_set_isa, GEMMA3_ISA, else the best this CPU has). */
 double gemma3_log_sum_exp(const float *x, int n);
+/* ---- writing files ------------------------------------------------------------------------ */
+/* The one way the library and the gemma3 command write a file (saved states, logits dumps, KL
+ * base files, transcripts). A regular file, a symbolic link to one, or a path that does not
+ * exist yet is written to a temporary (TARGET.tmp.PID beside the file) that is flushed to the
+ * disk and renamed over the file by gemma3_outfile_commit: an error or a crash leaves the
+ * previous file whole, and a link stays a link. A character device (/dev/null, /dev/full, a
+ * terminal), a FIFO, a socket or a link to a file descriptor (/dev/stdout, /dev/fd/N) is written
+ * directly, as what it is. A directory or a block device is refused. Temporaries of a process
+ * that no longer exists, beside the same file, are removed when it is next opened. Every error
+ * names path. */
+typedef struct gemma3_outfile gemma3_outfile;
+int gemma3_outfile_open(const char *path, gemma3_outfile **out);
+FILE *gemma3_outfile_stream(gemma3_outfile *o);
+/* Flushes, syncs, closes and renames; any failed write, flush or close is an error (the
+ * temporary is then removed). Frees o either way. */
+int gemma3_outfile_commit(gemma3_outfile *o);
+/* Closes and removes the temporary (what was written directly stays written). Frees o. */
+void gemma3_outfile_discard(gemma3_outfile *o);
 
 #ifdef __cplusplus
 }

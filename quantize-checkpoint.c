@@ -2,6 +2,7 @@
  * loads in place. The weights are streamed through weights.c's quantizing writer; the side files
  * (config, tokenizer, ...) are copied; every output is written under a temporary name and renamed
  * only when all are complete, so a failure leaves no partial checkpoint. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -63,8 +64,43 @@ static int copy_file(const char *src, const char *dst) {
     return rc;
 }
 
+/* The output directory must hold exactly what this call writes, or a stale generation_config.json
+ * or a foreign tokenizer.model left there would be read with the new weights. Checking (remove
+ * = 0): an entry is an error, unless replace allows it (a subdirectory never: it is not
+ * removed). Removing (remove = 1, once every new file is complete): every entry but the
+ * temporaries of this call goes. */
+static int clear_dir(const char *dir, int replace, int remove) {
+    DIR *d = opendir(dir);
+    if (!d) return g3_error(GEMMA3_ERR_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+    int rc = GEMMA3_OK;
+    size_t ls = strlen(TMP_SUFFIX);
+    for (struct dirent *e; rc == GEMMA3_OK && (e = readdir(d));) {
+        const char *n = e->d_name;
+        size_t ln = strlen(n);
+        struct stat st;
+        if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+        if (remove) {
+            if ((ln <= ls || strcmp(n + ln - ls, TMP_SUFFIX)) && unlinkat(dirfd(d), n, 0) != 0)
+                rc = g3_error(GEMMA3_ERR_IO, "%s/%s: cannot remove: %s", dir, n, strerror(errno));
+        } else if (!replace) {
+            rc = g3_error(GEMMA3_ERR_ARG, "%s: is not empty (it holds %s): the output directory "
+                          "must hold only what is written (--force replaces what is there)", dir, n);
+        } else if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+            rc = g3_error(GEMMA3_ERR_ARG, "%s: holds the directory %s, which is never removed",
+                          dir, n);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                     int n_threads) {
+    return gemma3_quantize_ex(src_dir, dst_dir, type, n_threads, 0);
+}
+
+int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
+                       int n_threads, int flags) {
     if (!src_dir || !dst_dir) return g3_error(GEMMA3_ERR_ARG, "quantize: no directory given");
     const int wt = (int)type - G3_WTYPE_PUBLIC_BASE;
     if (!g3_wtype_is_block(wt))
@@ -95,14 +131,8 @@ int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight
         if (realpath(src_dir, a) && realpath(dst_dir, b) && strcmp(a, b) == 0)
             rc = g3_error(GEMMA3_ERR_ARG, "%s: the destination is the source directory", dst_dir);
     }
-    if (rc == GEMMA3_OK) { /* an index there would shadow the model.safetensors written here */
-        rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors.index.json");
-        if (rc == GEMMA3_OK && access(dst, F_OK) == 0)
-            rc = g3_error(GEMMA3_ERR_ARG,
-                          "%s: has a model.safetensors.index.json, which loaders would read instead "
-                          "of the quantized model.safetensors; use an empty directory",
-                          dst_dir);
-    }
+    int replace = (flags & GEMMA3_QUANTIZE_REPLACE) != 0;
+    if (rc == GEMMA3_OK && !created) rc = clear_dir(dst_dir, replace, 0);
     /* every output under a temporary name first; renamed only when all are complete */
     int have[N_SIDE_FILES] = {0};
     if (rc == GEMMA3_OK) rc = g3_path_join(dst, sizeof dst, dst_dir, "model.safetensors" TMP_SUFFIX);
@@ -118,6 +148,7 @@ int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight
             rc = copy_file(src, dst);
         }
     }
+    if (rc == GEMMA3_OK && !created) rc = clear_dir(dst_dir, replace, 1);
     /* the weights last: a directory without model.safetensors does not load */
     for (size_t i = 0; i <= N_SIDE_FILES && rc == GEMMA3_OK; i++) {
         const char *name = i < N_SIDE_FILES ? side_files[i] : "model.safetensors";

@@ -761,7 +761,8 @@ static int add_file(g3_st *st, const char *path) {
     f->path = strdup(path);
     if (!f->path) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
     st->n_files++;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO is refused below, not waited on in open() (regular files ignore it) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {

@@ -407,38 +407,18 @@ int gemma3_session_save_buffer(gemma3_session *s, void *buf, size_t cap) {
     return GEMMA3_OK;
 }
 
-/* To path.tmp.PID, flushed to the disk, then renamed over path: a crash or a full disk leaves
- * the previous file as it was. */
+/* Through gemma3_outfile: a regular file is written to a temporary, synced and renamed, so a
+ * crash or a full disk leaves the previous file as it was; a device or FIFO is written as such. */
 int gemma3_session_save(gemma3_session *s, const char *path) {
     if (!s || !path) return g3_error(GEMMA3_ERR_ARG, "save state: no session or path");
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return g3_error(GEMMA3_ERR_ARG, "save state: path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    }
+    gemma3_outfile *o;
+    int rc = gemma3_outfile_open(path, &o);
+    if (rc != GEMMA3_OK) return rc;
     g3_session_view v;
     g3_session_get_view(s, &v);
-    sink k = {.f = f};
+    sink k = {.f = gemma3_outfile_stream(o)};
     write_state(&v, &k);
-    int failed = ferror(f) || fflush(f) != 0 || fsync(fd) != 0;
-    int err = errno;
-    if (fclose(f) != 0 && !failed) failed = 1, err = errno;
-    if (failed) {
-        unlink(tmp);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err ? err : EIO));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        return g3_error(GEMMA3_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(err));
-    }
-    return GEMMA3_OK;
+    return gemma3_outfile_commit(o);
 }
 
 /* ==== reading ================================================================================= */
@@ -558,7 +538,7 @@ int gemma3_session_load_buffer(gemma3_session *s, const void *buf, size_t size) 
 
 int gemma3_session_load(gemma3_session *s, const char *path) {
     if (!s || !path) return g3_error(GEMMA3_ERR_ARG, "load state: no session or path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below, not waited on */
     if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

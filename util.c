@@ -117,20 +117,34 @@ static const char *refused_type(const struct stat *st, int fd) {
 }
 
 int g3_read_file(const char *path, char **out, size_t *len) {
+    return g3_read_file_ex(path, G3_READ_MAX, 0, out, len);
+}
+
+/* "larger than 1 GiB" / "larger than 1048576 bytes", the most the file may hold, into buf. */
+static const char *too_large(size_t max, char *buf, size_t n) {
+    if (max % ((size_t)1 << 30) == 0) snprintf(buf, n, "larger than %zu GiB", max >> 30);
+    else snprintf(buf, n, "larger than %zu bytes", max);
+    return buf;
+}
+
+int g3_read_file_ex(const char *path, size_t max, int regular_only, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     if (!path || !*path) return g3_error(GEMMA3_ERR_ARG, "an empty file name");
-    int is_stdin = strcmp(path, "-") == 0;
+    int is_stdin = strcmp(path, "-") == 0 && !regular_only;
     const char *name = is_stdin ? "standard input" : path;
-    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    char big[64];
+    /* O_NONBLOCK: a FIFO that must be refused is not waited on in open() for a writer */
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
     if (fd < 0) {
         if (errno == ELOOP) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: a loop of symbolic links", path);
         return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat st;
     const char *why = fstat(fd, &st) != 0 ? strerror(errno) : refused_type(&st, fd);
-    if (!why && S_ISREG(st.st_mode) && (uint64_t)st.st_size > G3_READ_MAX)
-        why = "larger than 1 GiB, the most an input file may hold";
+    if (!why && regular_only && !S_ISREG(st.st_mode)) why = "not a regular file";
+    if (!why && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max)
+        why = too_large(max, big, sizeof big);
     if (why) {
         if (!is_stdin) close(fd);
         return g3_error(GEMMA3_ERR_IO, "%s: %s", name, why);
@@ -150,7 +164,7 @@ int g3_read_file(const char *path, char **out, size_t *len) {
                 err = n < 0 ? errno : 0;
                 break;
             }
-            size_t grown = cap * 2 > G3_READ_MAX + 1 ? G3_READ_MAX + 1 : cap * 2;
+            size_t grown = cap * 2 > max + 1 ? max + 1 : cap * 2;
             char *nb = grown > cap ? realloc(buf, grown) : NULL;
             if (!nb) {
                 err = grown > cap ? ENOMEM : EFBIG;
@@ -170,8 +184,7 @@ int g3_read_file(const char *path, char **out, size_t *len) {
     if (!is_stdin) close(fd);
     if (err) {
         free(buf);
-        if (err == EFBIG)
-            return g3_error(GEMMA3_ERR_IO, "%s: larger than 1 GiB, the most an input file may hold", name);
+        if (err == EFBIG) return g3_error(GEMMA3_ERR_IO, "%s: %s", name, too_large(max, big, sizeof big));
         if (err == ENOMEM)
             return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory after reading %zu bytes", name, got);
         return g3_error(GEMMA3_ERR_IO, "%s: read failed after %zu bytes: %s", name, got, strerror(err));

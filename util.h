@@ -73,6 +73,9 @@ double g3_now(void);
  * Caller frees *out. */
 #define G3_READ_MAX ((size_t)1 << 30)
 int g3_read_file(const char *path, char **out, size_t *len);
+/* The same with a size limit of max bytes, and with regular_only, a file of a checkpoint
+ * directory: anything but a regular file is refused, a FIFO without waiting for a writer. */
+int g3_read_file_ex(const char *path, size_t max, int regular_only, char **out, size_t *len);
 
 /* "a string", "a number", ... for messages about a JSON value of the wrong type. */
 struct cJSON;

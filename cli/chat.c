@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <editline/readline.h>
 
@@ -54,6 +55,7 @@ typedef struct {
     int interactive;       /* stdin is a terminal */
     int commands;          /* --commands: slash commands even when stdin is not a terminal */
     int n_messages, n_unanswered; /* messages read; those dropped without a reply */
+    int n_failed_commands;        /* a /save or /load that failed (a script must learn of it) */
     int32_t *reply_ids;    /* scratch, n_ctx + 1 */
     double last_reply_tps;
 } chat;
@@ -101,8 +103,14 @@ static void reset_conversation(chat *c) {
 }
 
 /* Ids of a new user turn continuing the cached conversation. */
+static int encode_live_conversation(chat *c, const char *text, int32_t **ids, int *n_ids);
+
 static int encode_next_turn(chat *c, const char *text, int32_t **ids, int *n_ids) {
     int first = gemma3_session_pos(c->g.session) == 0;
+    if (first && c->first_live < c->n_turns) { /* turns the cache lost (an interrupted prefill) */
+        gemma3_sampler_reset(c->g.sampler);
+        return encode_live_conversation(c, text, ids, n_ids);
+    }
     int32_t *body = NULL;
     int n_body = 0;
     int rc = gen_encode_chat(&c->g, first ? c->system_prompt : NULL, text, first, &body, &n_body);
@@ -232,21 +240,34 @@ static int run_turn(chat *c, const char *text) {
         fprintf(stderr, "gemma3: %s\n", cli_last_error());
         return 1;
     }
+    int was_live = c->first_live, n_new = n_ids, pos = gemma3_session_pos(c->g.session);
     int rebuilt = make_room(c, text, &ids, &n_ids);
     if (rebuilt < 0) {
         free(ids);
         return 1;
     }
-    if (rebuilt) fprintf(stderr, "[dropped the oldest turns; %d turns kept]\n", c->n_turns - c->first_live);
+    if (rebuilt) /* which turns went, and why */
+        fprintf(stderr, "[context shift: %d tokens in the context + %d of this message + %d kept for "
+                        "the reply > -c %d: dropped the oldest turns, %d to %d of %d; %d turns kept]\n",
+                pos, n_new, reply_reserve(c), gemma3_session_n_ctx(c->g.session),
+                was_live + (c->first_live > was_live), c->first_live, c->n_turns,
+                c->n_turns - c->first_live);
 
     int n_ctx = gemma3_session_n_ctx(c->g.session);
-    int n_gen = 0;
+    int n_gen = 0, pos_before = gemma3_session_pos(c->g.session);
     gen_stop stop;
     interrupted = 0;
     double t0 = cli_now();
     int rc = gen_reply(&c->g, ids, n_ids, c->opts.n_predict, stdout, &interrupted, c->reply_ids,
                        n_ctx + 1, &n_gen, &stop);
     double dt = cli_now() - t0;
+    if (rc == GEMMA3_ERR_ABORTED) { /* Ctrl-C in the prefill: the message is dropped */
+        if (gemma3_session_truncate(c->g.session, pos_before) != GEMMA3_OK)
+            gemma3_session_reset(c->g.session); /* the next turn re-renders the conversation */
+        free(ids);
+        fprintf(stderr, "[interrupted before the reply: the message is dropped]\n");
+        return 1;
+    }
     fputc('\n', stdout);
     fflush(stdout);
     if (rc != GEMMA3_OK) {
@@ -273,47 +294,73 @@ static cJSON *ids_json(const int32_t *ids, int n) {
     return a;
 }
 
-/* Writes text to path through a temporary file and a rename, so an interrupted write never
- * leaves a half-written transcript in place of the previous one. */
+/* Writes text and a newline to path through gemma3_outfile (a temporary renamed over a regular
+ * file: an interrupted write never leaves a half-written transcript in place of the previous). */
 static int write_atomically(const char *path, const char *text) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    gemma3_outfile *o;
+    int rc = cli_lib(gemma3_outfile_open(path, &o));
+    if (rc != GEMMA3_OK) return rc;
+    fputs(text, gemma3_outfile_stream(o));
+    fputc('\n', gemma3_outfile_stream(o));
+    return cli_lib(gemma3_outfile_commit(o));
+}
+
+/* The names of a saved pair: the transcript (resolved through symbolic links, so that the pair
+ * lives beside the file a link names), FILE.state beside it, and the two being written, FILE.new
+ * and FILE.state.new. */
+typedef struct pair_paths {
+    char transcript[4096], state[4096], transcript_new[4096], state_new[4096];
+} pair_paths;
+
+static int pair_names(const char *path, pair_paths *p) {
+    char real[4096];
+    const char *base = realpath(path, real) ? real : path;
+    if (snprintf(p->transcript, sizeof p->transcript, "%s", base) >= (int)sizeof p->transcript ||
+        snprintf(p->state, sizeof p->state, "%s.state", base) >= (int)sizeof p->state ||
+        snprintf(p->transcript_new, sizeof p->transcript_new, "%s.new", base) >= (int)sizeof p->transcript_new ||
+        snprintf(p->state_new, sizeof p->state_new, "%s.state.new", base) >= (int)sizeof p->state_new)
         return cli_error(GEMMA3_ERR_ARG, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return cli_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int failed = fputs(text, f) < 0 || fputc('\n', f) < 0;
-    failed |= fclose(f) != 0;
-    if (failed || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return cli_error(GEMMA3_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-    }
     return GEMMA3_OK;
 }
 
-/* The state file beside a transcript: FILE.state. */
-static int state_path(const char *transcript, char *buf, size_t n) {
-    if (snprintf(buf, n, "%s.state", transcript) >= (int)n)
-        return cli_error(GEMMA3_ERR_ARG, "%s: path too long", transcript);
+/* A save is committed by two renames, the state's then the transcript's, each of a complete
+ * file: a save that stopped before the first leaves FILE.state.new (the old pair stands: the new
+ * files are removed); one that stopped between them leaves only FILE.new (the new state is in
+ * place: its transcript is renamed too). So a crash leaves the old pair or the new one. */
+static void finish_interrupted_save(const pair_paths *p) {
+    if (access(p->state_new, F_OK) == 0) {
+        unlink(p->state_new);
+        unlink(p->transcript_new);
+    } else if (access(p->transcript_new, F_OK) == 0) {
+        rename(p->transcript_new, p->transcript);
+    }
+}
+
+static int commit_pair(const pair_paths *p) {
+    if (rename(p->state_new, p->state) != 0)
+        return cli_error(GEMMA3_ERR_IO, "%s: cannot rename %s to it: %s", p->state, p->state_new,
+                        strerror(errno));
+    if (rename(p->transcript_new, p->transcript) != 0)
+        return cli_error(GEMMA3_ERR_IO, "%s: cannot rename %s to it: %s", p->transcript,
+                        p->transcript_new, strerror(errno));
     return GEMMA3_OK;
 }
 
-/* The transcript (system prompt, seed, turns with their ids, the first turn still in the
- * context) to path, and the session's state to path.state, the state first: a transcript
- * always names a state that was written. */
-static void save_transcript(chat *c, const char *path) {
-    char spath[4096];
-    int rc = state_path(path, spath, sizeof spath);
-    if (rc == GEMMA3_OK) rc = cli_lib(gemma3_session_save(c->g.session, spath));
-    if (rc != GEMMA3_OK) {
-        fprintf(stderr, "gemma3: /save: %s\n", cli_last_error());
-        return;
-    }
+/* A transcript and its state are a pair of regular files (or new paths): a device or FIFO
+ * cannot hold one, nor can it be renamed over. */
+static int refuse_non_regular(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return cli_error(GEMMA3_ERR_IO, "%s: not a regular file: a chat is saved as a transcript "
+                        "with its state beside it", path);
+    return GEMMA3_OK;
+}
+
+static cJSON *transcript_json(const chat *c, const char *state_name) {
     cJSON *root = cJSON_CreateObject();
     if (c->system_prompt) cJSON_AddStringToObject(root, "system", c->system_prompt);
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(c->g.sampler));
-    const char *slash = strrchr(spath, '/');
-    cJSON_AddStringToObject(root, "state", slash ? slash + 1 : spath); /* beside the transcript */
+    cJSON_AddStringToObject(root, "state", state_name); /* beside the transcript */
     cJSON_AddNumberToObject(root, "in_context_from", c->first_live);
     cJSON *turns = cJSON_AddArrayToObject(root, "turns");
     for (int i = 0; i < c->n_turns; i++) {
@@ -323,15 +370,36 @@ static void save_transcript(chat *c, const char *path) {
         cJSON_AddItemToObject(t, "ids", ids_json(c->turns[i].ids, c->turns[i].n_ids));
         cJSON_AddItemToArray(turns, t);
     }
-    char *text = cJSON_Print(root);
-    rc = text ? write_atomically(path, text) : cli_error(GEMMA3_ERR_NOMEM, "out of memory");
-    if (rc != GEMMA3_OK)
-        fprintf(stderr, "gemma3: /save: %s\n", cli_last_error());
-    else
-        fprintf(stderr, "[saved %d turns to %s, the state (%d tokens) to %s]\n", c->n_turns, path,
-                gemma3_session_pos(c->g.session), spath);
+    return root;
+}
+
+/* The transcript (system prompt, seed, turns with their ids, the first turn still in the
+ * context) to path, and the session's state to path.state, as a pair (finish_interrupted_save).
+ * Returns GEMMA3_OK or the error (printed). */
+static int save_transcript(chat *c, const char *path) {
+    pair_paths p;
+    int rc = refuse_non_regular(path);
+    if (rc == GEMMA3_OK) rc = pair_names(path, &p);
+    if (rc == GEMMA3_OK) finish_interrupted_save(&p);
+    if (rc == GEMMA3_OK) rc = cli_lib(gemma3_session_save(c->g.session, p.state_new));
+    char *text = NULL;
+    if (rc == GEMMA3_OK) {
+        const char *slash = strrchr(p.state, '/');
+        cJSON *root = transcript_json(c, slash ? slash + 1 : p.state);
+        text = root ? cJSON_Print(root) : NULL;
+        cJSON_Delete(root);
+        rc = text ? write_atomically(p.transcript_new, text) : cli_error(GEMMA3_ERR_NOMEM, "out of memory");
+        if (rc != GEMMA3_OK) unlink(p.state_new);
+    }
+    if (rc == GEMMA3_OK) rc = commit_pair(&p);
     free(text);
-    cJSON_Delete(root);
+    if (rc != GEMMA3_OK) {
+        fprintf(stderr, "gemma3: /save: %s\n", cli_last_error());
+        return rc;
+    }
+    fprintf(stderr, "[saved %d turns to %s, the state (%d tokens) to %s.state]\n", c->n_turns, path,
+            gemma3_session_pos(c->g.session), path);
+    return GEMMA3_OK;
 }
 
 /* A transcript read back by /load or --resume, before anything of the chat is replaced. */
@@ -392,9 +460,11 @@ static int read_transcript(const char *path, int vocab, saved_chat *sc) {
     } else if (!cJSON_IsString(state)) {
         rc = transcript_error(path, "no \"state\" file named (written before /save saved states?)");
     } else {
-        const char *slash = strrchr(path, '/');
-        int dir_len = slash && state->valuestring[0] != '/' ? (int)(slash - path) + 1 : 0;
-        if (snprintf(sc->state, sizeof sc->state, "%.*s%s", dir_len, path, state->valuestring) >=
+        char real[4096]; /* beside the file a link names, where /save put it */
+        const char *where = realpath(path, real) ? real : path;
+        const char *slash = strrchr(where, '/');
+        int dir_len = slash && state->valuestring[0] != '/' ? (int)(slash - where) + 1 : 0;
+        if (snprintf(sc->state, sizeof sc->state, "%.*s%s", dir_len, where, state->valuestring) >=
             (int)sizeof sc->state)
             rc = cli_error(GEMMA3_ERR_ARG, "%s: state path too long", path);
     }
@@ -423,11 +493,51 @@ static int read_transcript(const char *path, int vocab, saved_chat *sc) {
     return rc;
 }
 
-/* Loads sc's state into the session (which refuses any mismatch and is then left as it was)
- * and, only once that worked, replaces the conversation with sc's. The sampler's history is
- * the restored tokens, as if they had been fed. */
+/* The state's tokens must be the transcript's: the ids of the turns from the last one that
+ * opened the context (a user turn beginning with <bos>: the first, or the conversation a context
+ * shift re-rendered) to the end, where the last generated token may be missing (kept but not fed
+ * when the context filled). Anything else is a state saved with another transcript, or edited. */
+static int check_pair(const saved_chat *sc, const int32_t *tokens, int n, int32_t bos,
+                      const char *path) {
+    int from = sc->first_live, at = 0;
+    for (int i = sc->first_live; i < sc->n_turns; i++)
+        if (!sc->turns[i].is_model && sc->turns[i].n_ids > 0 && sc->turns[i].ids[0] == bos) from = i;
+    for (int i = from; i < sc->n_turns; i++)
+        for (int j = 0; j < sc->turns[i].n_ids; j++, at++) {
+            int last = i == sc->n_turns - 1 && j == sc->turns[i].n_ids - 1 && sc->turns[i].is_model;
+            if (at == n && last) return GEMMA3_OK;
+            if (at >= n || tokens[at] != sc->turns[i].ids[j])
+                return cli_error(GEMMA3_ERR_FORMAT,
+                                "%s: the transcript and its state %s were not saved together: turn "
+                                "%d's token %d is %d, the state's is %s", path, sc->state, i + 1,
+                                j, (int)sc->turns[i].ids[j], at >= n ? "past its end" : "another");
+        }
+    if (at != n)
+        return cli_error(GEMMA3_ERR_FORMAT, "%s: the transcript and its state %s were not saved "
+                        "together: the state holds %d tokens, the transcript's turns %d", path,
+                        sc->state, n, at);
+    return GEMMA3_OK;
+}
+
+/* Loads sc's state into the session and checks it against sc's turns; only once both worked is
+ * the conversation replaced with sc's (else the session is put back as it was). The sampler's
+ * history is the restored tokens, as if they had been fed. */
 static int resume_chat(chat *c, saved_chat *sc, const char *path) {
-    if (cli_lib(gemma3_session_load(c->g.session, sc->state)) != GEMMA3_OK) return GEMMA3_ERR_FORMAT;
+    size_t n_before = gemma3_session_pos(c->g.session) ? gemma3_session_state_size(c->g.session) : 0;
+    void *before = n_before ? malloc(n_before) : NULL;
+    if (n_before && (!before || gemma3_session_save_buffer(c->g.session, before, n_before) != GEMMA3_OK)) {
+        free(before);
+        return cli_error(GEMMA3_ERR_NOMEM, "out of memory keeping the conversation's state");
+    }
+    int rc = cli_lib(gemma3_session_load(c->g.session, sc->state));
+    if (rc == GEMMA3_OK) {
+        rc = check_pair(sc, gemma3_session_tokens(c->g.session), gemma3_session_pos(c->g.session),
+                        gemma3_tokenizer_special(c->g.tok, GEMMA3_SPECIAL_BOS), path);
+        if (rc != GEMMA3_OK && before) gemma3_session_load_buffer(c->g.session, before, n_before);
+        else if (rc != GEMMA3_OK) gemma3_session_reset(c->g.session);
+    }
+    free(before);
+    if (rc != GEMMA3_OK) return rc;
     for (int i = 0; i < c->n_turns; i++) turn_free(&c->turns[i]);
     free(c->turns);
     free(c->system_prompt);
@@ -445,12 +555,20 @@ static int resume_chat(chat *c, saved_chat *sc, const char *path) {
     return GEMMA3_OK;
 }
 
-static void load_transcript(chat *c, const char *path) {
-    saved_chat sc;
-    if (read_transcript(path, c->g.info.vocab_size, &sc) != GEMMA3_OK ||
-        resume_chat(c, &sc, path) != GEMMA3_OK)
-        fprintf(stderr, "gemma3: /load: %s\n", cli_last_error());
+/* A save that a crash interrupted is finished or undone first (finish_interrupted_save). */
+static int load_pair(chat *c, const char *path, saved_chat *sc) {
+    pair_paths p;
+    if (pair_names(path, &p) == GEMMA3_OK) finish_interrupted_save(&p);
+    int rc = read_transcript(path, c->g.info.vocab_size, sc);
+    return rc == GEMMA3_OK ? resume_chat(c, sc, path) : rc;
+}
+
+static int load_transcript(chat *c, const char *path) {
+    saved_chat sc = {0};
+    int rc = load_pair(c, path, &sc);
+    if (rc != GEMMA3_OK) fprintf(stderr, "gemma3: /load: %s\n", cli_last_error());
     saved_chat_free(&sc);
+    return rc;
 }
 
 static void print_stats(const chat *c) {
@@ -480,9 +598,9 @@ static int run_command(chat *c, const char *line) {
     } else if (!strcmp(line, "/stats")) {
         print_stats(c);
     } else if (!strncmp(line, "/save ", 6) && line[6]) {
-        save_transcript(c, line + 6);
+        c->n_failed_commands += save_transcript(c, line + 6) != GEMMA3_OK;
     } else if (!strncmp(line, "/load ", 6) && line[6]) {
-        load_transcript(c, line + 6);
+        c->n_failed_commands += load_transcript(c, line + 6) != GEMMA3_OK;
     } else {
         char shown[256];
         fprintf(stderr, "gemma3: unknown command '%s' (try /help)\n",
@@ -589,7 +707,7 @@ int cmd_chat(int argc, char **argv) {
         /* the transcript first (its ids are checked against the vocabulary once it is known):
          * its seed goes into the sampler unless -s was given */
         cJSON *probe = NULL;
-        if (gemma3_read_json(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", gemma3_last_error());
+        if (gemma3_read_json(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", cli_last_error());
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(probe, "seed");
         if (c.opts.cs.params.seed == GEMMA3_SEED_RANDOM && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
             seed->valuedouble < GEMMA3_SEED_RANDOM)
@@ -597,9 +715,7 @@ int cmd_chat(int argc, char **argv) {
         cJSON_Delete(probe);
     }
     status = gen_open(&c.g, &c.opts);
-    if (!status && c.resume &&
-        (read_transcript(c.resume, c.g.info.vocab_size, &resumed) != GEMMA3_OK ||
-         resume_chat(&c, &resumed, c.resume) != GEMMA3_OK))
+    if (!status && c.resume && load_pair(&c, c.resume, &resumed) != GEMMA3_OK)
         status = cli_fail("--resume: %s", cli_last_error());
     saved_chat_free(&resumed);
     if (status) {
@@ -650,6 +766,9 @@ int cmd_chat(int argc, char **argv) {
     /* a script must learn that its conversation is not the one it sent */
     if (!status && !c.interactive && c.n_unanswered)
         status = cli_fail("%d of %d messages were not answered", c.n_unanswered, c.n_messages);
+    if (!status && !c.interactive && c.n_failed_commands)
+        status = cli_fail("%d /save or /load command%s failed", c.n_failed_commands,
+                          c.n_failed_commands > 1 ? "s" : "");
 done:
     for (int i = 0; i < c.n_turns; i++) turn_free(&c.turns[i]);
     free(c.turns);

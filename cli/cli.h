@@ -145,7 +145,8 @@ extern const cli_group cli_compat_group;
 void cli_model_opts_init(cli_model_opts *o);
 /* -c larger than the model's max_position_embeddings: prints the error, returns CLI_EXIT_USAGE. */
 int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info);
-/* A warning line (not an error) when n_threads is more than the online CPUs. */
+/* A warning line (not an error) when n_threads is more than the online CPUs; a line saying what
+ * is used when it is more than the library's cap (gemma3_threads_cap). */
 void cli_warn_threads(const char *flag, int n_threads);
 /* A KV cache for n_ctx tokens (f32 or bf16) larger than the memory available (info's):
  * prints the error naming -c and both sizes, returns CLI_EXIT_USAGE; else 0. */

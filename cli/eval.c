@@ -42,18 +42,13 @@ static const cli_command eval_command = {
     {&eval_group, &cli_model_group, &cli_compat_group, NULL},
 };
 
-/* Written to FILE.tmp and renamed, so FILE is never half-written. */
+/* Through gemma3_outfile: a regular FILE is written to a temporary and renamed (never
+ * half-written); a device or FIFO (/dev/stdout) gets the bytes directly. */
 static int write_floats(const char *path, const float *x, size_t n) {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return cli_fail("--dump-logits: path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return cli_fail("--dump-logits: cannot open '%s' for writing", tmp);
-    size_t wrote = fwrite(x, sizeof *x, n, f);
-    if (fclose(f) != 0 || wrote != n || rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_fail("--dump-logits: cannot write '%s'", path);
-    }
+    gemma3_outfile *o;
+    if (gemma3_outfile_open(path, &o) != GEMMA3_OK) return cli_fail("--dump-logits: %s", gemma3_last_error());
+    fwrite(x, sizeof *x, n, gemma3_outfile_stream(o)); /* a short write shows in the commit */
+    if (gemma3_outfile_commit(o) != GEMMA3_OK) return cli_fail("--dump-logits: %s", gemma3_last_error());
     return 0;
 }
 

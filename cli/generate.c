@@ -74,10 +74,34 @@ typedef struct cache_report {
     double load_seconds, save_seconds;
 } cache_report;
 
+/* text[0..n) as a JSON string literal, quotes included, every byte kept: a NUL the tokens decode
+ * to is \u0000 (a cJSON string would end there). malloc'd; NULL when out of memory. */
+static char *json_literal(const char *text, size_t n) {
+    char *lit = malloc(6 * n + 3), *w = lit;
+    if (!lit) return NULL;
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f" : NULL;
+        if (esc) w += sprintf(w, "%s", esc);
+        else if (c < 0x20) w += sprintf(w, "\\u%04x", c);
+        else *w++ = (char)c;
+    }
+    *w++ = '"';
+    *w = '\0';
+    return lit;
+}
+
 static int print_json(const gen_state *g, const int32_t *prompt, int n_prompt,
                       const int32_t *gen, int n_gen, gen_stop stop, const cache_report *cache) {
+    /* by length: a NUL byte the tokens decode to is kept (\u0000) */
+    char *literal = json_literal(g->text ? g->text : "", g->text ? g->text_len : 0);
+    if (!literal) return cli_fail("json output: out of memory");
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
+    cJSON_AddRawToObject(root, "text", literal);
+    free(literal);
     cJSON_AddItemToObject(root, "prompt_ids", ids_array(prompt, n_prompt));
     cJSON_AddItemToObject(root, "generated_ids", ids_array(gen, n_gen));
     cJSON_AddNumberToObject(root, "seed", gemma3_sampler_seed(g->sampler));

@@ -45,33 +45,33 @@ static void put_header(unsigned char *b, const kld_header *h) {
 int kld_write_open(kld_writer *w, const char *path, const kld_header *h, const int32_t *tokens) {
     w->path = path;
     w->f = NULL;
-    if ((size_t)snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= sizeof w->tmp)
-        return cli_fail(FLAG ": path '%s' is too long", path);
-    if (!(w->f = fopen(w->tmp, "wb")))
-        return cli_fail(FLAG ": cannot open '%s' for writing: %s", w->tmp, strerror(errno));
+    if (gemma3_outfile_open(path, &w->out) != GEMMA3_OK) return cli_fail(FLAG ": %s", gemma3_last_error());
+    w->f = gemma3_outfile_stream(w->out);
     unsigned char b[KLD_HEADER_BYTES];
     put_header(b, h);
     if (fwrite(b, 1, sizeof b, w->f) != sizeof b ||
         fwrite(tokens, sizeof *tokens, h->n_tokens, w->f) != h->n_tokens) {
         kld_write_close(w, 0);
-        return cli_fail(FLAG ": cannot write '%s'", w->tmp);
+        return cli_fail(FLAG ": cannot write '%s': %s", path, strerror(errno));
     }
     return 0;
 }
 
 int kld_write_rows(kld_writer *w, const float *rows, size_t n_floats) {
     if (fwrite(rows, sizeof *rows, n_floats, w->f) == n_floats) return 0;
+    int err = errno;
     kld_write_close(w, 0);
-    return cli_fail(FLAG ": cannot write '%s' (disk full?)", w->tmp);
+    return cli_fail(FLAG ": cannot write '%s': %s", w->path, strerror(err));
 }
 
 int kld_write_close(kld_writer *w, int keep) {
     if (!w->f) return 0;
-    int bad = fclose(w->f) != 0;
     w->f = NULL;
-    if (keep && !bad && rename(w->tmp, w->path) == 0) return 0;
-    remove(w->tmp);
-    return keep ? cli_fail(FLAG ": cannot write '%s'", w->path) : 0;
+    if (!keep) {
+        gemma3_outfile_discard(w->out);
+        return 0;
+    }
+    return gemma3_outfile_commit(w->out) == GEMMA3_OK ? 0 : cli_fail(FLAG ": %s", gemma3_last_error());
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */
@@ -151,9 +151,33 @@ int kld_read_open(kld_reader *r, const char *path, int32_t **tokens) {
     return rc;
 }
 
+/* Whether a row of log-probabilities is one: every value finite and <= 0 (a log-softmax rounded
+ * to float never exceeds 0), and the probabilities summing to 1 within rounding (float
+ * log-probabilities are good to ~1e-7 relative; a row scaled or edited by hand is far off).
+ * Returns 0 or the exit status after the error line naming the row. */
+#define KLD_ROW_SUM_TOL 1e-3
+static int check_row(const kld_reader *r, const float *row, size_t index) {
+    double sum = 0.0;
+    for (uint32_t i = 0; i < r->h.vocab; i++) {
+        if (!(row[i] <= 0.0f) || isinf(row[i]))
+            return cli_fail(FLAG ": '%s' row %zu entry %u is %g: not a log-probability", r->path,
+                            index, i, (double)row[i]);
+        sum += exp((double)row[i]);
+    }
+    if (fabs(sum - 1.0) > KLD_ROW_SUM_TOL)
+        return cli_fail(FLAG ": '%s' row %zu is not a distribution: its probabilities sum to %.6g",
+                        r->path, index, sum);
+    return 0;
+}
+
 int kld_read_rows(kld_reader *r, float *rows, size_t n_floats) {
-    if (fread(rows, sizeof *rows, n_floats, r->f) == n_floats) return 0;
-    return cli_fail(FLAG ": cannot read the log-probabilities of '%s'", r->path);
+    if (fread(rows, sizeof *rows, n_floats, r->f) != n_floats)
+        return cli_fail(FLAG ": cannot read the log-probabilities of '%s'", r->path);
+    for (size_t at = 0; at + r->h.vocab <= n_floats; at += r->h.vocab) {
+        int rc = check_row(r, rows + at, r->rows_read++);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 void kld_read_close(kld_reader *r) {

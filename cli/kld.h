@@ -45,13 +45,14 @@ static inline int kld_rows_per_chunk(int n_ctx) { return n_ctx - 1 - n_ctx / 2; 
  * the same for a checkpoint and its quantized copies, different for another model. */
 uint64_t kld_fingerprint(const gemma3_model_info *info);
 
-/* Writing: kld_write_open creates PATH.tmp and writes the header and tokens; rows are appended
- * with kld_write_rows; kld_write_close renames PATH.tmp to PATH (keep = 1) or removes it. Each
+/* Writing (through gemma3_outfile: a temporary renamed over a regular PATH, a device or FIFO
+ * written directly): kld_write_open writes the header and tokens; rows are appended with
+ * kld_write_rows; kld_write_close commits (keep = 1) or discards the file. Each
  * returns 0 or the exit status after printing one line naming the flag and file. */
 typedef struct kld_writer {
-    FILE *f;
+    gemma3_outfile *out;
+    FILE *f; /* its stream */
     const char *path;
-    char tmp[4096];
 } kld_writer;
 int kld_write_open(kld_writer *w, const char *path, const kld_header *h, const int32_t *tokens);
 int kld_write_rows(kld_writer *w, const float *rows, size_t n_floats);
@@ -59,11 +60,14 @@ int kld_write_close(kld_writer *w, int keep);
 
 /* Reading: kld_read_open checks the magic, version, header consistency and that the file size is
  * exactly what the header describes, then reads the tokens (*tokens malloc'd, caller frees).
- * kld_read_rows reads the next n_floats floats. */
+ * kld_read_rows reads the next n_floats floats (whole rows), each checked to be a row of
+ * log-probabilities (finite, <= 0, summing to 1 within rounding): a damaged file is an error
+ * naming the row, never a NaN or a wrong divergence. */
 typedef struct kld_reader {
     FILE *f;
     const char *path;
     kld_header h;
+    size_t rows_read; /* for messages */
 } kld_reader;
 int kld_read_open(kld_reader *r, const char *path, int32_t **tokens);
 int kld_read_rows(kld_reader *r, float *rows, size_t n_floats);

@@ -1,8 +1,11 @@
 /* cli/main.c - the gemma3 command: dispatches to a subcommand. */
+#include <errno.h>
+#include <fcntl.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -38,8 +41,29 @@ static void use_utf8_input(void) {
     if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0) setlocale(LC_CTYPE, "C.UTF-8");
 }
 
-int main(int argc, char **argv) {
-    use_utf8_input();
+/* A standard descriptor the shell closed (>&-) is held by the root directory, so that the first
+ * file the program opens does not become "standard output" (and receive the text), while reads
+ * and writes on it still fail as on a closed one, and /dev/fd/1 names no file to write. */
+static void hold_closed_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int got = open("/", O_RDONLY | O_DIRECTORY);
+            if (got >= 0 && got != fd) close(got); /* not the lowest free: leave it closed */
+        }
+}
+
+/* Every command ends here: output that could not be written (a full disk, /dev/full, a closed
+ * stdout) is an error, with one line unless the command already printed its own. A reader that
+ * went away (| head) ends the program by SIGPIPE before this, quietly, as it should. */
+static int finish_stdout(int status) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return status;
+    int err = errno ? errno : EIO;
+    if (!status) fprintf(stderr, "gemma3: standard output: %s\n", strerror(err));
+    return status ? status : CLI_EXIT_FAIL;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
@@ -63,4 +87,10 @@ int main(int argc, char **argv) {
         return cmd_generate(argc, argv);
     }
     return cli_usage_error("unknown command '%s' (try gemma3 --help)", argv[1]);
+}
+
+int main(int argc, char **argv) {
+    hold_closed_std_fds();
+    use_utf8_input();
+    return finish_stdout(run(argc, argv));
 }

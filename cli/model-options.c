@@ -112,10 +112,14 @@ int cli_check_ctx(const cli_model_opts *o, const gemma3_model_info *info) {
 }
 
 void cli_warn_threads(const char *flag, int n_threads) {
-    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_threads > n_cpus)
+    int n_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads > gemma3_threads_cap(n_threads))
+        fprintf(stderr, "gemma3: %s %d is more than %d threads per CPU: using %d (the %d CPUs x %d)\n",
+                flag, n_threads, GEMMA3_THREADS_PER_CPU, gemma3_threads_cap(n_threads), n_cpus,
+                GEMMA3_THREADS_PER_CPU);
+    else if (n_threads > n_cpus)
         fprintf(stderr, "gemma3: warning: %s %d is more than the %d CPUs: the extra threads only "
-                "wait for a core\n", flag, n_threads, (int)n_cpus);
+                "wait for a core\n", flag, n_threads, n_cpus);
 }
 
 int cli_check_kv(const gemma3_model_info *info, int n_ctx, int kv_f32) {

@@ -10,6 +10,7 @@ typedef struct quantize_args {
     const char *src, *dst;
     int type; /* enum gemma3_weight_type */
     int n_threads;
+    int force;
 } quantize_args;
 
 static int parse_type(const char *flag, const char *value, void *args) {
@@ -28,6 +29,8 @@ static const cli_option quantize_options[] = {
     {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type, .help = "q8_0 or q4_0"},
     {"-t, --threads", "N", CLI_INT, A(n_threads), 1, 1024, .help = "threads",
      .default_text = "all CPUs"},
+    {"--force", NULL, CLI_SWITCH, A(force), .value = 1,
+     .help = "OUTDIR may hold files: they are replaced, and what is not written is removed"},
 };
 #undef A
 
@@ -50,8 +53,8 @@ int cmd_quantize(int argc, char **argv) {
     if (!args.dst) return cli_usage_error("quantize: -o OUTDIR is required");
     if (!args.type) return cli_usage_error("quantize: --type q8_0|q4_0 is required");
     double t0 = cli_now();
-    if (gemma3_quantize(args.src, args.dst, (enum gemma3_weight_type)args.type, args.n_threads) !=
-        GEMMA3_OK)
+    if (gemma3_quantize_ex(args.src, args.dst, (enum gemma3_weight_type)args.type, args.n_threads,
+                           args.force ? GEMMA3_QUANTIZE_REPLACE : 0) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     fprintf(stderr, "gemma3: wrote %s (%s) in %.2f s\n", args.dst,
             gemma3_weight_type_name((enum gemma3_weight_type)args.type), cli_now() - t0);

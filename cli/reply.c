@@ -189,8 +189,8 @@ static int feed_drawn(gen_state *g, int32_t tok, const float **logits) {
     return rc;
 }
 
-static int append_text(gen_state *g, const char *piece) {
-    size_t n = strlen(piece);
+/* Appends n bytes (a NUL the tokens decode to included: the text is kept by length). */
+static int append_text(gen_state *g, const char *piece, size_t n) {
     if (g->text_len + n + 1 > g->text_cap) {
         size_t cap = g->text_cap ? g->text_cap : 256;
         while (cap < g->text_len + n + 1) cap *= 2;
@@ -199,8 +199,9 @@ static int append_text(gen_state *g, const char *piece) {
         g->text = grown;
         g->text_cap = cap;
     }
-    memcpy(g->text + g->text_len, piece, n + 1);
+    memcpy(g->text + g->text_len, piece, n);
     g->text_len += n;
+    g->text[g->text_len] = '\0';
     return GEMMA3_OK;
 }
 
@@ -228,9 +229,9 @@ static long find_stop(const gen_state *g, size_t from, size_t *safe) {
 
 /* Adds a token's text to the reply and prints what can no longer be part of a stop string.
  * Returns 1 when the text reached a stop string (cut there), 0 to go on, or an error < 0. */
-static int emit(gen_state *g, const char *piece, FILE *out, size_t *printed, int final) {
+static int emit(gen_state *g, const char *piece, int n, FILE *out, size_t *printed, int final) {
     size_t before = g->text_len, safe;
-    int rc = append_text(g, piece);
+    int rc = append_text(g, piece, n > 0 ? (size_t)n : 0);
     if (rc != GEMMA3_OK) return rc;
     long stop = find_stop(g, before, &safe);
     if (final) safe = g->text_len;
@@ -247,6 +248,8 @@ static int emit(gen_state *g, const char *piece, FILE *out, size_t *printed, int
     return stop >= 0;
 }
 
+static int interrupt_set(void *flag) { return *(volatile sig_atomic_t *)flag != 0; }
+
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
               volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
               gen_stop *stop) {
@@ -257,7 +260,10 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
                         gemma3_session_pos(g->session), n_prompt, n_ctx);
     double t0 = cli_now();
     int rc = g->spec.spec ? gemma3_spec_sync(g->spec.spec) : GEMMA3_OK; /* after an error */
+    /* a long prefill stops at the interrupt between chunks or layers, not after the whole prompt */
+    gemma3_session_set_abort(g->session, interrupt ? interrupt_set : NULL, (void *)interrupt);
     if (rc == GEMMA3_OK) rc = feed(g, prompt, n_prompt);
+    gemma3_session_set_abort(g->session, NULL, NULL);
     if (rc != GEMMA3_OK) return rc;
     g->prompt_seconds += cli_now() - t0;
     g->n_prompt_tokens += n_prompt;
@@ -266,7 +272,7 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
     char text[256];
     size_t printed = 0;
     g->text_len = 0;
-    if ((rc = append_text(g, "")) != GEMMA3_OK) return rc;
+    if ((rc = append_text(g, "", 0)) != GEMMA3_OK) return rc;
     if (g->grammar) gemma3_grammar_reset(g->grammar);
     t0 = cli_now();
     *stop = GEN_STOP_LIMIT;
@@ -286,8 +292,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
             break;
         }
         if (*n_gen < max_gen) gen_ids[(*n_gen)++] = tok;
-        gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
-        int hit = emit(g, text, out, &printed, 0);
+        int n = gemma3_decoder_push(g->tok, &dec, tok, text, sizeof text);
+        int hit = emit(g, text, n, out, &printed, 0);
         if (hit < 0) return hit;
         g->n_gen_tokens++;
         if (pos >= n_ctx) { /* the token is kept, but there is no slot left to feed it */
@@ -301,8 +307,8 @@ int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, 
         }
     }
     if (*stop != GEN_STOP_STRING) {
-        gemma3_decoder_flush(&dec, text, sizeof text);
-        if ((rc = emit(g, text, out, &printed, 1)) < 0) return rc;
+        int n = gemma3_decoder_flush(&dec, text, sizeof text);
+        if ((rc = emit(g, text, n, out, &printed, 1)) < 0) return rc;
         if (rc == 1) *stop = GEN_STOP_STRING;
     }
     /* the cache as if no draft had run: saved state, the next turn */

@@ -79,7 +79,8 @@ void gen_close(gen_state *g);
  * The reply's text is g->text; a stop string ends it (the token that completed it is fed, so the
  * ids stay what the model saw) and neither it nor the text after it is printed or kept; text
  * that may begin a stop string is held back until it cannot.
- * Returns GEMMA3_OK or an error (message in gemma3_last_error). */
+ * Returns GEMMA3_OK or an error (message in gemma3_last_error); GEMMA3_ERR_ABORTED when
+ * *interrupt stopped the prefill (gemma3_session_set_abort says what the session then holds). */
 int gen_reply(gen_state *g, const int32_t *prompt, int n_prompt, int n_predict, FILE *out,
               volatile sig_atomic_t *interrupt, int32_t *gen_ids, int max_gen, int *n_gen,
               gen_stop *stop);

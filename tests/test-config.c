@@ -344,9 +344,9 @@ static void test_derived_constants(void) {
                    "\"factor\":1e-30}}}",
                    GEMMA3_ERR_FORMAT, "(angle inf at position 1999999999)");
     expect_refused("{" BASE ",\"query_pre_attn_scalar\":1e-50}", GEMMA3_ERR_FORMAT,
-                   "query_pre_attn_scalar: 0 is not a positive number");
+                   "query_pre_attn_scalar: 1e-50 is not a positive number");
     expect_refused("{" BASE ",\"rope_theta\":1e39}", GEMMA3_ERR_FORMAT,
-                   "rope_theta: inf is not a positive number");
+                   "rope_theta: 1e+39 is not a positive number");
     /* ids must be rows of the embedding */
     expect_refused("{" BASE ",\"vocab_size\":100,\"eos_token_id\":[1,106]}", GEMMA3_ERR_FORMAT,
                    "eos_token_id: 106 is not in [0, vocab_size 100)");

@@ -122,6 +122,61 @@ for w in "Mean PPL(Q)" "Mean PPL(base)" "Median  KLD:" "99.0%   KLD:" "95.0%   K
     if grep -qF -- "$w" "$TMP/ex"; then ok; else bad "KL output lacks '$w'"; fi
 done
 
+# every statistic beyond the mean against an independent computation: q4_0 against the default
+# base on the trained model (peaked distributions: Δp of several %), recomputed in Python from
+# the two runs' own base files (each row the log-softmax the comparison uses)
+W="models/wordnet-gemma -f tests/data/ppl-sample.txt -c 64 --chunks 4" # 124 scored: an even count
+$G3 perplexity -m $W --kl-divergence-base "$TMP/w.kld" >/dev/null 2>&1 || bad "wordnet base file"
+$G3 perplexity -m $W --quant q4_0 --kl-divergence-base "$TMP/q8.kld" >/dev/null 2>&1 || bad "q4_0 base file"
+$G3 perplexity -m models/wordnet-gemma --kl-divergence-base "$TMP/w.kld" --kl-divergence --quant q4_0 >"$TMP/q8.out" 2>&1
+python3 - "$TMP/w.kld" "$TMP/q8.kld" "$TMP/q8.out" <<'EOF2' >"$TMP/q8.check" || bad "KL statistics: $(cat "$TMP/q8.check")"
+import math, re, struct, sys
+def load(path):
+    b = open(path, 'rb').read()
+    V, c, chunks = struct.unpack_from('<III', b, 12)
+    n = struct.unpack_from('<Q', b, 24)[0]
+    toks = struct.unpack_from('<%di' % n, b, 40)
+    per = c - 1 - c // 2
+    rows = struct.unpack_from('<%df' % (chunks * per * V), b, 40 + 4 * n)
+    return V, c, chunks, per, toks, rows
+V, c, chunks, per, toks, P = load(sys.argv[1])
+_, _, _, _, _, Q = load(sys.argv[2])
+kl, dp, same = [], [], 0
+for k in range(chunks):
+    for r in range(per):
+        at = (k * per + r) * V
+        lp, lq = P[at:at + V], Q[at:at + V]
+        tok = toks[k * c + c // 2 + r + 1]
+        kl.append(sum(math.exp(a) * (a - b) for a, b in zip(lp, lq)))
+        dp.append(math.exp(lq[tok]) - math.exp(lp[tok]))
+        same += lp.index(max(lp)) == lq.index(max(lq))
+def pct(v, f):
+    v = sorted(v); x = f * (len(v) - 1); i = int(x)
+    return v[i] + (x - i) * (v[min(i + 1, len(v) - 1)] - v[i])
+def med(v):
+    v = sorted(v); n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2] + v[n // 2 - 1]) / 2
+out = open(sys.argv[3], encoding='utf-8').read()
+want = {
+    'Mean    KLD': (sum(kl) / len(kl), 1), 'Maximum KLD': (max(kl), 1), 'Minimum KLD': (min(kl), 1),
+    'Median  KLD': (med(kl), 1), '99.0%   KLD': (pct(kl, .99), 1), '90.0%   KLD': (pct(kl, .9), 1),
+    '10.0%   KLD': (pct(kl, .1), 1), 'Maximum Δp': (max(dp), 100), 'Minimum Δp': (min(dp), 100),
+    'Median  Δp': (med(dp), 100), '95.0%   Δp': (pct(dp, .95), 100), '25.0%   Δp': (pct(dp, .25), 100),
+    'RMS Δp    ': (math.sqrt(sum(d * d for d in dp) / len(dp)), 100),
+    'Same top p': (same / len(kl), 100),
+}
+bad = 0
+for label, (value, scale) in want.items():
+    m = re.search(re.escape(label) + r': *(-?[0-9.]+)', out)
+    tol = 1.5e-6 if scale == 1 else 1.5e-3
+    if not m or abs(float(m.group(1)) - value * scale) > tol + 1e-4 * abs(value * scale):
+        print('%s: printed %s, recomputed %.6f' % (label, m.group(1) if m else None, value * scale)); bad = 1
+if max(kl) < 1e-2 or max(dp) - min(dp) < 1e-2:
+    print('q4_0 against the default differs too little to test the statistics'); bad = 1
+sys.exit(bad)
+EOF2
+[ -s "$TMP/q8.check" ] || ok
+
 # bad base files: truncated, foreign, other tokens, other vocabulary, other -c
 head -c 1000 "$B" >"$TMP/trunc"
 expect_error "truncated base" 1 "truncated" $G3 perplexity -m $M --kl-divergence-base "$TMP/trunc" --kl-divergence

@@ -5,7 +5,8 @@
  * float64: Pearson chi-square below the alpha = 1e-4 critical value (Wilson-Hilferty; cells with
  * expected count < 5 merged), total variation < 0.01, per-token |z| < 5, zero draws outside the
  * kept set; the CDF and Gumbel histograms must also agree with each other (two-sample chi-square).
- * Then independence of consecutive steps (4x4 contingency). Sanitizer builds and emulated ones
+ * Then independence of consecutive steps (4x4 contingency), and XTC with a probability strictly
+ * between 0 and 1 against its mixture distribution. Sanitizer builds and emulated ones
  * (make cross-test: -DG3_TEST_QUICK) draw 10^5. */
 #include <math.h>
 #include <stdlib.h>
@@ -179,6 +180,59 @@ static void run_config(const float *l, float t, int filters) {
               cells - 1);
 }
 
+/* XTC with a probability strictly between 0 and 1: each draw is, with probability q, from the
+ * softmax without the tokens of p >= threshold but the least probable of them (when two or more
+ * qualify), else from the plain softmax: the reference is that mixture, in float64. */
+static void run_xtc(const float *l, float q, float threshold) {
+    gemma3_sampler_params p = gemma3_sampler_default_params();
+    p.seed = 20260102;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.xtc_probability = q;
+    p.xtc_threshold = threshold;
+    double plain[V], cut[V], prob[V], lmax = -INFINITY, z = 0, z_cut = 0;
+    for (int i = 0; i < V; i++) lmax = fmax(lmax, l[i]);
+    for (int i = 0; i < V; i++) z += exp(l[i] - lmax);
+    int n_above = 0, least = -1; /* the least probable qualifying token (ties: the higher id) */
+    for (int i = 0; i < V; i++) {
+        plain[i] = exp(l[i] - lmax) / z;
+        if (plain[i] < threshold) continue;
+        n_above++;
+        if (least < 0 || l[i] <= l[least]) least = i;
+    }
+    CHECK_MSG(n_above >= 2, "XTC case: %d tokens above the threshold (needs 2+)", n_above);
+    for (int i = 0; i < V; i++) {
+        cut[i] = plain[i] >= threshold && i != least ? 0 : plain[i];
+        z_cut += cut[i];
+    }
+    for (int i = 0; i < V; i++) prob[i] = (1 - q) * plain[i] + q * cut[i] / z_cut;
+    for (int mode = 0; mode < 2; mode++) {
+        p.mode = mode;
+        gemma3_sampler *s;
+        if (gemma3_sampler_init(&p, V, &s) != GEMMA3_OK) {
+            CHECK(0);
+            return;
+        }
+        static long c[V];
+        memset(c, 0, sizeof c);
+        for (long pos = 0; pos < N_DRAWS; pos++) {
+            int32_t tok = gemma3_sampler_sample(s, l, pos);
+            if (tok >= 0 && tok < V) c[tok]++;
+        }
+        gemma3_sampler_free(s);
+        int df;
+        double stat = pearson(c, prob, N_DRAWS, &df), crit = chi2_critical(df), tv = 0;
+        for (int i = 0; i < V; i++) tv += fabs((double)c[i] / N_DRAWS - prob[i]);
+        tv /= 2;
+        printf("XTC q %.2f threshold %.2f %-6s (%d above)  chi2 %7.1f (df %2d, crit %6.1f)  TV %.4f\n",
+               (double)q, (double)threshold, mode ? "gumbel" : "cdf", n_above, stat, df, crit, tv);
+        CHECK_MSG(stat < crit, "XTC chi2 %.1f >= %.1f", stat, crit);
+        CHECK_MSG(tv < TV_MAX, "XTC TV %.4f", tv);
+    }
+}
+
 /* Consecutive draws are independent: 4 tokens, pairs (x_t, x_t+1), chi-square on the 4x4 table. */
 static void independence(int mode) {
     float l[4] = {0.0f, -0.3f, -0.7f, -1.2f};
@@ -229,5 +283,6 @@ int main(void) {
     for (int f = 2; f < 4; f++) run_config(l, 1.0f, f); /* epsilon, eta */
     independence(0);
     independence(1);
+    run_xtc(l, 0.35f, 0.04f);
     return check_report();
 }

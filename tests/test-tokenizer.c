@@ -286,6 +286,33 @@ static void test_specials_and_flags(const gemma3_tokenizer *tok) {
     CHECK(tl > 0 && valid_utf8(text, (size_t)tl));
     CHECK(strcmp(text, "a\xEF\xBF\xBD\xEF\xBF\xBD(\xEF\xBF\xBD \xEF\xBF\xBD") == 0);
 
+    /* overlong forms, surrogates and code points past U+10FFFF are not UTF-8: each maximal
+     * invalid subpart is one U+FFFD (as Python's and HF's decoders give), both in a whole decode
+     * and streamed; a one-point bug in the lead-byte ranges lets them through */
+    static const struct { unsigned char b[4]; int n; int n_fffd; } bad_seqs[] = {
+        {{0xC0, 0x80}, 2, 2}, {{0xC1, 0xBF}, 2, 2}, {{0xE0, 0x80, 0x80}, 3, 3},
+        {{0xE0, 0x9F, 0xBF}, 3, 3}, {{0xED, 0xA0, 0x80}, 3, 3}, {{0xF0, 0x8F, 0xBF, 0xBF}, 4, 4},
+        {{0xF4, 0x90, 0x80, 0x80}, 4, 4}, {{0xF5, 0x80, 0x80, 0x80}, 4, 4},
+    };
+    for (size_t k = 0; k < sizeof bad_seqs / sizeof bad_seqs[0]; k++) {
+        int32_t seq[4];
+        char want[16] = "", got_stream[64] = "";
+        for (int i = 0; i < bad_seqs[k].n; i++) seq[i] = 238 + bad_seqs[k].b[i];
+        for (int i = 0; i < bad_seqs[k].n_fffd; i++) strcat(want, "\xEF\xBF\xBD");
+        int len = gemma3_tokenizer_decode(tok, seq, bad_seqs[k].n, text, sizeof text);
+        CHECK_MSG(len == (int)strlen(want) && strcmp(text, want) == 0, "bad sequence %zu (%02X %02X): "
+                  "decoded to %d bytes", k, bad_seqs[k].b[0], bad_seqs[k].b[1], len);
+        gemma3_decoder sd = {0};
+        char piece[16];
+        for (int i = 0; i < bad_seqs[k].n; i++) {
+            int n = gemma3_decoder_push(tok, &sd, seq[i], piece, sizeof piece);
+            if (n > 0) strncat(got_stream, piece, (size_t)n);
+        }
+        if (gemma3_decoder_flush(&sd, piece, sizeof piece) > 0) strcat(got_stream, piece);
+        CHECK_MSG(strcmp(got_stream, want) == 0, "bad sequence %zu streamed: %zu bytes", k,
+                  strlen(got_stream));
+    }
+
     /* decode: snprintf convention, control pieces empty, byte pieces reassembled */
     int32_t ids[] = {2, 238 + 0xE6, 238 + 0x97, 238 + 0xA5, 1};
     char small[3];
