@@ -69,8 +69,9 @@ if [ "$(json_get "$TMP/pre.json" "repr(j['turns'][0]['text'])")" = "'Define \"tr
 "$G3" --version >"$TMP/v.txt" 2>&1
 if grep -q '^gemma3 version [0-9.]* (build [0-9]*, commit [0-9a-z]*)$' "$TMP/v.txt" && grep -q '^built with ' "$TMP/v.txt" &&
     grep -q '^kernel tables this CPU runs: scalar' "$TMP/v.txt"; then ok; else bad "--version: $(cat "$TMP/v.txt")"; fi
-commit=$(git rev-parse --short HEAD 2>/dev/null)
-if [ -z "$commit" ] || grep -q "commit $commit" "$TMP/v.txt"; then ok; else bad "--version does not name HEAD $commit: $(head -n 1 "$TMP/v.txt")"; fi
+# the commit make recorded when it built the binary (HEAD then; a later commit needs a rebuild)
+commit=$(cut -d' ' -f1 "$G3_BUILD/build-info" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)
+if [ -z "$commit" ] || grep -q "commit $commit" "$TMP/v.txt"; then ok; else bad "--version does not name the built commit $commit: $(head -n 1 "$TMP/v.txt")"; fi
 
 # ---- llama.cpp's GPU/NUMA flags: accepted, one note each, the output unchanged; --mlock; --quiet --
 "$G3" -m "$M" -p 'Define "tree".' -n 12 -s 1 -t 1 >"$TMP/plain.txt" 2>/dev/null
@@ -104,7 +105,7 @@ for f in "$M"/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$M2
 "$G3" bench -m "$M" -m "$M2" -q bf16,q8_0 -ctk bf16,f32 -b 4,8 -p 8 -n 2 -pg 4,2 -d 0,8 -r 1 -t 1 -o jsonl \
     >"$TMP/b.jsonl" 2>"$TMP/b.err"
 rc=$?
-got=$(python3 - "$TMP/b.jsonl" "$M" "$M2" "$(git rev-parse --short HEAD 2>/dev/null)" <<'PY'
+got=$(python3 - "$TMP/b.jsonl" "$M" "$M2" "$commit" <<'PY'
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 keys = {(r["model_filename"], r["weight_type"], r["type_k"], r["n_batch"], r["test"]) for r in rows}
