@@ -69,6 +69,7 @@ LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.
                        tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling-passes.c \
                        sampling-select.c sampling-rank.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
+LIB_SRCS += gguf.c gguf-model.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -180,6 +181,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
                             chat.c sampling.c sampling-passes.c sampling-select.c sampling-rank.c \
                             rng.c grammar.c json-schema.c,$(LIB_SRCS))
+FUZZ_LIB_SRCS += gguf.c
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gguf-model.h"
 #include "rng.h"
 #include "util.h"
 
@@ -292,10 +293,8 @@ int cmd_bench(int argc, char **argv) {
         return cli_usage_error("-c: %d is smaller than the longest test (%d tokens of -p/-n)",
                                mo.sp.n_ctx, longest);
     if (!mo.sp.n_ctx) {
-        char path[4096];
         g3_config cfg;
-        if (g3_path_join(path, sizeof path, mo.model_dir, "config.json") == GEMMA3_OK &&
-            g3_config_load(path, &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
+        if (g3_model_config_load(mo.model_dir, &cfg) == GEMMA3_OK && longest > cfg.max_position_embeddings)
             return cli_usage_error("-p/-n: the longest test (%d tokens) exceeds the model's "
                                    "max_position_embeddings %d", longest,
                                    cfg.max_position_embeddings);

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "gguf-model.h"
 #include "util.h"
 #include "quant.h"
 #include "weights.h"
@@ -190,10 +191,9 @@ int cmd_info(int argc, char **argv) {
     if (!*dir) return cli_usage_error("-m: the model directory name is empty");
     if (speed && json) return cli_usage_error("--speed: not with --json (gemma3 bench -o json measures for scripts)");
 
-    char path[4096];
     g3_config cfg;
-    if (g3_path_join(path, sizeof path, dir, "config.json") != GEMMA3_OK ||
-        g3_config_load(path, &cfg) != GEMMA3_OK)
+    if (g3_model_config_load(dir, &cfg) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (g3_model_is_gguf(dir) && !json && g3_gguf_model_describe(dir, stdout) != GEMMA3_OK)
         return cli_fail("%s", gemma3_last_error());
     if (ctx == 0) ctx = cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
     else if (ctx > cfg.max_position_embeddings)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gguf-model.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "util.h"
@@ -127,11 +128,8 @@ int cli_check_kv(const g3_config *cfg, int n_ctx, int kv_f32) {
  * beyond the model's positions, or whose KV cache can never fit in memory. */
 static int preflight(const cli_model_opts *o) {
     if (!o->model_dir || !*o->model_dir) return cli_usage_error("-m: the model directory name is empty");
-    char path[4096];
     g3_config cfg;
-    if (g3_path_join(path, sizeof path, o->model_dir, "config.json") != GEMMA3_OK ||
-        g3_config_load(path, &cfg) != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
+    if (g3_model_config_load(o->model_dir, &cfg) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     cli_warn_threads("-t", o->sp.n_threads);
     int n_ctx = o->sp.n_ctx ? o->sp.n_ctx : 4096;
     if (o->sp.n_ctx > cfg.max_position_embeddings)

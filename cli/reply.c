@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gguf-model.h"
 #include "util.h"
 
 #define G(field) offsetof(gen_opts, field)
@@ -65,8 +66,10 @@ int gen_open(gen_state *g, gen_opts *opts) {
 
     char path[4096];
     g3_gen_config gc;
-    if (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK ||
-        g3_gen_config_load(path, &gc) != GEMMA3_OK)
+    memset(&gc, 0, sizeof gc); /* a GGUF has no generation_config.json: Gemma's defaults */
+    if (!g3_model_is_gguf(opts->mo.model_dir) &&
+        (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK ||
+         g3_gen_config_load(path, &gc) != GEMMA3_OK))
         return cli_fail("%s", gemma3_last_error());
     cli_sampling_apply_gen_config(&opts->cs, &gc);
     rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
