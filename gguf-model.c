@@ -78,7 +78,7 @@ static int get_size(const g3_gguf *g, const char *name, int required, int max, i
     snprintf(key, sizeof key, ARCH ".%s", name);
     uint32_t v = (uint32_t)*out;
     int rc = g3_gguf_get_u32(g, key, required, &v);
-    if (rc == GEMMA3_OK && (v == 0 || v > (uint32_t)max))
+    if (rc == GEMMA3_OK && g3_gguf_find(g, key) && (v == 0 || v > (uint32_t)max))
         rc = g3_error(GEMMA3_ERR_FORMAT, "%s: key %s: %u is not in [1, %d]", g->label, key, v, max);
     if (rc == GEMMA3_OK) *out = (int)v;
     return rc;
@@ -452,7 +452,8 @@ int g3_gguf_model_tokenizer(const char *path, gemma3_tokenizer **out) {
     *out = NULL;
     mapped m;
     int rc = map_gguf(path, &m);
-    if (rc == GEMMA3_OK) rc = tokenizer_from_gguf(m.g, out);
+    /* no vocabulary: the model runs on ids, as a directory without tokenizer.model */
+    if (rc == GEMMA3_OK && g3_gguf_find(m.g, "tokenizer.ggml.tokens")) rc = tokenizer_from_gguf(m.g, out);
     unmap(&m);
     return rc;
 }

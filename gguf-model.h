@@ -25,7 +25,8 @@ int g3_model_config_load(const char *model, g3_config *cfg);
  * mixed in one file, is refused naming the tensor and the type. */
 int g3_model_open_st(const char *model, g3_st_load load, int n_threads, int populate, g3_st **out);
 
-/* The tokenizer of a GGUF from tokenizer.ggml.* (model "llama", SentencePiece). */
+/* The tokenizer of a GGUF from tokenizer.ggml.* (model "llama", SentencePiece); *out NULL and
+ * GEMMA3_OK for a GGUF without tokenizer.ggml.tokens. */
 int g3_gguf_model_tokenizer(const char *path, gemma3_tokenizer **out);
 
 /* Prints what a user needs to know of a GGUF: architecture, name, context length, size and the

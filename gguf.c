@@ -181,7 +181,7 @@ static int parse_tensor(cursor *c, g3_gguf *g, size_t *names_used, g3_gguf_tenso
     for (int d = 0; d < G3_GGUF_MAX_DIMS; d++) {
         uint64_t ne = 1;
         if (d < t->n_dims && (rc = take_u64(c, &ne, t->name))) return rc;
-        if (ne > (uint64_t)INT64_MAX / (uint64_t)t->n_elements)
+        if (t->n_elements && ne > (uint64_t)INT64_MAX / (uint64_t)t->n_elements)
             return g3_error(GEMMA3_ERR_FORMAT, "%s: tensor %s: dimension %d is %llu: too many "
                             "elements", g->label, t->name, d, (unsigned long long)ne);
         t->ne[d] = (int64_t)ne;
