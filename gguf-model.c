@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "util.h"
+#include "weights.h"
 
 #define ARCH "gemma3"
 
@@ -487,4 +488,219 @@ int g3_gguf_model_describe(const char *path, FILE *out) {
     rc = check_arch(g);
     unmap(&m);
     return rc;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* The pattern P of llama.cpp's sliding layers (i % P < P - 1) that gives the config's layer
+ * types; 0 when none does (then llama.cpp could not run the file as written). */
+static int swa_pattern(const g3_config *c) {
+    int any_sliding = 0;
+    for (int l = 0; l < c->n_layers; l++) any_sliding |= c->layer_types[l] == G3_LAYER_SLIDING;
+    if (!any_sliding) return 1;
+    for (int p = 2; p <= c->n_layers + 1; p++) {
+        int ok = 1;
+        for (int l = 0; l < c->n_layers && ok; l++)
+            ok = (c->layer_types[l] == G3_LAYER_SLIDING) == (l % p < p - 1);
+        if (ok) return p;
+    }
+    return 0;
+}
+
+/* What llama.cpp cannot take from a GGUF as this config has it, or NULL. */
+static const char *not_expressible(const g3_config *c) {
+    const float qpas = (float)(c->n_layers == 62 ? c->hidden_size / c->n_heads : c->head_dim);
+    if (c->query_pre_attn_scalar != qpas) return "query_pre_attn_scalar (llama.cpp derives it from the shape)";
+    if (c->attn_softcap != 0.0f) return "attn_logit_softcapping (not in llama.cpp's gemma3)";
+    if (c->rope_factor_sliding != 1.0f) return "RoPE scaling on the sliding layers";
+    if (!swa_pattern(c)) return "layer_types (not every sixth layer global: no sliding_window_pattern fits)";
+    return NULL;
+}
+
+static void put_config(g3_gguf_writer *w, const g3_config *c, uint32_t file_type) {
+    g3_gguf_put_str(w, "general.architecture", ARCH, strlen(ARCH));
+    g3_gguf_put_str(w, "general.name", "gemma3", 6);
+    g3_gguf_put_u32(w, "general.quantization_version", 2);
+    g3_gguf_put_u32(w, "general.file_type", file_type);
+    g3_gguf_put_u32(w, ARCH ".context_length", (uint32_t)c->max_position_embeddings);
+    g3_gguf_put_u32(w, ARCH ".embedding_length", (uint32_t)c->hidden_size);
+    g3_gguf_put_u32(w, ARCH ".block_count", (uint32_t)c->n_layers);
+    g3_gguf_put_u32(w, ARCH ".feed_forward_length", (uint32_t)c->intermediate_size);
+    g3_gguf_put_u32(w, ARCH ".attention.head_count", (uint32_t)c->n_heads);
+    g3_gguf_put_u32(w, ARCH ".attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    g3_gguf_put_u32(w, ARCH ".attention.key_length", (uint32_t)c->head_dim);
+    g3_gguf_put_u32(w, ARCH ".attention.value_length", (uint32_t)c->head_dim);
+    g3_gguf_put_f32(w, ARCH ".attention.layer_norm_rms_epsilon", c->rms_norm_eps);
+    g3_gguf_put_f32(w, ARCH ".rope.freq_base", c->rope_theta_full);
+    g3_gguf_put_f32(w, ARCH ".rope.freq_base_swa", c->rope_theta_sliding);
+    if (c->rope_factor_full != 1.0f) {
+        g3_gguf_put_str(w, ARCH ".rope.scaling.type", "linear", 6);
+        g3_gguf_put_f32(w, ARCH ".rope.scaling.factor", c->rope_factor_full);
+    }
+    const int pattern = swa_pattern(c);
+    if (pattern > 1) {
+        g3_gguf_put_u32(w, ARCH ".attention.sliding_window", (uint32_t)c->sliding_window);
+        g3_gguf_put_u32(w, ARCH ".attention.sliding_window_pattern", (uint32_t)pattern);
+    }
+    if (c->final_softcap != 0.0f) g3_gguf_put_f32(w, ARCH ".final_logit_softcapping", c->final_softcap);
+}
+
+/* The vocabulary as llama.cpp's converter writes it (the reverse of tokenizer_from_gguf):
+ * user-defined pieces with spaces for U+2581, rows beyond the pieces as UNUSED [PADn]. */
+static int put_vocab(g3_gguf_writer *w, const gemma3_tokenizer *tok, int n_rows, const char *label) {
+    const int n_pieces = gemma3_tokenizer_vocab_size(tok), n = n_rows > n_pieces ? n_rows : n_pieces;
+    const char **text = calloc((size_t)n, sizeof *text);
+    size_t *len = calloc((size_t)n, sizeof *len), total = 0;
+    float *score = calloc((size_t)n, sizeof *score);
+    int32_t *type = calloc((size_t)n, sizeof *type);
+    for (int i = 0; i < n_pieces; i++) total += strlen(gemma3_tokenizer_piece(tok, i)) + 1;
+    char *arena = malloc(total + (size_t)(n - n_pieces) * 24 + 1), *o = arena;
+    if (!text || !len || !score || !type || !arena) {
+        free(text), free(len), free(score), free(type), free(arena);
+        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+    }
+    for (int i = 0; i < n; i++) {
+        text[i] = o;
+        if (i >= n_pieces) {
+            o += sprintf(o, "[PAD%d]", i) + 1;
+            type[i] = G3_PIECE_UNUSED;
+            score[i] = -1000.0f;
+            len[i] = strlen(text[i]);
+            continue;
+        }
+        const char *p = gemma3_tokenizer_piece(tok, i);
+        type[i] = g3_tokenizer_piece_type(tok, i);
+        score[i] = g3_tokenizer_piece_score(tok, i);
+        const int user = type[i] == G3_PIECE_USER_DEFINED;
+        for (; *p; p++)
+            if (user && memcmp(p, "\xE2\x96\x81", 3) == 0) *o++ = ' ', p += 2;
+            else *o++ = *p;
+        len[i] = (size_t)(o - text[i]);
+        *o++ = '\0';
+    }
+    g3_gguf_put_str(w, "tokenizer.ggml.model", "llama", 5);
+    g3_gguf_put_str(w, "tokenizer.ggml.pre", "default", 7);
+    g3_gguf_put_str_array(w, "tokenizer.ggml.tokens", text, len, (uint64_t)n);
+    g3_gguf_put_array(w, "tokenizer.ggml.scores", G3_GGUF_F32, score, (uint64_t)n);
+    g3_gguf_put_array(w, "tokenizer.ggml.token_type", G3_GGUF_I32, type, (uint64_t)n);
+    static const char *const keys[] = {"tokenizer.ggml.padding_token_id", "tokenizer.ggml.eos_token_id",
+                                       "tokenizer.ggml.bos_token_id", "tokenizer.ggml.unknown_token_id"};
+    for (int k = GEMMA3_SPECIAL_PAD; k <= GEMMA3_SPECIAL_UNK; k++) {
+        int32_t id = gemma3_tokenizer_special(tok, (enum gemma3_special)k);
+        if (id >= 0) g3_gguf_put_u32(w, keys[k], (uint32_t)id);
+    }
+    g3_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    g3_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    g3_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+    free(text), free(len), free(score), free(type), free(arena);
+    return GEMMA3_OK;
+}
+
+/* The model's tensors in llama.cpp's order and names: matrices as bound (rows of blocks or of
+ * bf16), norms as the fp32 1 + w the engine uses (what the converter stores). */
+typedef struct out_tensor {
+    char name[64];
+    const void *data;
+    uint32_t type;
+    int64_t ne[2];
+    int n_dims;
+} out_tensor;
+
+static int list_tensors(const g3_config *c, const g3_weights *w, uint32_t mtype, out_tensor *t) {
+    int n = 0;
+#define MAT(nm, m, cols, rows) t[n++] = (out_tensor){"", (m).data, mtype, {cols, rows}, 2}, snprintf(t[n - 1].name, 64, "%s", nm)
+#define NORM(nm, p, len) t[n++] = (out_tensor){"", p, G3_GGML_F32, {len, 1}, 1}, snprintf(t[n - 1].name, 64, "%s", nm)
+    const int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    MAT("token_embd.weight", w->embed, H, V);
+    NORM("output_norm.weight", w->final_norm, H);
+    if (w->lm_head.data != w->embed.data) MAT("output.weight", w->lm_head, H, V);
+    for (int l = 0; l < c->n_layers; l++) {
+        const g3_layer_weights *lw = &w->layers[l];
+        char b[64];
+#define LN(s) (snprintf(b, sizeof b, "blk.%d.%s", l, s), b)
+        NORM(LN("attn_norm.weight"), lw->attn_norm, H);
+        MAT(LN("attn_q.weight"), lw->wq, H, q);
+        MAT(LN("attn_k.weight"), lw->wk, H, kv);
+        MAT(LN("attn_v.weight"), lw->wv, H, kv);
+        MAT(LN("attn_output.weight"), lw->wo, q, H);
+        NORM(LN("attn_q_norm.weight"), lw->q_norm, c->head_dim);
+        NORM(LN("attn_k_norm.weight"), lw->k_norm, c->head_dim);
+        NORM(LN("post_attention_norm.weight"), lw->post_attn_norm, H);
+        NORM(LN("ffn_norm.weight"), lw->pre_ffn_norm, H);
+        MAT(LN("ffn_gate.weight"), lw->w_gate, H, I);
+        MAT(LN("ffn_up.weight"), lw->w_up, H, I);
+        MAT(LN("ffn_down.weight"), lw->w_down, I, H);
+        NORM(LN("post_ffw_norm.weight"), lw->post_ffn_norm, H);
+#undef LN
+    }
+#undef MAT
+#undef NORM
+    return n;
+}
+
+static int write_tensors(g3_gguf_writer *w, const out_tensor *t, int n) {
+    for (int i = 0; i < n; i++) g3_gguf_put_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne);
+    int rc = g3_gguf_writer_begin(w);
+    for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
+        const int64_t elems = t[i].ne[0] * (t[i].n_dims == 2 ? t[i].ne[1] : 1);
+        const size_t bytes = (size_t)(elems / g3_ggml_block_elems(t[i].type)) * (size_t)g3_ggml_block_bytes(t[i].type);
+        rc = g3_gguf_writer_append(w, t[i].data, bytes);
+    }
+    return rc;
+}
+
+int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const char *path) {
+    static const uint32_t ggml_type[] = {[G3_WTYPE_BF16] = G3_GGML_BF16, [G3_WTYPE_Q8_0] = G3_GGML_Q8_0,
+                                         [G3_WTYPE_Q4_0] = G3_GGML_Q4_0};
+    static const uint32_t file_type[] = {[G3_WTYPE_BF16] = 32, [G3_WTYPE_Q8_0] = 7, [G3_WTYPE_Q4_0] = 2};
+    g3_config *cfg = calloc(1, sizeof *cfg);
+    g3_weights *wts = calloc(1, sizeof *wts);
+    gemma3_tokenizer *tok = NULL;
+    g3_gguf_writer *w = NULL;
+    out_tensor *t = NULL;
+    int rc = cfg && wts ? g3_model_config_load(src, cfg) : g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    const char *why = rc == GEMMA3_OK ? not_expressible(cfg) : NULL;
+    if (why) rc = g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: cannot be written as a GGUF llama.cpp runs the "
+                           "same: %s", src, why);
+    if (rc == GEMMA3_OK) rc = g3_weights_load_ex(src, cfg, G3_ST_LOAD_MMAP, type, G3_LAYOUT_ROWS, n_threads, wts);
+    if (rc == GEMMA3_OK) {
+        if (g3_model_is_gguf(src)) rc = g3_gguf_model_tokenizer(src, &tok);
+        else {
+            char p[4096];
+            rc = g3_path_join(p, sizeof p, src, "tokenizer.model");
+            if (rc == GEMMA3_OK) rc = gemma3_tokenizer_load(p, &tok);
+        }
+        if (rc == GEMMA3_OK && !tok) rc = g3_error(GEMMA3_ERR_FORMAT, "%s: no tokenizer to write", src);
+    }
+    if (rc == GEMMA3_OK && !(t = calloc((size_t)(3 + 13 * cfg->n_layers), sizeof *t)))
+        rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    if (rc == GEMMA3_OK) rc = g3_gguf_writer_new(path, &w);
+    if (rc == GEMMA3_OK) {
+        put_config(w, cfg, file_type[wts->wtype]);
+        rc = put_vocab(w, tok, cfg->vocab_size, path);
+    }
+    if (rc == GEMMA3_OK) rc = write_tensors(w, t, list_tensors(cfg, wts, ggml_type[wts->wtype], t));
+    if (rc == GEMMA3_OK) {
+        rc = g3_gguf_writer_finish(w);
+        w = NULL;
+    }
+    g3_gguf_writer_abort(w);
+    free(t);
+    gemma3_tokenizer_free(tok);
+    if (wts) g3_weights_free(wts);
+    free(wts);
+    free(cfg);
+    return rc;
+}
+
+int gemma3_quantize_gguf(const char *src, const char *path, enum gemma3_weight_type type, int n_threads) {
+    if (!src || !path) return g3_error(GEMMA3_ERR_ARG, "quantize: no model or output given");
+    const int wt = type == GEMMA3_WEIGHTS_BF16 ? G3_WTYPE_BF16 : type == GEMMA3_WEIGHTS_Q8_0 ? G3_WTYPE_Q8_0
+                   : type == GEMMA3_WEIGHTS_Q4_0 ? G3_WTYPE_Q4_0 : -1;
+    if (wt < 0) return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not bf16, q8_0 or q4_0",
+                                gemma3_weight_type_name(type));
+    if (n_threads < 0 || n_threads > 1024)
+        return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
+    return g3_gguf_model_write(src, (g3_wtype)wt, n_threads, path);
 }

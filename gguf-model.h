@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "gemma3.h"
+#include "quant.h"
 #include "safetensors.h"
 
 /* Does `model` name a GGUF file (rather than a checkpoint directory)? */
@@ -32,5 +33,12 @@ int g3_gguf_model_tokenizer(const char *path, gemma3_tokenizer **out);
 /* Prints what a user needs to know of a GGUF: architecture, name, context length, size and the
  * tensors per type. */
 int g3_gguf_model_describe(const char *path, FILE *out);
+
+/* Writes the model at src (a directory or a GGUF) as a GGUF at path, every matrix as type (bf16,
+ * q8_0 or q4_0; quantized as at load, so the blocks are those of gemma3 quantize and of
+ * llama-quantize --pure), with the metadata and vocabulary llama.cpp's converter writes. A config
+ * llama.cpp would run differently from its GGUF (an attention scale it would not derive, layer
+ * types no sliding_window_pattern gives) is refused. The file appears whole or not at all. */
+int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const char *path);
 
 #endif

@@ -464,6 +464,17 @@ int main(void) {
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_Q4_0);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-q8_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-q4_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    /* our own GGUFs: the same logits back, the same vocabulary; a failed write leaves nothing */
+    static const enum gemma3_weight_type types[3] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ours-%s.gguf", gemma3_weight_type_name(types[i]));
+        CHECK_MSG(gemma3_quantize_gguf(WORDNET, tmp(name), types[i], 2) == GEMMA3_OK, "%s", gemma3_last_error());
+        same_logits(WORDNET, types[i], tmp(name), GEMMA3_WEIGHTS_AS_STORED);
+    }
+    CHECK(gemma3_quantize_gguf(WORDNET, tmp("no/such/dir/x.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_IO);
+    CHECK(gemma3_quantize_gguf(tmp("llama.gguf"), tmp("y.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_UNSUPPORTED &&
+          access(tmp("y.gguf"), F_OK) != 0);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
