@@ -305,6 +305,52 @@ static void expect_model_fail(const char *name, int open_st, int code, const cha
     g3_st_close(st);
 }
 
+/* A config-only gemma3 GGUF: n_layers layers of hidden 32, 2 heads of 32 dims, the sliding window
+ * and the RoPE scaling as given (0: absent). */
+static void write_config(const char *name, uint32_t n_layers, uint32_t window, float rope_factor) {
+    g3_gguf_writer *w;
+    g3_gguf_writer_new(tmp(name), &w);
+    g3_gguf_put_str(w, "general.architecture", "gemma3", 6);
+    static const char *const keys[] = {"gemma3.embedding_length", "gemma3.feed_forward_length",
+                                       "gemma3.context_length", "gemma3.attention.head_count",
+                                       "gemma3.attention.head_count_kv", "gemma3.attention.key_length"};
+    const uint32_t vals[] = {32, 64, 128, 2, 1, 32};
+    for (int i = 0; i < 6; i++) g3_gguf_put_u32(w, keys[i], vals[i]);
+    g3_gguf_put_u32(w, "gemma3.block_count", n_layers);
+    if (window) g3_gguf_put_u32(w, "gemma3.attention.sliding_window", window);
+    if (rope_factor != 0.0f) {
+        g3_gguf_put_str(w, "gemma3.rope.scaling.type", "linear", 6);
+        g3_gguf_put_f32(w, "gemma3.rope.scaling.factor", rope_factor);
+    }
+    int64_t ne[2] = {32, 4};
+    g3_gguf_put_tensor(w, "token_embd.weight", G3_GGML_BF16, 2, ne);
+    g3_gguf_writer_begin(w);
+    static const uint8_t zeros[256];
+    g3_gguf_writer_append(w, zeros, 256);
+    CHECK_MSG(g3_gguf_writer_finish(w) == GEMMA3_OK, "%s", gemma3_last_error());
+}
+
+/* What GGUF does not store, derived as llama.cpp derives it. */
+static void test_derived_config(void) {
+    g3_config c;
+    write_config("c26.gguf", 26, 512, 0.0f);
+    CHECK_MSG(g3_model_config_load(tmp("c26.gguf"), &c) == GEMMA3_OK, "%s", gemma3_last_error());
+    CHECK(c.query_pre_attn_scalar == 32.0f); /* head_dim */
+    CHECK(c.rope_theta_full == 10000.0f && c.rope_theta_sliding == 10000.0f && c.rope_factor_full == 1.0f);
+    int full = 0;
+    for (int l = 0; l < 26; l++) full += c.layer_types[l] == G3_LAYER_FULL;
+    CHECK(full == 4 && c.layer_types[5] == G3_LAYER_FULL && c.layer_types[6] == G3_LAYER_SLIDING &&
+          c.sliding_window == 512);
+    CHECK(c.rms_norm_eps == 1e-6f && c.n_eos == 1 && c.eos_ids[0] == 1 && c.bos_id == 2);
+    write_config("c62.gguf", 62, 512, 8.0f);
+    CHECK(g3_model_config_load(tmp("c62.gguf"), &c) == GEMMA3_OK);
+    CHECK(c.query_pre_attn_scalar == 16.0f); /* the 27B shape: hidden / heads */
+    CHECK(c.rope_factor_full == 8.0f && c.rope_factor_sliding == 1.0f);
+    write_config("nowindow.gguf", 3, 0, 0.0f);
+    CHECK(g3_model_config_load(tmp("nowindow.gguf"), &c) == GEMMA3_OK);
+    CHECK(c.layer_types[0] == G3_LAYER_FULL && c.layer_types[1] == G3_LAYER_FULL);
+}
+
 static void test_binding(void) {
     write_tiny("ok.gguf", "gemma3", NULL, G3_GGML_BF16, G3_GGML_BF16);
     g3_config cfg;
@@ -458,6 +504,7 @@ int main(void) {
     test_bad_images();
     test_writer();
     test_binding();
+    test_derived_config();
     test_tokenizer_fixture();
     same_logits(WORDNET, GEMMA3_WEIGHTS_AS_STORED, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_Q8_0);
