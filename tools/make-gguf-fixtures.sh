@@ -48,7 +48,8 @@ O=$OUT/llama-outputs.txt
     echo "# kl FILE MEAN_KLD ERR SAME_TOP_PERCENT ERR: --kl-divergence against the BF16 file's base"
     echo "# greedy FILE PROMPT<TAB>CONTINUATION: llama completion --temp 0 -n 24, text after the prompt (\\n escaped)"
 } >"$O"
-ppl() { "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" 2>&1; }
+# stdbuf: llama-perplexity ends without flushing a redirected stdout (its last lines were lost)
+ppl() { stdbuf -o0 -e0 "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" 2>&1; }
 ppl "$W/wordnet-bf16.gguf" --kl-divergence-base "$W/base.kld" >/dev/null
 for f in "$W"/wordnet-{bf16,f16,q8_0,q4_0,q5_0,mixed}.gguf "$W/vocab262k-q8_0.gguf"; do
     n=$(basename "$f")
@@ -62,7 +63,7 @@ for f in "$W"/wordnet-{bf16,f16,q8_0,q4_0,q5_0,mixed}.gguf "$W/vocab262k-q8_0.gg
 done
 for f in "$W"/wordnet-{bf16,q8_0,q4_0}.gguf; do
     for p in "${PROMPTS[@]}"; do
-        c=$("$B/llama" completion -m "$f" -p "$p" -n 24 --temp 0 -t 2 -no-cnv --no-warmup \
+        c=$(stdbuf -o0 "$B/llama" completion -m "$f" -p "$p" -n 24 --temp 0 -t 2 -no-cnv --no-warmup \
               --no-display-prompt 2>/dev/null | head -c 4000)
         printf 'greedy %s %s\t%s\n' "$(basename "$f")" "$p" "$(printf '%s' "$c" | sed ':a;N;$!ba;s/\n/\\n/g')" >>"$O"
     done
