@@ -495,6 +495,32 @@ static void same_logits(const char *dir, enum gemma3_weight_type dir_type, const
     }
 }
 
+/* Our GGUF of the bundled model holds llama.cpp's tensors byte for byte: the converter's (BF16,
+ * norms 1 + w in F32) and llama-quantize --pure's blocks (Q8_0, Q4_0). */
+static void same_tensors(const char *ours, const char *theirs) {
+    size_t na = 0, nb = 0;
+    uint8_t *a = read_all(ours, &na), *b = access(theirs, F_OK) == 0 ? read_all(theirs, &nb) : NULL;
+    if (!b) {
+        CHECK_SKIP("%s missing", theirs);
+        free(a);
+        return;
+    }
+    g3_gguf *ga = NULL, *gb = NULL;
+    CHECK(a && g3_gguf_parse(a, na, ours, &ga) == GEMMA3_OK && g3_gguf_parse(b, nb, theirs, &gb) == GEMMA3_OK);
+    int same = ga && gb && ga->n_tensors == gb->n_tensors;
+    for (int64_t i = 0; same && i < ga->n_tensors; i++) {
+        const g3_gguf_tensor *x = &ga->tensors[i], *y = g3_gguf_find_tensor(gb, x->name);
+        same = y && x->type == y->type && x->n_dims == y->n_dims && memcmp(x->ne, y->ne, sizeof x->ne) == 0 &&
+               x->n_bytes == y->n_bytes && memcmp(x->data, y->data, x->n_bytes) == 0;
+        if (!same) fprintf(stderr, "%s: tensor %s differs from %s's\n", ours, x->name, theirs);
+    }
+    CHECK(same);
+    g3_gguf_free(ga);
+    g3_gguf_free(gb);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -518,6 +544,9 @@ int main(void) {
         snprintf(name, sizeof name, "ours-%s.gguf", gemma3_weight_type_name(types[i]));
         CHECK_MSG(gemma3_quantize_gguf(WORDNET, tmp(name), types[i], 2) == GEMMA3_OK, "%s", gemma3_last_error());
         same_logits(WORDNET, types[i], tmp(name), GEMMA3_WEIGHTS_AS_STORED);
+        char theirs[64];
+        snprintf(theirs, sizeof theirs, FIX "/wordnet-%s.gguf", gemma3_weight_type_name(types[i]));
+        same_tensors(tmp(name), theirs);
     }
     CHECK(gemma3_quantize_gguf(WORDNET, tmp("no/such/dir/x.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_IO);
     CHECK(gemma3_quantize_gguf(tmp("llama.gguf"), tmp("y.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_UNSUPPORTED &&
