@@ -89,6 +89,13 @@ expect_error "mixed" 1 "tensor token_embd.weight: type Q6_K is not supported" "$
 expect_error "not a gguf" 1 "not-here.gguf" "$G3" generate -m "$TMP/not-here.gguf" -p x -n 1
 head -c 1000 "$F/wordnet-q8_0.gguf" >"$TMP/cut.gguf"
 expect_error "truncated" 1 "cut.gguf" "$G3" generate -m "$TMP/cut.gguf" -p x -n 1
+expect_error "gguf to dir" 1 "a GGUF is quantized into a GGUF" "$G3" quantize -m "$F/wordnet-bf16.gguf" -o "$TMP/qdir" --type q8_0
+expect_error "requantize" 1 "no requantization" "$G3" quantize -m "$F/wordnet-q8_0.gguf" -o "$TMP/q.gguf" --type q4_0
+[ ! -e "$TMP/qdir" ] && [ ! -e "$TMP/q.gguf" ] && ok || bad "a refused quantize left a file"
+expect_ok "gguf to gguf" "$G3" quantize -m "$F/wordnet-bf16.gguf" -o "$TMP/q4.gguf" --type q4_0
+"$G3" eval -m "$TMP/q4.gguf" --tokens 2,100,200,300 --all-logits --dump-logits "$TMP/a.f32" -t 2 2>/dev/null &&
+    "$G3" eval -m "$F/wordnet-q4_0.gguf" --tokens 2,100,200,300 --all-logits --dump-logits "$TMP/b.f32" -t 2 2>/dev/null &&
+    cmp -s "$TMP/a.f32" "$TMP/b.f32" && ok || bad "our Q4_0 GGUF of the BF16 GGUF: logits differ from llama-quantize's file"
 expect_ok "info" "$G3" info -m "$F/wordnet-q4_0.gguf"
 grep -q "architecture gemma3" "$TMP/out" && grep -q "Q4_0" "$TMP/out" && ok || bad "info: $(head -c 300 "$TMP/out")"
 report
