@@ -78,6 +78,7 @@ LIB_SRCS += $(wildcard kernels/*.c)
 LIB_SRCS += grammar-parse.c
 LIB_SRCS += speculative.c
 LIB_SRCS += outfile.c
+LIB_SRCS += gguf.c gguf-model.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -201,6 +202,7 @@ FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c pr
                             sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
 FUZZ_LIB_SRCS += grammar-parse.c
+FUZZ_LIB_SRCS += gguf.c
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)

@@ -479,6 +479,18 @@ static int parse_root(const cJSON *root, const char *path, g3_config *c) {
     return GEMMA3_OK;
 }
 
+int g3_config_check(const g3_config *c, const char *path) {
+    scope s = {NULL, path, ""};
+    if (c->n_layers > G3_MAX_LAYERS)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %d layers exceed %d", path, c->n_layers, G3_MAX_LAYERS);
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0 || c->head_dim % 2 != 0)
+        return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: %d heads, %d KV heads of %d dimensions: heads "
+                        "must be a multiple of KV heads, the dimension even", path, c->n_heads,
+                        c->n_kv_heads, c->head_dim);
+    int rc = check_ids(&s, c);
+    return rc == GEMMA3_OK ? check_derived(&s, c) : rc;
+}
+
 int g3_config_parse(const char *json, size_t len, const char *path, g3_config *cfg) {
     cJSON *root;
     int parsed = g3_json_parse(json, len, path, &root);

@@ -49,6 +49,10 @@ int g3_config_parse(const char *json, size_t len, const char *path, g3_config *c
  * finite floats: all checked here, so a config that parses is one the forward pass can run. */
 int g3_config_load(const char *path, g3_config *cfg);
 
+/* The checks g3_config_load makes after parsing (layer count, heads, ids, derived constants),
+ * for a config built from another source (a GGUF's metadata); path names it in messages. */
+int g3_config_check(const g3_config *cfg, const char *path);
+
 /* RoPE frequency i of a layer type: 1 / theta^(2i/hd) / factor, in fp32 as HF computes it (the
  * exponent an fp32 division; linear rope_scaling divides the frequency). */
 float g3_rope_inv_freq(const g3_config *c, int full, int i);

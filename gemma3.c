@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "gemma3.h"
+#include "gguf-model.h"
 #include "kernels.h"
 #include "quant.h"
 #include "safetensors.h"
@@ -46,6 +47,7 @@ static g3_st_load st_load_mode(const gemma3_model_params *params) {
 /* Loads DIR/tokenizer.model if the file exists: a checkpoint without one still runs on ids. */
 static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     char path[4096];
+    if (g3_model_is_gguf(dir)) return g3_gguf_model_tokenizer(dir, tok);
     int rc = g3_path_join(path, sizeof path, dir, "tokenizer.model");
     if (rc != GEMMA3_OK) return rc;
     if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
@@ -110,7 +112,6 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     if (!dir || !*dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given (an empty name)");
     gemma3_model *m = calloc(1, sizeof *m);
     if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
-    char path[4096];
     int want = to_wtype(params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED);
     int n_threads = params ? params->n_threads : 0;
     if (n_threads > 0) n_threads = gemma3_threads_cap(n_threads);
@@ -123,8 +124,7 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     const enum gemma3_repack repack = params ? params->repack : GEMMA3_REPACK_AUTO;
     if (rc == GEMMA3_OK && (repack < GEMMA3_REPACK_AUTO || repack > GEMMA3_REPACK_X8))
         rc = g3_error(GEMMA3_ERR_ARG, "model: repack %d is not a gemma3_repack", (int)repack);
-    if (rc == GEMMA3_OK) rc = g3_path_join(path, sizeof path, dir, "config.json");
-    if (rc == GEMMA3_OK) rc = g3_config_load(path, &m->cfg);
+    if (rc == GEMMA3_OK) rc = g3_model_config_load(dir, &m->cfg); /* config.json or a GGUF's */
     if (rc == GEMMA3_OK)
         rc = g3_weights_load_ex(dir, &m->cfg, st_load_mode(params), want,
                                 quant_layout(repack, params ? params->isa : NULL), n_threads, &m->w);
@@ -210,14 +210,16 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
 
 int gemma3_model_peek(const char *dir, gemma3_model_info *info) {
     static _Thread_local g3_config cfg; /* info->architecture points into it */
-    char path[4096];
-    int rc = g3_path_join(path, sizeof path, dir, "config.json");
-    if (rc == GEMMA3_OK) rc = g3_config_load(path, &cfg);
+    int rc = g3_model_config_load(dir, &cfg); /* config.json, or a GGUF's metadata */
     if (rc != GEMMA3_OK) return rc;
     info_from_config(&cfg, info);
     info->mem_available = (int64_t)g3_mem_available();
     return GEMMA3_OK;
 }
+
+int gemma3_model_is_gguf(const char *path) { return g3_model_is_gguf(path); }
+
+int gemma3_gguf_describe(const char *path, FILE *out) { return g3_gguf_model_describe(path, out); }
 
 int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_type) {
     g3_config c = {.n_layers = info->n_layers, .n_kv_heads = info->n_kv_heads,

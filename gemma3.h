@@ -218,6 +218,18 @@ enum { GEMMA3_QUANTIZE_REPLACE = 1 };
 int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                        int n_threads, int flags);
 
+/* The same model (a checkpoint directory or a GGUF) as one GGUF file at path that llama.cpp
+ * loads (architecture gemma3, its metadata keys and tensor names; type bf16, q8_0 or q4_0 for
+ * every matrix, the blocks byte-identical to llama-quantize --pure's), written under a temporary
+ * name and renamed when complete (docs/gguf.md). */
+int gemma3_quantize_gguf(const char *src, const char *path, enum gemma3_weight_type type,
+                         int n_threads);
+/* 1 if path names a GGUF file (rather than a checkpoint directory), else 0. */
+int gemma3_model_is_gguf(const char *path);
+/* Writes what a user needs to know of a GGUF to out: architecture, name, context length, size
+ * and the tensors per type. */
+int gemma3_gguf_describe(const char *path, FILE *out);
+
 /* KV cache element type. The default is BF16: it halves the cache's memory and bandwidth (the
  * cache is the one structure that grows with the context, and decode reads all of it for every
  * token), and Hugging Face itself stores K and V in the model dtype (bf16). Its rounding error is

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "gemma3.h"
+#include "gguf-model.h"
 #include "quant.h"
 #include "util.h"
 #include "weights.h"
@@ -111,7 +112,9 @@ int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_wei
     char src[4096], dst[4096];
     g3_config *cfg = malloc(sizeof *cfg);
     if (!cfg) return g3_error(GEMMA3_ERR_NOMEM, "quantize: out of memory");
-    int rc = g3_path_join(src, sizeof src, src_dir, "config.json");
+    int rc = g3_model_is_gguf(src_dir) /* it has no config.json or tokenizer.model to copy */
+                 ? g3_error(GEMMA3_ERR_ARG, "%s: a GGUF is quantized into a GGUF (a name ending in .gguf)", src_dir)
+                 : g3_path_join(src, sizeof src, src_dir, "config.json");
     if (rc == GEMMA3_OK) rc = g3_config_load(src, cfg);
     int created = 0;
     if (rc == GEMMA3_OK) {

@@ -82,6 +82,8 @@ struct g3_st {
     uint32_t n_slots;
     char **meta;        /* __metadata__ as key, value pairs (strdup'd); the first file's wins */
     int n_meta;
+    g3_st_image_fn parse; /* another container's parser (g3_st_open_file_with), or NULL */
+    void *parse_ctx;
 };
 
 static uint32_t hash_name(const char *s) {
@@ -166,15 +168,8 @@ const char *g3_st_metadata(const g3_st *st, const char *key) {
  * shard) keeps its first value. */
 static int keep_metadata(g3_st *st, const cJSON *m, const char *label) {
     for (const cJSON *x = m->child; x; x = x->next) {
-        if (g3_st_metadata(st, x->string)) continue;
-        char **meta = realloc(st->meta, (size_t)(st->n_meta + 1) * 2 * sizeof *meta);
-        if (!meta) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
-        st->meta = meta;
-        meta[2 * st->n_meta] = strdup(x->string);
-        meta[2 * st->n_meta + 1] = strdup(x->valuestring);
-        st->n_meta++; /* counted even when strdup failed, so close frees what exists */
-        if (!meta[2 * st->n_meta - 2] || !meta[2 * st->n_meta - 1])
-            return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", label);
+        int rc = g3_st_add_metadata(st, x->string, x->valuestring);
+        if (rc != GEMMA3_OK) return g3_error(rc, "%s: out of memory", label);
     }
     return GEMMA3_OK;
 }
@@ -813,7 +808,9 @@ static int add_file(g3_st *st, const char *path) {
         st->info.bytes_mapped += size;
     }
     st->info.seconds += g3_now() - t0;
-    return parse_image(st, f->map, f->size, f->path);
+    if (!st->parse) return parse_image(st, f->map, f->size, f->path);
+    rc = st->parse(st, f->map, f->size, f->path, st->parse_ctx);
+    return rc == GEMMA3_OK ? build_index(st) : rc;
 }
 
 int g3_st_open_file(const char *path, g3_st **out) { return g3_st_open_file_as(path, G3_ST_LOAD_MMAP, out); }
@@ -833,6 +830,46 @@ int g3_st_open_file_ex(const char *path, g3_st_load load, int n_threads, int pop
         return rc;
     }
     *out = st;
+    return GEMMA3_OK;
+}
+
+int g3_st_open_file_with(const char *path, g3_st_load load, int n_threads, int populate,
+                         g3_st_image_fn parse, void *ctx, g3_st **out) {
+    *out = NULL;
+    g3_st *st = new_st(load, n_threads, populate);
+    if (!st) return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    st->parse = parse;
+    st->parse_ctx = ctx;
+    int rc = add_file(st, path);
+    if (rc != GEMMA3_OK) {
+        g3_st_close(st);
+        return rc;
+    }
+    *out = st;
+    return GEMMA3_OK;
+}
+
+int g3_st_add_view(g3_st *st, const g3_tensor *view) {
+    g3_tensor *slot = push_tensor(st);
+    char *name = slot ? strdup(view->name) : NULL;
+    if (!name) {
+        if (slot) st->n_tensors--;
+        return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", view->file);
+    }
+    *slot = *view;
+    slot->name = name;
+    return GEMMA3_OK;
+}
+
+int g3_st_add_metadata(g3_st *st, const char *key, const char *value) {
+    if (g3_st_metadata(st, key)) return GEMMA3_OK;
+    char **meta = realloc(st->meta, (size_t)(st->n_meta + 1) * 2 * sizeof *meta);
+    if (!meta) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
+    st->meta = meta;
+    meta[2 * st->n_meta] = strdup(key);
+    meta[2 * st->n_meta + 1] = strdup(value);
+    st->n_meta++;
+    if (!meta[2 * st->n_meta - 2] || !meta[2 * st->n_meta - 1]) return g3_error(GEMMA3_ERR_NOMEM, "out of memory");
     return GEMMA3_OK;
 }
 

@@ -99,6 +99,17 @@ int g3_st_check_buffer(const uint8_t *buf, size_t size, const char *label);
 /* The same, keeping the views: they point into buf, and buf and label must outlive the result. */
 int g3_st_open_buffer(const uint8_t *buf, size_t size, const char *label, g3_st **out);
 
+/* A file of another container (GGUF), brought in with the same load modes: parse gets the
+ * whole file's bytes (mapped or read) and adds views into them with g3_st_add_view (the view's
+ * name is copied; its file, data and size are the caller's, inside buf) and metadata with
+ * g3_st_add_metadata; names are then indexed as for SafeTensors (duplicates refused). */
+typedef int (*g3_st_image_fn)(g3_st *st, const uint8_t *buf, size_t size, const char *label,
+                              void *ctx);
+int g3_st_open_file_with(const char *path, g3_st_load load, int n_threads, int populate,
+                         g3_st_image_fn parse, void *ctx, g3_st **out);
+int g3_st_add_view(g3_st *st, const g3_tensor *view);
+int g3_st_add_metadata(g3_st *st, const char *key, const char *value);
+
 /* ---- writing ---- */
 
 /* A streaming writer: the header (every tensor's name, dtype, shape and offsets, plus string

@@ -677,6 +677,50 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
     return GEMMA3_OK;
 }
 
+/* The same tables from pieces given as arrays (a GGUF's tokenizer.ggml.* metadata, converted to
+ * SentencePiece's conventions by its caller); each piece is checked as read_piece checks it. */
+int g3_tokenizer_from_pieces(const char *const *text, const size_t *len, const float *score,
+                             const int32_t *type, size_t n_pieces, const g3_tokenizer_spec *spec,
+                             const char *label, gemma3_tokenizer **out) {
+    if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
+    *out = NULL;
+    model_specs s = {.model_type = MODEL_BPE, .bos_id = spec->bos_id, .eos_id = spec->eos_id,
+                     .pad_id = spec->pad_id, .byte_fallback = spec->byte_fallback,
+                     .add_dummy_prefix = spec->add_dummy_prefix,
+                     .remove_extra_whitespaces = spec->remove_extra_whitespaces,
+                     .escape_whitespaces = spec->escape_whitespaces};
+    size_t text_bytes = 0;
+    for (size_t i = 0; i < n_pieces; i++) {
+        if (len[i] == 0 || len[i] > UINT32_MAX / 2)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %zu: %s piece text", label, i,
+                            len[i] ? "overlong" : "empty");
+        if (type[i] < G3_PIECE_NORMAL || type[i] > G3_PIECE_BYTE)
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %zu: bad type %d (expected 1..6)", label,
+                            i, (int)type[i]);
+        if (isnan(score[i])) return g3_error(GEMMA3_ERR_FORMAT, "%s: piece %zu: score is NaN", label, i);
+        text_bytes += len[i] + 1;
+        if (text_bytes > UINT32_MAX / 2)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: pieces hold more than 2 GiB of text", label);
+    }
+    int rc = check_supported(&s, n_pieces, 1, label);
+    gemma3_tokenizer *t = NULL;
+    if (!rc) rc = alloc_tables(n_pieces, text_bytes, label, &t);
+    uint32_t used = 0;
+    for (size_t i = 0; i < n_pieces && !rc; i++) {
+        memcpy(t->text + used, text[i], len[i]);
+        t->text[used + len[i]] = '\0';
+        t->piece[i] = (piece_info){used, (uint32_t)len[i], score[i], (uint8_t)type[i]};
+        used += (uint32_t)len[i] + 1;
+    }
+    if (!rc) rc = finish_model(t, &s, label);
+    if (rc) {
+        gemma3_tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return GEMMA3_OK;
+}
+
 /* Read through g3_read_file, as every input file is: it refuses directories and devices by
  * name and reads streams (a FIFO, /dev/stdin) to their end. Parsing copies what it keeps. */
 int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {

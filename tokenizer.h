@@ -26,6 +26,17 @@ enum g3_piece_type {
 int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
                              gemma3_tokenizer **out);
 
+/* A tokenizer from arrays of n_pieces pieces (text[i] of len[i] bytes, score[i], type[i] an
+ * enum g3_piece_type) with the SentencePiece settings below (a BPE model); the same checks and
+ * the same encoder as a tokenizer.model. Nothing points into the arrays afterwards. */
+typedef struct g3_tokenizer_spec {
+    int32_t bos_id, eos_id, pad_id; /* -1: none */
+    int byte_fallback, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+} g3_tokenizer_spec;
+int g3_tokenizer_from_pieces(const char *const *text, const size_t *len, const float *score,
+                             const int32_t *type, size_t n_pieces, const g3_tokenizer_spec *spec,
+                             const char *label, gemma3_tokenizer **out);
+
 /* Id of the piece whose text is exactly the len bytes at text (any type), or -1. */
 int32_t g3_tokenizer_piece_id(const gemma3_tokenizer *tok, const char *text, size_t len);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "gguf-model.h"
 #include "quant-rows.h"
 #include "threads.h"
 #include "util.h"
@@ -336,7 +337,8 @@ static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtyp
     size_t n = (size_t)t->n_elements;
     if (b->kind == BIND_NORM) {
         float *out = (float *)(arena + b->arena_offset);
-        for (size_t i = 0; i < n; i++) out[i] = 1.0f + load_elem(t, i);
+        const float one = g3_st_metadata(st, "gemma3.norms") ? 0.0f : 1.0f; /* GGUF: 1 + w stored */
+        for (size_t i = 0; i < n; i++) out[i] = one + load_elem(t, i);
         *b->dst_n = out;
         return -1;
     }
@@ -494,8 +496,8 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout lay
     const int may_quantize = g3_wtype_is_block(want);
     const int lazy = may_quantize || layout == G3_LAYOUT_X8;
     g3_st *st;
-    int rc = lazy ? g3_st_open_dir_as(dir, G3_ST_LOAD_MMAP, &st)
-                  : g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
+    int rc = lazy ? g3_model_open_st(dir, G3_ST_LOAD_MMAP, 0, 0, &st)
+                  : g3_model_open_st(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     rc = resolve_source(dir, st, want, src, qtype);
@@ -505,7 +507,7 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout lay
         /* used in place after all: bring it in the way the caller asked */
         g3_st_close(st);
         w->st = NULL;
-        rc = g3_st_open_dir_ex(dir, load, n_threads, populate, &st);
+        rc = g3_model_open_st(dir, load, n_threads, populate, &st);
         if (rc == GEMMA3_OK) w->st = st;
     }
     if (rc == GEMMA3_OK) g3_st_get_load_info(st, &w->load_info);
@@ -759,7 +761,7 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     uint8_t *buf = NULL;
     int n = 0;
     int rc = w ? GEMMA3_OK : g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", src_dir);
-    if (rc == GEMMA3_OK) rc = g3_st_open_dir_as(src_dir, G3_ST_LOAD_MMAP, &st);
+    if (rc == GEMMA3_OK) rc = g3_model_open_st(src_dir, G3_ST_LOAD_MMAP, 0, 0, &st);
     const char *q = rc == GEMMA3_OK ? g3_st_metadata(st, "gemma3.quant") : NULL;
     if (q)
         rc = g3_error(GEMMA3_ERR_UNSUPPORTED,
@@ -788,8 +790,10 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     if (rc == GEMMA3_OK && !(buf = g3_alloc_aligned(chunk_rows * max_row + rowbuf_bytes)))
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for a %zu-byte write buffer", path,
                       chunk_rows * max_row + rowbuf_bytes);
-    const char *meta[4] = {"format", "pt", "gemma3.quant", g3_wtype_name(type)};
-    if (rc == GEMMA3_OK) rc = g3_st_writer_create(path, entries, n, meta, 2, &wr);
+    /* norms as stored: a GGUF source's hold 1 + w, and the file says so */
+    const char *meta[6] = {"format", "pt", "gemma3.quant", g3_wtype_name(type), "gemma3.norms", "plus_one"};
+    const int n_meta = rc == GEMMA3_OK && g3_st_metadata(st, "gemma3.norms") ? 3 : 2;
+    if (rc == GEMMA3_OK) rc = g3_st_writer_create(path, entries, n, meta, n_meta, &wr);
     float *rowbuf = buf ? (float *)(void *)(buf + chunk_rows * max_row) : NULL;
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
         const g3_tensor *t = b[i].t;

