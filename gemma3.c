@@ -221,6 +221,10 @@ int gemma3_model_is_gguf(const char *path) { return g3_model_is_gguf(path); }
 
 int gemma3_gguf_describe(const char *path, FILE *out) { return g3_gguf_model_describe(path, out); }
 
+int gemma3_gguf_tokenizer(const char *path, gemma3_tokenizer **out) {
+    return g3_gguf_model_tokenizer(path, out);
+}
+
 int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_type) {
     g3_config c = {.n_layers = info->n_layers, .n_kv_heads = info->n_kv_heads,
                    .head_dim = info->head_dim, .sliding_window = info->sliding_window};

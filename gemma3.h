@@ -229,6 +229,8 @@ int gemma3_model_is_gguf(const char *path);
 /* Writes what a user needs to know of a GGUF to out: architecture, name, context length, size
  * and the tensors per type. */
 int gemma3_gguf_describe(const char *path, FILE *out);
+/* The tokenizer a GGUF carries (tokenizer.ggml.*); *out NULL for a GGUF without one. */
+int gemma3_gguf_tokenizer(const char *path, gemma3_tokenizer **out);
 
 /* KV cache element type. The default is BF16: it halves the cache's memory and bandwidth (the
  * cache is the one structure that grows with the context, and decode reads all of it for every

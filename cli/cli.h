@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
+
 #include "gemma3.h"
 
 /* Seconds from a monotonic clock, for the timings the commands print. */

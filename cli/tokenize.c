@@ -9,7 +9,6 @@
 
 #include "cli.h"
 #include "gemma3.h"
-#include "gguf-model.h"
 #include "jsonl.h"
 
 typedef struct {
@@ -67,7 +66,7 @@ static int load_tokenizer(const char *model, gemma3_tokenizer **tok) {
             return cli_fail("%s: path too long", model);
         file = path;
     }
-    int rc = g3_model_is_gguf(model) ? g3_gguf_model_tokenizer(model, tok) : gemma3_tokenizer_load(file, tok);
+    int rc = gemma3_model_is_gguf(model) ? gemma3_gguf_tokenizer(model, tok) : gemma3_tokenizer_load(file, tok);
     if (rc != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     return 0;
 }
