@@ -193,7 +193,8 @@ static void run_xtc(const float *l, float q, float threshold) {
     p.xtc_probability = q;
     p.xtc_threshold = threshold;
     double plain[V], cut[V], prob[V], lmax = -INFINITY, z = 0, z_cut = 0;
-    for (int i = 0; i < V; i++) lmax = fmax(lmax, l[i]);
+    for (int i = 0; i < V; i++)
+        if (l[i] > lmax) lmax = l[i];
     for (int i = 0; i < V; i++) z += exp(l[i] - lmax);
     int n_above = 0, least = -1; /* the least probable qualifying token (ties: the higher id) */
     for (int i = 0; i < V; i++) {
