@@ -235,7 +235,12 @@ int64_t gemma3_kv_cache_bytes(const gemma3_model_info *info, int n_ctx, int kv_t
 
 /* ==== session ================================================================================= */
 
-#define ROW_GRAIN 16 /* matmul rows are handed to threads in multiples of this */
+/* Matmul rows are handed to threads in multiples of ROW_GRAIN (whole SIMD tiles of a batch), a
+ * single token's in multiples of DECODE_GRAIN: decode streams the weights, and at 16 threads a
+ * hidden size of 1152 rows is 72 grains of 16 (the slowest thread gets 5, 11% over the mean)
+ * but 144 of 8 (9 each). Which rows a thread gets never changes a value. */
+#define ROW_GRAIN 16
+#define DECODE_GRAIN 8
 
 /* Per-layer KV cache. A sliding layer keeps a ring of min(W + n_swa_extra, n_ctx) slots
  * (position p lives in slot p % n_slots), a full layer one slot per position. A slot holds nKV*hd keys (or values)
@@ -581,7 +586,10 @@ void g3_session_set_pos(gemma3_session *s, int pos, int ring_first) {
 /* One chunk being processed: T tokens at positions p0 .. p0+T-1, in layer `layer`. */
 typedef struct chunk {
     gemma3_session *s;
+    const int32_t *tokens;   /* [T] the chunk's ids */
     int T, p0, layer;
+    const float *res_w;      /* per-token steps (rows_*): the post-norm of a pending sub-layer */
+    const float *norm_w;     /*   output in proj (NULL: none), and the pre-norm that follows */
     /* matmul job (see run_matmul): Y[t][r] = W[r] . input[t], rows [0, n_rows) */
     float *Y;
     size_t ldy;
@@ -594,24 +602,88 @@ typedef struct chunk {
 } chunk;
 
 /* The input of the next matmul(s): in exact mode the fp32 activations themselves; otherwise they
- * are rounded once here, per element (bf16 weights: to bf16) or per block of 32 (quantized
- * weights: to Q8 activation blocks), so the rounding never depends on the split. */
-static void set_input(chunk *ck, const float *in, size_t ld, int n_in) {
-    gemma3_session *s = ck->s;
+ * are rounded once, per element (bf16 weights: to bf16) or per block of 32 (quantized weights:
+ * to Q8 activation blocks) by round_input_rows, so the rounding never depends on the split. */
+static void use_input(chunk *ck, const float *in, size_t ld, int n_in) {
     ck->in_f32 = in;
-    ck->in_bf16 = s->act_bf16;
-    ck->in_q = s->act_q;
+    ck->in_bf16 = ck->s->act_bf16;
+    ck->in_q = ck->s->act_q;
     ck->ld_in = ld;
     ck->n_in = n_in;
+}
+
+static void round_input_rows(const chunk *ck, int t0, int t1) {
+    const gemma3_session *s = ck->s;
     if (s->exact) return;
-    if (s->quant) {
-        const size_t row = g3_act_row_bytes(n_in);
-        for (int t = 0; t < ck->T; t++)
-            s->qkern->quantize_act((char *)s->act_q + (size_t)t * row, n_in, in + (size_t)t * ld, 0, n_in);
+    const size_t qrow = g3_act_row_bytes(ck->n_in);
+    for (int t = t0; t < t1; t++) {
+        const float *in = ck->in_f32 + (size_t)t * ck->ld_in;
+        if (s->quant) s->qkern->quantize_act((char *)s->act_q + (size_t)t * qrow, ck->n_in, in, 0, ck->n_in);
+        else s->kern->to_bf16(s->act_bf16 + (size_t)t * ck->n_in, in, ck->n_in);
+    }
+}
+
+/* ---- work split between threads ---- */
+
+/* fn(ck, u0, u1) over units [0, n_units) split between threads; a single token's units run on
+ * the calling thread: a few microseconds of work, less than a fork/join. */
+typedef void (*units_fn)(const chunk *ck, int u0, int u1);
+typedef struct units_job {
+    const chunk *ck;
+    units_fn fn;
+    int n_units;
+} units_job;
+
+static void task_units(void *ctx, int ith, int nth) {
+    const units_job *j = ctx;
+    int lo, hi;
+    g3_split(j->n_units, ith, nth, 1, &lo, &hi);
+    if (lo < hi) j->fn(j->ck, lo, hi);
+}
+
+static void run_units(const chunk *ck, units_fn fn, int n_units) {
+    if (ck->T == 1) {
+        fn(ck, 0, n_units);
         return;
     }
-    for (int t = 0; t < ck->T; t++)
-        s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in + (size_t)t * ld, n_in);
+    units_job j = {ck, fn, n_units};
+    g3_pool_run(ck->s->pool, task_units, &j);
+}
+
+/* Steps 2.1, 2.8-2.9, 2.11 and 3 for tokens [t0, t1): h += RMSNorm(proj, res_w) where a
+ * sub-layer's output is pending, then x = RMSNorm(h, norm_w). */
+static void rows_residual_norm(const chunk *ck, int t0, int t1) {
+    const gemma3_session *s = ck->s;
+    const int H = s->cfg->hidden_size;
+    const float eps = s->cfg->rms_norm_eps;
+    for (int t = t0; t < t1; t++) {
+        float *ht = s->h + (size_t)t * H;
+        if (ck->res_w) {
+            float *yt = s->proj + (size_t)t * H;
+            s->kern->rmsnorm(yt, yt, ck->res_w, H, eps);
+            for (int i = 0; i < H; i++) ht[i] += yt[i];
+        }
+        s->kern->rmsnorm(s->x + (size_t)t * H, ht, ck->norm_w, H, eps);
+    }
+}
+
+/* The same, then x rounded as the next matmul's input. */
+static void rows_sublayer_input(const chunk *ck, int t0, int t1) {
+    rows_residual_norm(ck, t0, t1);
+    round_input_rows(ck, t0, t1);
+}
+
+/* Step 1: embedding rows, scaled by sqrt(H) in fp32 (as HF's fp32 reference; the HF bf16 run
+ * would round the scale and the product to bf16). */
+static void rows_embed(const chunk *ck, int t0, int t1) {
+    const g3_matrix *E = &ck->s->model->w.embed;
+    const int H = ck->s->cfg->hidden_size;
+    const float embed_scale = sqrtf((float)H);
+    for (int t = t0; t < t1; t++) {
+        float *ht = ck->s->h + (size_t)t * H;
+        g3_dequantize_matrix_row(E->type, E->layout, E->data, H, ck->tokens[t], ht);
+        for (int i = 0; i < H; i++) ht[i] *= embed_scale;
+    }
 }
 
 /* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk, by the kernel the
@@ -621,11 +693,13 @@ static void matmul_rows(const chunk *ck, float *Y, size_t ldy, g3_matrix W, int 
     g3_matmul(&ck->s->backend, Y, ldy, W, &x, r0, r1);
 }
 
+static int row_grain(const chunk *ck) { return ck->T == 1 ? DECODE_GRAIN : ROW_GRAIN; }
+
 /* A plain matmul split by rows between threads. */
 static void task_matmul(void *ctx, int ith, int nth) {
     const chunk *ck = ctx;
     int lo, hi;
-    g3_split(ck->n_rows, ith, nth, ROW_GRAIN, &lo, &hi);
+    g3_split(ck->n_rows, ith, nth, row_grain(ck), &lo, &hi);
     matmul_rows(ck, ck->Y, ck->ldy, ck->W, lo, hi);
 }
 
@@ -637,47 +711,51 @@ static void run_matmul(chunk *ck, float *Y, size_t ldy, g3_matrix W, int n_rows)
     g3_pool_run(ck->s->pool, task_matmul, ck);
 }
 
-/* q, k, v projections, QK-norm, RoPE and the cache-dtype copy of k and v, in one pool run.
- * The rows of q|k|v are split between threads in whole heads (grain hd), so the thread that
- * computed a head also normalises and rotates it. */
+/* Step 2.2: q = x Wq^T, k = x Wk^T, v = x Wv^T, the rows of q|k|v split between threads as one
+ * matrix (in heads, 1B's 6 heads would keep 10 of 16 threads idle). */
 static void task_qkv(void *ctx, int ith, int nth) {
     const chunk *ck = ctx;
     const gemma3_session *s = ck->s;
-    const g3_config *c = s->cfg;
     const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
-    const int hd = c->head_dim, nH = c->n_heads, nKV = c->n_kv_heads, half = hd / 2;
-    const int qd = nH * hd, kvd = nKV * hd;
-    const int type = c->layer_types[ck->layer] == G3_LAYER_FULL;
-    const float *cos_t = s->rope_cos + (size_t)type * ck->T * half;
-    const float *sin_t = s->rope_sin + (size_t)type * ck->T * half;
+    const int qd = s->cfg->n_heads * s->cfg->head_dim, kvd = s->cfg->n_kv_heads * s->cfg->head_dim;
     int lo, hi;
-    g3_split(qd + 2 * kvd, ith, nth, hd, &lo, &hi);
-
-    /* step 2.2: q = x Wq^T, k = x Wk^T, v = x Wv^T (this thread's heads of each) */
+    g3_split(qd + 2 * kvd, ith, nth, row_grain(ck), &lo, &hi);
     int q1 = hi < qd ? hi : qd;
     matmul_rows(ck, s->q, (size_t)qd, lw->wq, lo, q1);
     int k0 = lo > qd ? lo - qd : 0, k1 = hi - qd < kvd ? hi - qd : kvd;
     matmul_rows(ck, s->k, (size_t)kvd, lw->wk, k0, k1);
     int v0 = lo > qd + kvd ? lo - qd - kvd : 0, v1 = hi - qd - kvd;
     matmul_rows(ck, s->v, (size_t)kvd, lw->wv, v0, v1);
+}
 
-    for (int t = 0; t < ck->T; t++) {
-        const float *ct = cos_t + (size_t)t * half, *st = sin_t + (size_t)t * half;
-        /* steps 2.3-2.4: per-head RMSNorm (1 + q_norm), then split-half RoPE at position p0 + t */
-        for (int r = lo; r < q1; r += hd) {
-            float *qh = s->q + (size_t)t * qd + r;
+/* Steps 2.3-2.4 for units [u0, u1) of (token, head), the nH query heads then the nKV kv heads of
+ * each token: per-head RMSNorm (1 + q_norm / k_norm), split-half RoPE at position p0 + t (sliding:
+ * theta 10k; full: rope_theta / factor), and a kv head's key and value in the cache dtype (V
+ * gets no norm and no rotation). */
+static void heads_qk_norm_rope(const chunk *ck, int u0, int u1) {
+    const gemma3_session *s = ck->s;
+    const g3_config *c = s->cfg;
+    const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
+    const int hd = c->head_dim, nH = c->n_heads, nKV = c->n_kv_heads, half = hd / 2;
+    const size_t qd = (size_t)nH * hd, kvd = (size_t)nKV * hd;
+    const int type = c->layer_types[ck->layer] == G3_LAYER_FULL;
+    for (int u = u0; u < u1; u++) {
+        const int t = u / (nH + nKV), h = u % (nH + nKV);
+        const float *ct = s->rope_cos + ((size_t)type * ck->T + t) * half;
+        const float *st = s->rope_sin + ((size_t)type * ck->T + t) * half;
+        if (h < nH) {
+            float *qh = s->q + t * qd + (size_t)h * hd;
             s->kern->rmsnorm(qh, qh, lw->q_norm, hd, c->rms_norm_eps);
             g3_rope(qh, 1, hd, ct, st);
+            continue;
         }
-        for (int r = k0; r < k1; r += hd) {
-            float *kh = s->k + (size_t)t * kvd + r;
-            s->kern->rmsnorm(kh, kh, lw->k_norm, hd, c->rms_norm_eps);
-            g3_rope(kh, 1, hd, ct, st);
-            if (s->kv_bf16) s->kern->to_bf16(s->kb + (size_t)t * kvd + r, kh, hd);
+        const size_t at = t * kvd + (size_t)(h - nH) * hd;
+        s->kern->rmsnorm(s->k + at, s->k + at, lw->k_norm, hd, c->rms_norm_eps);
+        g3_rope(s->k + at, 1, hd, ct, st);
+        if (s->kv_bf16) {
+            s->kern->to_bf16(s->kb + at, s->k + at, hd);
+            s->kern->to_bf16(s->vb + at, s->v + at, hd);
         }
-        /* V gets no norm and no rotation */
-        if (s->kv_bf16 && v0 < v1)
-            s->kern->to_bf16(s->vb + (size_t)t * kvd + v0, s->v + (size_t)t * kvd + v0, v1 - v0);
     }
 }
 
@@ -781,7 +859,7 @@ static void task_gate_up(void *ctx, int ith, int nth) {
     const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
     const int I = s->cfg->intermediate_size;
     int lo, hi;
-    g3_split(I, ith, nth, s->quant ? G3_QK : ROW_GRAIN, &lo, &hi);
+    g3_split(I, ith, nth, s->quant ? G3_QK : row_grain(ck), &lo, &hi);
     if (lo >= hi) return;
     matmul_rows(ck, s->gate, (size_t)I, lw->w_gate, lo, hi);
     matmul_rows(ck, s->up, (size_t)I, lw->w_up, lo, hi);
@@ -826,22 +904,6 @@ static void store_kv(gemma3_session *s, int layer, int p0, int T) {
     }
 }
 
-/* h[t] += RMSNorm(y[t], w) for every token: the sandwich post-norm and residual add. */
-static void add_normed(gemma3_session *s, float *y, const float *w, int T) {
-    const int H = s->cfg->hidden_size;
-    for (int t = 0; t < T; t++) {
-        float *yt = y + (size_t)t * H, *ht = s->h + (size_t)t * H;
-        s->kern->rmsnorm(yt, yt, w, H, s->cfg->rms_norm_eps);
-        for (int i = 0; i < H; i++) ht[i] += yt[i];
-    }
-}
-
-static void norm_rows(gemma3_session *s, float *dst, const float *src, const float *w, int T) {
-    const int H = s->cfg->hidden_size;
-    for (int t = 0; t < T; t++)
-        s->kern->rmsnorm(dst + (size_t)t * H, src + (size_t)t * H, w, H, s->cfg->rms_norm_eps);
-}
-
 static int should_abort(const gemma3_session *s) { return s->abort_fn && s->abort_fn(s->abort_ctx); }
 
 void gemma3_session_set_abort(gemma3_session *s, int (*fn)(void *ctx), void *ctx) {
@@ -856,55 +918,51 @@ static int forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0
     const g3_config *c = s->cfg;
     const g3_weights *w = &s->model->w;
     const int H = c->hidden_size, qd = c->n_heads * c->head_dim;
-    chunk ck = {.s = s, .T = T, .p0 = p0};
+    chunk ck = {.s = s, .tokens = tokens, .T = T, .p0 = p0};
 
-    /* 1. Embedding, scaled by sqrt(H) in fp32 (as HF's fp32 reference; the HF bf16 run would
-     *    round the scale and the product to bf16). */
-    const float embed_scale = sqrtf((float)H);
-    for (int t = 0; t < T; t++) {
-        float *ht = s->h + (size_t)t * H;
-        g3_dequantize_matrix_row(w->embed.type, w->embed.layout, w->embed.data, H, tokens[t], ht);
-        for (int i = 0; i < H; i++) ht[i] *= embed_scale;
-    }
+    run_units(&ck, rows_embed, T);
     fill_rope_tables(s, p0, T);
 
     for (int l = 0; l < c->n_layers; l++) {
         const g3_layer_weights *lw = &w->layers[l];
         ck.layer = l;
         if (l > 0 && should_abort(s)) return GEMMA3_ERR_ABORTED;
-        /* 2.1 x = RMSNorm(h, 1 + input_layernorm) */
-        norm_rows(s, s->x, s->h, lw->attn_norm, T);
-        set_input(&ck, s->x, (size_t)H, H);
-        /* 2.2-2.4 q, k, v; QK-norm; RoPE (sliding: theta 10k; full: rope_theta / factor) */
+        /* (2.11 of the layer before: h += RMSNorm(m, 1 + post_feedforward_layernorm))
+         * 2.1 x = RMSNorm(h, 1 + input_layernorm) */
+        ck.res_w = l > 0 ? w->layers[l - 1].post_ffn_norm : NULL, ck.norm_w = lw->attn_norm;
+        use_input(&ck, s->x, (size_t)H, H);
+        run_units(&ck, rows_sublayer_input, T);
+        /* 2.2-2.4 q, k, v; QK-norm; RoPE */
         g3_pool_run(s->pool, task_qkv, &ck);
+        run_units(&ck, heads_qk_norm_rope, T * (c->n_heads + c->n_kv_heads));
         /* 2.6 attention over the ring (earlier positions) and the chunk itself */
         g3_pool_run(s->pool, task_attention, &ck);
         /* 2.5 only now may the chunk's keys and values overwrite ring slots */
         store_kv(s, l, p0, T);
         /* 2.7 a = concat_h(o) Wo^T */
         if (s->quant) {
-            set_input(&ck, s->att, (size_t)qd, qd);
+            use_input(&ck, s->att, (size_t)qd, qd);
+            run_units(&ck, round_input_rows, T);
         } else {
             ck.in_f32 = s->att, ck.in_bf16 = s->act_bf16; /* bf16 copy made by attention */
             ck.ld_in = (size_t)qd, ck.n_in = qd;
         }
         run_matmul(&ck, s->proj, (size_t)H, lw->wo, H);
-        /* 2.8 h = h + RMSNorm(a, 1 + post_attention_layernorm) */
-        add_normed(s, s->proj, lw->post_attn_norm, T);
-        /* 2.9 x = RMSNorm(h, 1 + pre_feedforward_layernorm) */
-        norm_rows(s, s->x, s->h, lw->pre_ffn_norm, T);
-        set_input(&ck, s->x, (size_t)H, H);
+        /* 2.8 h = h + RMSNorm(a, 1 + post_attention_layernorm)
+         * 2.9 x = RMSNorm(h, 1 + pre_feedforward_layernorm) */
+        ck.res_w = lw->post_attn_norm, ck.norm_w = lw->pre_ffn_norm;
+        use_input(&ck, s->x, (size_t)H, H);
+        run_units(&ck, rows_sublayer_input, T);
         /* 2.10 m = (gelu_tanh(x Wgate^T) * (x Wup^T)) Wdown^T */
         g3_pool_run(s->pool, task_gate_up, &ck);
         ck.in_f32 = s->gate, ck.in_bf16 = s->ffn_bf16; /* bf16 / Q8 copy made by task_gate_up */
         ck.in_q = s->ffn_q;
         ck.ld_in = (size_t)c->intermediate_size, ck.n_in = c->intermediate_size;
         run_matmul(&ck, s->proj, (size_t)H, lw->w_down, H);
-        /* 2.11 h = h + RMSNorm(m, 1 + post_feedforward_layernorm) */
-        add_normed(s, s->proj, lw->post_ffn_norm, T);
     }
-    /* 3. final norm */
-    norm_rows(s, s->x, s->h, w->final_norm, T);
+    /* 2.11 of the last layer, then 3. the final norm */
+    ck.res_w = w->layers[c->n_layers - 1].post_ffn_norm, ck.norm_w = w->final_norm;
+    run_units(&ck, rows_residual_norm, T);
     return GEMMA3_OK;
 }
 
@@ -922,7 +980,8 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     const g3_config *c = s->cfg;
     const int H = c->hidden_size;
     chunk ck = {.s = s, .T = n};
-    set_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    use_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    run_units(&ck, round_input_rows, n);
     run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
     softcap_logits(c, dst, ld, n, c->vocab_size);
 }
@@ -998,7 +1057,8 @@ static int chunk_logprobs(gemma3_session *s, int t0, int T, int p0, const int32_
                           double *logprob) {
     const int H = s->cfg->hidden_size, ns = n_strips(s->cfg);
     score_job job = {.ck = {.s = s, .T = T - t0}, .next = next};
-    set_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    use_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    run_units(&job.ck, round_input_rows, T - t0);
     g3_pool_run(s->pool, task_score_strips, &job);
     for (int t = t0; t < T; t++) {
         const double lse = g3_lse_merge(s->strip_lse + (size_t)(t - t0) * ns, ns);

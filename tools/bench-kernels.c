@@ -1,6 +1,7 @@
 /* bench-kernels - throughput of the matmul kernels and the thread pool, per ISA table.
  *
  *   build/tools/bench-kernels [--quick]
+ *   build/tools/bench-kernels --bandwidth N | --pool N   (one figure at N threads)
  *
  * Prints: a plain memory-read bandwidth reference (vectorised sum over 1 GiB, 1 and 2 threads);
  * matvec (T=1) over a 1B-shaped set of weights (~1 GB, far beyond cache) as GB/s of weights
@@ -301,8 +302,26 @@ static int print_bandwidth(int n_threads) {
     return 0;
 }
 
+/* --pool N: only g3_pool_run's fork/join latency at N threads (microseconds per empty job). */
+static int print_pool_latency(int n_threads) {
+    g3_pool *pool = NULL;
+    if (g3_pool_create(n_threads, &pool) != GEMMA3_OK) return 1;
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        const int n = 100000;
+        double t0 = g3_now();
+        for (int i = 0; i < n; i++) g3_pool_run(pool, noop_task, NULL);
+        double dt = (g3_now() - t0) / n * 1e6;
+        if (dt < best) best = dt;
+    }
+    printf("%.3f\n", best);
+    g3_pool_free(pool);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--bandwidth") == 0) return print_bandwidth(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "--pool") == 0) return print_pool_latency(atoi(argv[2]));
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     g3_pool *pool1 = NULL, *pool2 = NULL;
     if (g3_pool_create(1, &pool1) != GEMMA3_OK || g3_pool_create(2, &pool2) != GEMMA3_OK) return 1;
