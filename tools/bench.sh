@@ -13,6 +13,9 @@ done
 echo "== gemma3 bench: synthetic 1B-shaped checkpoint"
 BUILD=$BUILD sh tools/bench-model.sh || status=1
 echo
+echo "== threads: decode and prefill at 1, 2, 4, 8, 16 threads (up to the CPUs) beside the bandwidth probe"
+BUILD=$BUILD sh tools/bench-threads.sh 2>/dev/null || status=1
+echo
 echo "== threads: our pool against OpenMP (make OPENMP=1)"
 MODELS=$BUILD/bench-models sh tools/bench-omp.sh || status=1
 exit $status
