@@ -83,6 +83,7 @@ enum gemma3_weight_type {
     GEMMA3_WEIGHTS_BF16 = 1,
     GEMMA3_WEIGHTS_Q8_0 = 2,
     GEMMA3_WEIGHTS_Q4_0 = 3,
+    GEMMA3_WEIGHTS_COUNT /* one past the last type (the library's type table has a row per value) */
 };
 /* "bf16", "q8_0", "q4_0" ("as-stored" for GEMMA3_WEIGHTS_AS_STORED, "?" if invalid). */
 const char *gemma3_weight_type_name(enum gemma3_weight_type type);

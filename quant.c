@@ -11,10 +11,11 @@
 
 /* ---- names and sizes ------------------------------------------------------------------------ */
 
-static const g3_wtype_traits wtypes[G3_WTYPE_COUNT]; /* the rows, below the functions they name */
+static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT]; /* the rows, below the functions they name */
+static const g3_quant_kernels quant_scalar;                 /* the reference kernels, below */
 
 const g3_wtype_traits *g3_wtype_get(int t) {
-    return t >= 0 && t < G3_WTYPE_COUNT ? &wtypes[t] : NULL;
+    return t > 0 && t < GEMMA3_WEIGHTS_COUNT && wtypes[t].name ? &wtypes[t] : NULL;
 }
 
 int g3_wtype_is_block(int t) {
@@ -32,20 +33,26 @@ const char *g3_wtype_name_upper(g3_wtype t) {
     return tr ? tr->name_upper : "?";
 }
 
+int g3_wtype_from_ggml(uint32_t ggml_type) {
+    for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++)
+        if (g3_wtype_get(t) && wtypes[t].ggml_type == ggml_type) return t;
+    return -1;
+}
+
 int g3_wtype_parse(const char *name) {
-    for (int t = 0; name && t < G3_WTYPE_COUNT; t++)
-        if (strcmp(name, wtypes[t].name) == 0) return t;
+    for (int t = 1; name && t < GEMMA3_WEIGHTS_COUNT; t++)
+        if (g3_wtype_get(t) && strcmp(name, wtypes[t].name) == 0) return t;
     return -1;
 }
 
 /* Written once, before any thread could ask: the table is constant. */
-static char type_lists[2][G3_WTYPE_COUNT * 16];
+static char type_lists[2][GEMMA3_WEIGHTS_COUNT * 16];
 
 static void make_type_lists(void) {
     for (int blocks = 0; blocks < 2; blocks++) {
         char *p = type_lists[blocks];
-        for (int t = 0; t < G3_WTYPE_COUNT; t++)
-            if (!blocks || g3_wtype_is_block(t))
+        for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++)
+            if (g3_wtype_get(t) && (!blocks || g3_wtype_is_block(t)))
                 p += sprintf(p, "%s%s", p == type_lists[blocks] ? "" : ", ", wtypes[t].name);
     }
 }
@@ -66,17 +73,20 @@ size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in) {
 void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
                int r0, int r1) {
     if (r0 >= r1) return;
-    const int slot = wtypes[W.type].kernel_slot, x8 = W.layout == G3_LAYOUT_X8;
-    if (slot < 0) { /* BF16 */
+    const int t = (int)W.type, x8 = W.layout == G3_LAYOUT_X8;
+    if (!g3_wtype_is_block(t)) { /* BF16 */
         if (be->exact)
             be->k->matmul_f32(Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
         else
             be->k->matmul_bf16(Y, ldy, W.data, x->bf16, (size_t)x->n_in, x->n_tok, x->n_in, r0, r1);
     } else if (be->exact) {
-        (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)(W.type, Y, ldy, W.data, x->f32, x->ld_f32,
-                                                             x->n_tok, x->n_in, r0, r1);
+        g3_matmul_q_f32_fn f = (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)[t];
+        if (!f) f = (x8 ? quant_scalar.matmul_q_f32_x8 : quant_scalar.matmul_q_f32)[t];
+        f(W.type, Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
     } else {
-        (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[slot](Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
+        g3_matmul_q_fn f = (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[t];
+        if (!f) f = (x8 ? quant_scalar.matmul_q_x8 : quant_scalar.matmul_q)[t];
+        f(Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
     }
 }
 
@@ -185,12 +195,18 @@ static void dequantize_bf16(const void *row, float *y, int64_t n) {
 #define BF16_NONFINITE 0x7f80u
 #define F16_NONFINITE 0x7c00u
 
-static const g3_wtype_traits wtypes[G3_WTYPE_COUNT] = {
-    [G3_WTYPE_BF16] = {"bf16", "BF16", 1, sizeof(uint16_t), NULL, dequantize_bf16, BF16_NONFINITE, -1},
-    [G3_WTYPE_Q8_0] = {"q8_0", "Q8_0", G3_QK, sizeof(g3_block_q8_0), quantize_q8_0, dequantize_q8_0,
-                       F16_NONFINITE, 0},
-    [G3_WTYPE_Q4_0] = {"q4_0", "Q4_0", G3_QK, sizeof(g3_block_q4_0), quantize_q4_0, dequantize_q4_0,
-                       F16_NONFINITE, 1},
+static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT] = {
+    [GEMMA3_WEIGHTS_BF16] = {.name = "bf16", .name_upper = "BF16", .block = 1, .block_bytes = sizeof(uint16_t),
+                       .dequantize_row = dequantize_bf16, .nonfinite_mask = BF16_NONFINITE,
+                       .ggml_type = 30, .gguf_file_type = 32},
+    [GEMMA3_WEIGHTS_Q8_0] = {.name = "q8_0", .name_upper = "Q8_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q8_0), .quantize_row = quantize_q8_0,
+                       .dequantize_row = dequantize_q8_0, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 8, .gguf_file_type = 7},
+    [GEMMA3_WEIGHTS_Q4_0] = {.name = "q4_0", .name_upper = "Q4_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q4_0), .quantize_row = quantize_q4_0,
+                       .dequantize_row = dequantize_q4_0, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 2, .gguf_file_type = 2},
 };
 
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n) {
@@ -380,7 +396,7 @@ static float dot_q4_0_scalar(const g3_block_q4_0 *w, act_row a, int n_blocks) {
 
 static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
-    const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q8_0, n_in);
+    const size_t row_bytes = g3_wtype_row_bytes(GEMMA3_WEIGHTS_Q8_0, n_in);
     for (int t = 0; t < n_tok; t++) {
         const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
@@ -392,7 +408,7 @@ static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *
 
 static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
-    const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q4_0, n_in);
+    const size_t row_bytes = g3_wtype_row_bytes(GEMMA3_WEIGHTS_Q4_0, n_in);
     for (int t = 0; t < n_tok; t++) {
         const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
@@ -406,7 +422,7 @@ static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *
 static float block_dot_f32_scalar(g3_wtype wtype, const uint8_t *blk, const float *x) {
     float q[G3_QK], s = 0.0f;
     float d;
-    if (wtype == G3_WTYPE_Q8_0) {
+    if (wtype == GEMMA3_WEIGHTS_Q8_0) {
         const g3_block_q8_0 *b8 = (const void *)blk;
         d = g3_f16_to_f32(b8->d);
         for (int j = 0; j < G3_QK; j++) q[j] = (float)b8->qs[j];
@@ -450,9 +466,9 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
                 union x8_block blk;
                 x8_block(t, x8, nb, r, b, blk.bytes);
                 const int8_t *aq = a.q + b * G3_QK;
-                const int32_t isum = t == G3_WTYPE_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
+                const int32_t isum = t == GEMMA3_WEIGHTS_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
                                                         : isum_q4_0(&blk.q4_0, aq, a.c4[b]);
-                const float dw = g3_f16_to_f32(t == G3_WTYPE_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
+                const float dw = g3_f16_to_f32(t == GEMMA3_WEIGHTS_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
                 acc = fmaf((float)isum, dw * a.d[b], acc);
             }
             Y[(size_t)tk * ldy + r] = acc;
@@ -462,12 +478,12 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
 
 static void matmul_q8_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                   int n_in, int r0, int r1) {
-    matmul_x8_scalar(G3_WTYPE_Q8_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+    matmul_x8_scalar(GEMMA3_WEIGHTS_Q8_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
 static void matmul_q4_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                   int n_in, int r0, int r1) {
-    matmul_x8_scalar(G3_WTYPE_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+    matmul_x8_scalar(GEMMA3_WEIGHTS_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
 /* fp32 activations: the row layout's computation, each block fetched from its group. */
@@ -491,12 +507,11 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
 static const g3_quant_kernels quant_scalar = {
     .name = "scalar",
     .quantize_act = quantize_act_scalar,
-    .matmul_q8_0 = matmul_q8_0_scalar,
-    .matmul_q4_0 = matmul_q4_0_scalar,
-    .matmul_q_f32 = matmul_q_f32_scalar,
-    .matmul_q8_0_x8 = matmul_q8_0_x8_scalar,
-    .matmul_q4_0_x8 = matmul_q4_0_x8_scalar,
-    .matmul_q_f32_x8 = matmul_q_f32_x8_scalar,
+    .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar},
+    .matmul_q_f32 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_scalar},
+    .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar},
+    .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
+                        [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},
 };
 
 /* ---- x86 SIMD tables ------------------------------------------------------------------------ */

@@ -457,7 +457,7 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
     const char *q = g3_st_metadata(st, "gemma3.quant");
     if (!q) {
         *src = g3_wtype_is_block(want) ? SRC_QUANTIZE : SRC_PLAIN;
-        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : G3_WTYPE_BF16;
+        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : GEMMA3_WEIGHTS_BF16;
         return GEMMA3_OK;
     }
     int t = g3_wtype_parse(q);
@@ -465,7 +465,7 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (%s)",
                         dir, q, g3_wtype_list(1));
-    if (want != G3_WTYPE_AS_STORED && want != t)
+    if (want != GEMMA3_WEIGHTS_AS_STORED && want != t)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: the checkpoint is quantized to %s; it cannot be loaded as %s (no "
                         "requantization: quantize the original checkpoint instead)",
@@ -480,7 +480,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
 
 /* Binding only (gemma3 info, tests): mapped files are not faulted in. */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
-    return load_weights(dir, cfg, load, G3_WTYPE_AS_STORED, G3_LAYOUT_ROWS, 0, 0, w);
+    return load_weights(dir, cfg, load, GEMMA3_WEIGHTS_AS_STORED, G3_LAYOUT_ROWS, 0, 0, w);
 }
 
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
@@ -517,11 +517,11 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout lay
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                         g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
-    if (want != G3_WTYPE_AS_STORED && !g3_wtype_get(want))
+    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want))
         return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
                         g3_wtype_list(0));
     enum source src = SRC_PLAIN;
-    g3_wtype qtype = G3_WTYPE_BF16;
+    g3_wtype qtype = GEMMA3_WEIGHTS_BF16;
     int rc = open_source(dir, load, want, layout, n_threads, populate, w, &src, &qtype);
     if (rc != GEMMA3_OK && !w->st) return rc;
     g3_st *st = w->st;

@@ -73,7 +73,7 @@ static void test_reference_blocks(void) {
         for (int r = 0; r < REF_ROWS; r++) {
             const size_t o = (size_t)r * REF_COLS, ob = o / G3_QK;
             g3_quantize_row_q8_0(x + o, got8 + ob, REF_COLS);
-            g3_quantize_row(G3_WTYPE_Q4_0, x + o, got4 + ob, REF_COLS);
+            g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, x + o, got4 + ob, REF_COLS);
         }
         for (size_t b = 0; b < nb; b++) {
             if (memcmp(&got8[b], &want8[b], sizeof got8[b]) && bad8++ < 5)
@@ -118,12 +118,12 @@ static void test_roundtrip(void) {
     static g3_block_q4_0 b4[N / G3_QK], c4[N / G3_QK];
     for (int i = 0; i < N; i++) x[i] = rng_f() * (float)(1 + i % 7) * 0.1f;
     int bad_err = 0;
-    g3_quantize_row(G3_WTYPE_Q8_0, x, b8, N);
-    g3_dequantize_row(G3_WTYPE_Q8_0, b8, y, N);
-    g3_quantize_row(G3_WTYPE_Q8_0, y, c8, N);
-    g3_quantize_row(G3_WTYPE_Q4_0, x, b4, N);
-    g3_dequantize_row(G3_WTYPE_Q4_0, b4, z, N);
-    g3_quantize_row(G3_WTYPE_Q4_0, z, c4, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q8_0, x, b8, N);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q8_0, b8, y, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q8_0, y, c8, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, x, b4, N);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q4_0, b4, z, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, z, c4, N);
     for (int i = 0; i < N; i++) {
         const float d8 = g3_f16_to_f32(b8[i / G3_QK].d), d4 = fabsf(g3_f16_to_f32(b4[i / G3_QK].d));
         /* 0.57 d: the fp16 rounding of d moves the grid by up to 127 * 2^-11 d */
@@ -135,7 +135,7 @@ static void test_roundtrip(void) {
     /* exact values: Q4_0 q - 8 and Q8_0 q times d */
     g3_block_q4_0 one = {.d = 0x3c00}; /* d = 1 */
     for (int j = 0; j < 16; j++) one.qs[j] = (uint8_t)(j | (15 - j) << 4);
-    g3_dequantize_row(G3_WTYPE_Q4_0, &one, y, G3_QK);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q4_0, &one, y, G3_QK);
     int bad_exact = 0;
     for (int j = 0; j < 16; j++) bad_exact += y[j] != (float)(j - 8) || y[j + 16] != (float)(7 - j);
     CHECK_EQ_INT(bad_exact, 0);
@@ -270,7 +270,7 @@ static void *make_weights(g3_wtype wt, int rows, int n_in, float *deq) {
     for (int r = 0; r < rows; r++) {
         fill_act(tmp, n_in, 0); /* weights: within fp16's range */
         g3_quantize_row(wt, tmp, w + (size_t)r * rb, n_in);
-        if (wt == G3_WTYPE_Q8_0)
+        if (wt == GEMMA3_WEIGHTS_Q8_0)
             for (int b = 0; b < n_in / G3_QK; b++)
                 if (rng_u32() % 4 == 0) {
                     g3_block_q8_0 *blk = (g3_block_q8_0 *)(void *)(w + (size_t)r * rb) + b;
@@ -318,11 +318,9 @@ static void run_mm(const g3_quant_kernels *k, g3_wtype wt, int exact, int x8, fl
     const float *Xt = X + (size_t)t0 * s.n_in;
     const void *Xqt = (const char *)Xq + (size_t)t0 * ab;
     if (exact)
-        (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)(wt, Yt, ldy, W, Xt, (size_t)s.n_in, nt, s.n_in, r0, r1);
-    else if (wt == G3_WTYPE_Q8_0)
-        (x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)[wt](wt, Yt, ldy, W, Xt, (size_t)s.n_in, nt, s.n_in, r0, r1);
     else
-        (x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q_x8 : k->matmul_q)[wt](Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
 }
 
 typedef struct mm_counts {
@@ -425,7 +423,7 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
  * the readers (row-layout bytes, a dequantized row, a scale's offset) back to the rows. */
 static void test_x8_layout(void) {
     int bad = 0;
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt <= GEMMA3_WEIGHTS_Q4_0; wt++)
         for (int rows = 1; rows <= 19; rows += 3) {
             const int n_in = 3 * G3_QK, nb = 3;
             const size_t rb = g3_wtype_row_bytes((g3_wtype)wt, n_in), bs = rb / nb;
@@ -470,7 +468,7 @@ static void test_matmul(void) {
     static const int toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 37};
     mm_counts bad = {0};
     int n = 0;
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt <= GEMMA3_WEIGHTS_Q4_0; wt++)
         for (int exact = 0; exact < 2; exact++)
             for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
                 for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
@@ -490,7 +488,7 @@ static void test_matmul(void) {
     static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {19, 8192, 300}, {5, 4096, 300},
                                  {33, 512, 2}, {18, 1536, 3}, {2, 540672, 1}};
     const int n_wide = (int)(sizeof wide / sizeof wide[0]);
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt <= GEMMA3_WEIGHTS_Q4_0; wt++)
         for (int i = 0; i < n_wide; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad);
     CHECK_MSG(bad.tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad.tol, n);
     CHECK_MSG(bad.det == 0, "%d outputs differ between batched and per-token/split calls", bad.det);
@@ -513,14 +511,14 @@ static void test_q4_variants_agree(void) {
         if (!a || !b) continue;
         enum { ROWS = 37, N_IN = 41 * G3_QK, T = 9 };
         float *deq = xmalloc((size_t)ROWS * N_IN * sizeof *deq), *x = xmalloc((size_t)T * N_IN * sizeof *x);
-        void *w = make_weights(G3_WTYPE_Q4_0, ROWS, N_IN, deq);
+        void *w = make_weights(GEMMA3_WEIGHTS_Q4_0, ROWS, N_IN, deq);
         char *xq = xmalloc(g3_act_row_bytes(N_IN) * T);
         float ya[T * ROWS], yb[T * ROWS];
         fill_act(x, T * N_IN, 1);
         for (int t = 0; t < T; t++)
             a->quantize_act(xq + (size_t)t * g3_act_row_bytes(N_IN), N_IN, x + (size_t)t * N_IN, 0, N_IN);
-        a->matmul_q4_0(ya, ROWS, w, xq, T, N_IN, 0, ROWS);
-        b->matmul_q4_0(yb, ROWS, w, xq, T, N_IN, 0, ROWS);
+        a->matmul_q[GEMMA3_WEIGHTS_Q4_0](ya, ROWS, w, xq, T, N_IN, 0, ROWS);
+        b->matmul_q[GEMMA3_WEIGHTS_Q4_0](yb, ROWS, w, xq, T, N_IN, 0, ROWS);
         CHECK_MSG(memcmp(ya, yb, sizeof ya) == 0, "%s and %s Q4_0 differ", a->name, b->name);
         free(deq), free(x), free(w), free(xq);
     }
