@@ -1,5 +1,7 @@
-/* quant.c - Q8_0 / Q4_0 blocks: reference quantizers, dequantizers, and the quantized matmul
- * kernels (scalar reference; SIMD tables beside it, tested against it). Knows nothing of Gemma. */
+/* quant.c - the weight types: their rows (quant.h's g3_wtype_traits), reference quantizers and
+ * dequantizers, the x8 layout, the quantized activation rows, and the scalar reference kernels
+ * (g3_quant_scalar) every SIMD table in kernels/ is tested against; g3_matmul, the matrix entry
+ * point. Knows nothing of Gemma. */
 #include "quant.h"
 
 #include <math.h>
@@ -7,12 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/quant-impl.h"
 #include "util.h"
 
 /* ---- names and sizes ------------------------------------------------------------------------ */
 
 static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT]; /* the rows, below the functions they name */
-static const g3_quant_kernels quant_scalar;                 /* the reference kernels, below */
 
 const g3_wtype_traits *g3_wtype_get(int t) {
     return t > 0 && t < GEMMA3_WEIGHTS_COUNT && wtypes[t].name ? &wtypes[t] : NULL;
@@ -81,11 +83,11 @@ void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3
             be->k->matmul_bf16(Y, ldy, W.data, x->bf16, (size_t)x->n_in, x->n_tok, x->n_in, r0, r1);
     } else if (be->exact) {
         g3_matmul_q_f32_fn f = (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)[t];
-        if (!f) f = (x8 ? quant_scalar.matmul_q_f32_x8 : quant_scalar.matmul_q_f32)[t];
+        if (!f) f = (x8 ? g3_quant_scalar.matmul_q_f32_x8 : g3_quant_scalar.matmul_q_f32)[t];
         f(W.type, Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
     } else {
         g3_matmul_q_fn f = (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[t];
-        if (!f) f = (x8 ? quant_scalar.matmul_q_x8 : quant_scalar.matmul_q)[t];
+        if (!f) f = (x8 ? g3_quant_scalar.matmul_q_x8 : g3_quant_scalar.matmul_q)[t];
         f(Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
     }
 }
@@ -238,15 +240,7 @@ static size_t x8_offset(size_t bs, int64_t n_blocks, int64_t r, int64_t b, size_
     return group_block + x8_run_at(k, (j - 2) / 4) + (j - 2) % 4;
 }
 
-/* One block in the row layout's bytes, aligned for either block type. */
-union x8_block {
-    g3_block_q8_0 q8_0; /* the larger */
-    g3_block_q4_0 q4_0;
-    uint8_t bytes[sizeof(g3_block_q8_0)];
-};
-
-/* Block b of row r of an x8 matrix back in its row-layout bytes (out: block_bytes(t)). */
-static void x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
+void g3_x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
     const size_t bs = block_bytes(t);
     const size_t scale = x8_offset(bs, nb, r, b, 0);
     memcpy(out, x8 + scale, 2);
@@ -294,49 +288,15 @@ void g3_dequantize_matrix_row(g3_wtype t, g3_layout layout, const void *m, int64
     }
     const uint8_t *x8 = m;
     for (int64_t b = 0; b < n_in / G3_QK; b++) {
-        union x8_block blk;
-        x8_block(t, x8, n_in / G3_QK, r, b, blk.bytes);
+        union g3_x8_block blk;
+        g3_x8_block(t, x8, n_in / G3_QK, r, b, blk.bytes);
         g3_dequantize_row(t, blk.bytes, y + b * G3_QK, G3_QK);
     }
 }
 
 /* ---- Q8 activations ------------------------------------------------------------------------- */
 
-/* A quantized activation row of nb = n_in / 32 blocks, struct-of-arrays so that SIMD loads the
- * int8 values of consecutive blocks in one go:
- *   int8_t  q[n_in]     block b is q[32b .. 32b+32), x ~ d[b] * q
- *   float   d[nb]       the block scales
- *   int32_t c4[nb]      -8 * sum of the block's q: Q4_0's "q - 8" offset folded into an integer
- *                       (sum(w4 * a) - 8 * sum(a) is exact), also 1/16 of the -128 * sum that
- *                       the VNNI Q8_0 path needs when it biases signed weights to unsigned.
- * 40 bytes per block; offsets are multiples of 4, rows are not aligned (loads are unaligned). */
-typedef struct act_row {
-    const int8_t *q;
-    const float *d;
-    const int32_t *c4;
-} act_row;
-
 size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * (G3_QK + 8); }
-
-static act_row act_row_at(const void *Xq, int n_in, int t) {
-    const char *p = (const char *)Xq + (size_t)t * g3_act_row_bytes(n_in);
-    const int nb = n_in / G3_QK;
-    return (act_row){.q = (const int8_t *)p,
-                     .d = (const float *)(const void *)(p + n_in),
-                     .c4 = (const int32_t *)(const void *)(p + n_in + 4 * nb)};
-}
-
-/* The parts of row dst (g3_act_row_bytes(n) bytes at dst) to write. */
-static void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t **c4) {
-    char *p = dst;
-    *q = (int8_t *)p;
-    *d = (float *)(void *)(p + n);
-    *c4 = (int32_t *)(void *)(p + n + 4 * (n / G3_QK));
-}
-
-/* Blocks whose largest magnitude is below this quantize to zeros: 127 / amax would overflow
- * near 2^-126, and such values vanish next to any real activation anyway. Also false for NaN. */
-#define ACT_TINY 0x1p-100f
 
 /* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
  * do, so every table quantizes activations bit-identically: a max, one division, one multiply
@@ -463,8 +423,8 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                union x8_block blk;
-                x8_block(t, x8, nb, r, b, blk.bytes);
+                union g3_x8_block blk;
+                g3_x8_block(t, x8, nb, r, b, blk.bytes);
                 const int8_t *aq = a.q + b * G3_QK;
                 const int32_t isum = t == GEMMA3_WEIGHTS_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
                                                         : isum_q4_0(&blk.q4_0, aq, a.c4[b]);
@@ -495,8 +455,8 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                union x8_block blk;
-                x8_block(wtype, W, nb, r, b, blk.bytes);
+                union g3_x8_block blk;
+                g3_x8_block(wtype, W, nb, r, b, blk.bytes);
                 acc += block_dot_f32_scalar(wtype, blk.bytes, x + b * G3_QK);
             }
             Y[(size_t)t * ldy + r] = acc;
@@ -504,7 +464,7 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
     }
 }
 
-static const g3_quant_kernels quant_scalar = {
+const g3_quant_kernels g3_quant_scalar = {
     .name = "scalar",
     .quantize_act = quantize_act_scalar,
     .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar},
@@ -513,121 +473,3 @@ static const g3_quant_kernels quant_scalar = {
     .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
                         [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},
 };
-
-/* ---- x86 SIMD tables ------------------------------------------------------------------------ */
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
-/* Every SIMD function carries its own target attribute (one portable build, no -march), and the
- * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
- * included once per variant; its header comment states the summation order it fixes. */
-#define INLINE static inline __attribute__((always_inline))
-/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
-#define PF_ROWS 16
-/* x8 decode's prefetch distance in bytes (4 Q4_0 group-blocks; see quant-avx2.inc) */
-#define X8_AHEAD 576
-
-#define Q_TARGET __attribute__((target("avx2,fma,f16c")))
-#define Q_FN(name) name##_avx2
-#define Q_NAME "avx2"
-#define Q_VNNI 0
-#include "kernels/quant-avx2.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-
-#define Q_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define Q_FN(name) name##_avx2vnni
-#define Q_NAME "avx2vnni"
-#define Q_VNNI 1
-#include "kernels/quant-avx2.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-
-#define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
-#define Q_FN(name) name##_avx512
-#define Q_NAME "avx512"
-#define Q_VNNI 0
-#define Q_VBMI 0
-#include "kernels/quant-avx512.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-#undef Q_VBMI
-
-/* VNNI CPUs without VBMI (Cascade Lake) run the "avx512" table. */
-#define Q_TARGET \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
-#define Q_FN(name) name##_avx512vnni
-#define Q_NAME "avx512vnni"
-#define Q_VNNI 1
-#define Q_VBMI 1
-#include "kernels/quant-avx512.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-#undef Q_VBMI
-
-#include "kernels/quant-amx.inc"
-
-enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
-
-/* Which variants the CPU runs. */
-static int quant_cpu(void) {
-    const g3_cpu *c = g3_cpu_get();
-    int f = 0;
-    if (c->avx2) f |= Q_AVX2;
-    if (c->avx_vnni) f |= Q_AVX2VNNI;
-    if (c->avx512) f |= Q_AVX512;
-    if (c->avx512_vnni) f |= Q_AVX512VNNI;
-    if (c->avx512_vnni && amx_available(c)) f |= Q_AMX;
-    return f;
-}
-
-const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
-    const int f = quant_cpu();
-    switch (isa) {
-    case G3_ISA_SCALAR: return &quant_scalar;
-    case G3_ISA_AVX2:
-        if (!(f & Q_AVX2)) return NULL;
-        return f & Q_AVX2VNNI ? &quant_avx2vnni : &quant_avx2;
-    case G3_ISA_AVX512:
-        if (!(f & Q_AVX512)) return NULL;
-        return f & Q_AMX ? &quant_amx : f & Q_AVX512VNNI ? &quant_avx512vnni : &quant_avx512;
-    }
-    return NULL;
-}
-
-int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
-    const int f = quant_cpu();
-    const g3_quant_kernels *all[6];
-    int n = 0;
-    all[n++] = &quant_scalar;
-    if (f & Q_AVX2) all[n++] = &quant_avx2;
-    if (f & Q_AVX2VNNI) all[n++] = &quant_avx2vnni;
-    if (f & Q_AVX512) all[n++] = &quant_avx512;
-    if (f & Q_AVX512VNNI) all[n++] = &quant_avx512vnni;
-    if (f & Q_AMX) all[n++] = &quant_amx;
-    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
-    return n < max ? n : max;
-}
-
-#else /* not x86: the scalar table only */
-
-const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
-    return isa == G3_ISA_SCALAR ? &quant_scalar : NULL;
-}
-
-int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
-    if (max < 1) return 0;
-    out[0] = &quant_scalar;
-    return 1;
-}
-
-#endif
