@@ -90,7 +90,14 @@ AVX2 static inline void q4_0_block(const __m256 v[4], float amax, g3_block_q4_0 
     _mm_storeu_si128((__m128i *)(void *)y->qs, _mm256_castsi256_si128(p));
 }
 
+static int quantize_ref(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n);
+
+/* The types quantized here eight lanes or sixteen blocks at a time; the others take the
+ * reference (quantize_ref). */
+static int has_fast_path(g3_wtype t) { return t == GEMMA3_WEIGHTS_Q8_0 || t == GEMMA3_WEIGHTS_Q4_0; }
+
 AVX2 static int quantize_avx2(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n) {
+    if (!has_fast_path(t)) return quantize_ref(t, src, src_bf16, row, n);
     for (int64_t b = 0; b < n / G3_QK; b++) {
         __m256 v[4];
         for (int i = 0; i < 4; i++) v[i] = load8(src, b * G3_QK + 8 * i, src_bf16);
@@ -198,6 +205,7 @@ AVX512 static inline __m512 q4_0_extremes(const void *src, int64_t at, int bf16,
 }
 
 AVX512 static int quantize_avx512(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n) {
+    if (!has_fast_path(t)) return quantize_ref(t, src, src_bf16, row, n);
     const int64_t n_blocks = n / G3_QK, n_full = n_blocks / GROUP * GROUP;
     const size_t stride = t == GEMMA3_WEIGHTS_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
     for (int64_t b0 = 0; b0 < n_full; b0 += GROUP) {

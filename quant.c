@@ -4,6 +4,7 @@
  * point. Knows nothing of Gemma. */
 #include "quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -164,6 +165,79 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n) {
     }
 }
 
+/* The smallest and the largest value of a block (Q4_1, Q5_1), by comparisons in element order. */
+static void block_min_max(const float *x, float *min, float *max) {
+    *min = FLT_MAX, *max = -FLT_MAX;
+    for (int j = 0; j < G3_QK; j++) {
+        if (x[j] < *min) *min = x[j];
+        if (x[j] > *max) *max = x[j];
+    }
+}
+
+/* Element j's 5-bit value v into a Q5 block's nibble byte and fifth-bit word. */
+static void put5(uint8_t *qs, uint32_t *qh, int j, int v) {
+    const int half = G3_QK / 2, k = j % half;
+    qs[k] = (uint8_t)(j < half ? (qs[k] & 0xf0) | (v & 15) : (qs[k] & 0x0f) | (v & 15) << 4);
+    *qh |= (uint32_t)((v >> 4) & 1) << j;
+}
+
+/* Q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5)). */
+static void quantize_q4_1(const float *x, void *row, int64_t n) {
+    g3_block_q4_1 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = g3_f32_to_f16(d);
+        y[b].m = g3_f32_to_f16(min);
+        for (int j = 0; j < G3_QK / 2; j++) {
+            int lo = quant_int8((x[j] - min) * id + 0.5f), hi = quant_int8((x[j + G3_QK / 2] - min) * id + 0.5f);
+            if (lo > 15) lo = 15;
+            if (hi > 15) hi = 15;
+            y[b].qs[j] = (uint8_t)((uint8_t)lo | (uint8_t)hi << 4);
+        }
+    }
+}
+
+/* Q5_0: as Q4_0 with 32 levels: d = extreme / -16, q = min(31, trunc(x / d + 16.5)). */
+static void quantize_q5_0(const float *x, void *row, int64_t n) {
+    g3_block_q5_0 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float amax = 0.0f, extreme = 0.0f;
+        for (int j = 0; j < G3_QK; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                extreme = x[j];
+            }
+        const float d = extreme / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = g3_f32_to_f16(d);
+        for (int j = 0; j < G3_QK; j++) {
+            int v = quant_int8(x[j] * id + 16.5f);
+            put5(y[b].qs, &qh, j, (uint8_t)(v > 31 ? 31 : v));
+        }
+        memcpy(y[b].qh, &qh, sizeof qh);
+    }
+}
+
+/* Q5_1: d = (max - min) / 31, m = min, q = trunc((x - min) / d + 0.5) (no clamp: at most 31). */
+static void quantize_q5_1(const float *x, void *row, int64_t n) {
+    g3_block_q5_1 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = g3_f32_to_f16(d);
+        y[b].m = g3_f32_to_f16(min);
+        for (int j = 0; j < G3_QK; j++) put5(y[b].qs, &qh, j, (uint8_t)quant_int8((x[j] - min) * id + 0.5f));
+        memcpy(y[b].qh, &qh, sizeof qh);
+    }
+}
+
 static void quantize_q8_0(const float *x, void *row, int64_t n) { g3_quantize_row_q8_0(x, row, n); }
 static void quantize_q4_0(const float *x, void *row, int64_t n) { g3_quantize_row_q4_0(x, row, n); }
 
@@ -186,6 +260,54 @@ static void dequantize_q4_0(const void *row, float *y, int64_t n) {
     }
 }
 
+/* ---- the 4- and 5-bit blocks' integers --------------------------------------------------------
+ * Q4_0, Q4_1, Q5_0 and Q5_1 share one shape: an fp16 scale, maybe an fp16 minimum, maybe the
+ * fifth bits, then the 16 nibble bytes. */
+typedef struct lowbit {
+    uint8_t min_at, qh_at, qs_at; /* byte offsets in the block (0: no minimum / no fifth bits) */
+    int8_t offset;                /* w = d * (u - offset) (+ m): 8 (Q4_0), 16 (Q5_0), else 0 */
+} lowbit;
+
+static lowbit lowbit_of(g3_wtype t) {
+    switch (t) {
+    case GEMMA3_WEIGHTS_Q4_1: return (lowbit){2, 0, 4, 0};
+    case GEMMA3_WEIGHTS_Q5_0: return (lowbit){0, 2, 6, 16};
+    case GEMMA3_WEIGHTS_Q5_1: return (lowbit){2, 4, 8, 0};
+    default: return (lowbit){0, 0, 2, 8}; /* Q4_0 */
+    }
+}
+
+/* The block's unsigned quants u (0..15 or 0..31) in element order, its scale and minimum (0). */
+static void lowbit_unpack(g3_wtype t, const uint8_t *blk, uint8_t u[G3_QK], float *d, float *m) {
+    const lowbit lb = lowbit_of(t);
+    uint16_t h;
+    uint32_t qh = 0;
+    memcpy(&h, blk, 2);
+    *d = g3_f16_to_f32(h);
+    *m = 0.0f;
+    if (lb.min_at) memcpy(&h, blk + lb.min_at, 2), *m = g3_f16_to_f32(h);
+    if (lb.qh_at) memcpy(&qh, blk + lb.qh_at, 4);
+    for (int j = 0; j < G3_QK / 2; j++) {
+        u[j] = (uint8_t)((blk[lb.qs_at + j] & 15) | ((qh >> j) & 1) << 4);
+        u[j + G3_QK / 2] = (uint8_t)((blk[lb.qs_at + j] >> 4) | ((qh >> (j + G3_QK / 2)) & 1) << 4);
+    }
+}
+
+static void dequantize_lowbit(g3_wtype t, const void *row, float *y, int64_t n) {
+    const size_t bs = g3_wtype_row_bytes(t, G3_QK);
+    const int offset = lowbit_of(t).offset;
+    for (int64_t b = 0; b < n / G3_QK; b++, y += G3_QK) {
+        uint8_t u[G3_QK];
+        float d, m;
+        lowbit_unpack(t, (const uint8_t *)row + (size_t)b * bs, u, &d, &m);
+        for (int j = 0; j < G3_QK; j++) y[j] = d * (float)(u[j] - offset) + m;
+    }
+}
+
+static void dequantize_q4_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q4_1, row, y, n); }
+static void dequantize_q5_0(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_0, row, y, n); }
+static void dequantize_q5_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_1, row, y, n); }
+
 static void dequantize_bf16(const void *row, float *y, int64_t n) {
     const uint16_t *h = row;
     for (int64_t i = 0; i < n; i++) y[i] = g3_bf16_to_f32(h[i]);
@@ -203,12 +325,24 @@ static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT] = {
                        .ggml_type = 30, .gguf_file_type = 32},
     [GEMMA3_WEIGHTS_Q8_0] = {.name = "q8_0", .name_upper = "Q8_0", .block = G3_QK,
                        .block_bytes = sizeof(g3_block_q8_0), .quantize_row = quantize_q8_0,
-                       .dequantize_row = dequantize_q8_0, .nonfinite_mask = F16_NONFINITE,
+                       .dequantize_row = dequantize_q8_0, .nonfinite_mask = F16_NONFINITE, .x8 = 1,
                        .ggml_type = 8, .gguf_file_type = 7},
     [GEMMA3_WEIGHTS_Q4_0] = {.name = "q4_0", .name_upper = "Q4_0", .block = G3_QK,
                        .block_bytes = sizeof(g3_block_q4_0), .quantize_row = quantize_q4_0,
-                       .dequantize_row = dequantize_q4_0, .nonfinite_mask = F16_NONFINITE,
+                       .dequantize_row = dequantize_q4_0, .nonfinite_mask = F16_NONFINITE, .x8 = 1,
                        .ggml_type = 2, .gguf_file_type = 2},
+    [GEMMA3_WEIGHTS_Q4_1] = {.name = "q4_1", .name_upper = "Q4_1", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q4_1), .quantize_row = quantize_q4_1,
+                       .dequantize_row = dequantize_q4_1, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 3, .gguf_file_type = 3},
+    [GEMMA3_WEIGHTS_Q5_0] = {.name = "q5_0", .name_upper = "Q5_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q5_0), .quantize_row = quantize_q5_0,
+                       .dequantize_row = dequantize_q5_0, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 6, .gguf_file_type = 8},
+    [GEMMA3_WEIGHTS_Q5_1] = {.name = "q5_1", .name_upper = "Q5_1", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q5_1), .quantize_row = quantize_q5_1,
+                       .dequantize_row = dequantize_q5_1, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 7, .gguf_file_type = 9},
 };
 
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n) {
@@ -378,7 +512,53 @@ static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *
     }
 }
 
-/* fp32 activations against a dequantized block: sum(q * x), then times d. */
+/* Q4_1, Q5_0, Q5_1: per block the exact integer sum(u * a), Q5_0's offset of 16 folded in as
+ * Q4_0's (-16 * sum(a) = 2 * c4), then acc += d_w * d_x * isum; with a minimum, also
+ * acc += m * d_x * sum(a) (sum(a) = -c4 / 8, exact). */
+static float dot_lowbit_scalar(g3_wtype t, const uint8_t *row, act_row a, int n_blocks) {
+    const size_t bs = block_bytes(t);
+    const lowbit lb = lowbit_of(t);
+    float acc = 0.0f;
+    for (int b = 0; b < n_blocks; b++) {
+        uint8_t u[G3_QK];
+        float d, m;
+        lowbit_unpack(t, row + (size_t)b * bs, u, &d, &m);
+        const int8_t *aq = a.q + b * G3_QK;
+        int32_t isum = lb.offset / 8 * a.c4[b];
+        for (int j = 0; j < G3_QK; j++) isum += u[j] * aq[j];
+        acc += d * a.d[b] * (float)isum;
+        if (lb.min_at) acc += m * a.d[b] * (float)(-a.c4[b] / 8);
+    }
+    return acc;
+}
+
+static void matmul_lowbit_scalar(g3_wtype wt, float *Y, size_t ldy, const void *W, const void *Xq,
+                                 int n_tok, int n_in, int r0, int r1) {
+    const size_t row_bytes = g3_wtype_row_bytes(wt, n_in);
+    for (int t = 0; t < n_tok; t++) {
+        const act_row a = act_row_at(Xq, n_in, t);
+        for (int r = r0; r < r1; r++)
+            Y[(size_t)t * ldy + r] = dot_lowbit_scalar(wt, (const uint8_t *)W + (size_t)r * row_bytes, a, n_in / G3_QK);
+    }
+}
+
+static void matmul_q4_1_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q4_1, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q5_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q5_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q5_1_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q5_1, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+/* fp32 activations against a dequantized block: sum(q * x), then times d (with a minimum m:
+ * plus m * sum(x)). */
 static float block_dot_f32_scalar(g3_wtype wtype, const uint8_t *blk, const float *x) {
     float q[G3_QK], s = 0.0f;
     float d;
@@ -386,6 +566,15 @@ static float block_dot_f32_scalar(g3_wtype wtype, const uint8_t *blk, const floa
         const g3_block_q8_0 *b8 = (const void *)blk;
         d = g3_f16_to_f32(b8->d);
         for (int j = 0; j < G3_QK; j++) q[j] = (float)b8->qs[j];
+    } else if (wtype != GEMMA3_WEIGHTS_Q4_0) { /* Q4_1, Q5_0, Q5_1 */
+        uint8_t u[G3_QK];
+        float m, sx = 0.0f;
+        const int offset = lowbit_of(wtype).offset;
+        lowbit_unpack(wtype, blk, u, &d, &m);
+        for (int j = 0; j < G3_QK; j++) s += (float)(u[j] - offset) * x[j];
+        if (!lowbit_of(wtype).min_at) return d * s;
+        for (int j = 0; j < G3_QK; j++) sx += x[j];
+        return d * s + m * sx;
     } else {
         const g3_block_q4_0 *b4 = (const void *)blk;
         d = g3_f16_to_f32(b4->d);
@@ -467,8 +656,12 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
 const g3_quant_kernels g3_quant_scalar = {
     .name = "scalar",
     .quantize_act = quantize_act_scalar,
-    .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar},
-    .matmul_q_f32 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_scalar},
+    .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar,
+                 [GEMMA3_WEIGHTS_Q4_1] = matmul_q4_1_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q5_0_scalar,
+                 [GEMMA3_WEIGHTS_Q5_1] = matmul_q5_1_scalar},
+    .matmul_q_f32 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_scalar,
+                     [GEMMA3_WEIGHTS_Q4_1] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q_f32_scalar,
+                     [GEMMA3_WEIGHTS_Q5_1] = matmul_q_f32_scalar},
     .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar},
     .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
                         [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},

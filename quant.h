@@ -39,6 +39,26 @@ typedef struct g3_block_q4_0 {
     uint8_t qs[G3_QK / 2];
 } g3_block_q4_0;
 
+/* The other legacy llama.cpp blocks: qs as Q4_0's (byte j: element j low, j + 16 high); qh bit j
+ * the fifth bit of element j; m an fp16 minimum. Q4_1: w = d*q + m; Q5_0: w = d*(q - 16);
+ * Q5_1: w = d*q + m. */
+typedef struct g3_block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[G3_QK / 2];
+} g3_block_q4_1;
+
+typedef struct g3_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[G3_QK / 2];
+} g3_block_q5_0;
+
+typedef struct g3_block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[G3_QK / 2];
+} g3_block_q5_1;
+
 /* Everything type-specific, one row per type (quant.c's wtypes[]): after it, a new type is its
  * value in gemma3.h's enum, its row, and its kernels (entries in the kernel tables,
  * g3_quant_kernels below). */
@@ -56,6 +76,9 @@ typedef struct g3_wtype_traits {
      * elements; a block type's fp16 scales, every block's first two bytes) are NaN or infinite
      * when (bits & nonfinite_mask) == nonfinite_mask. */
     uint16_t nonfinite_mask;
+    /* 1: the x8 layout exists for it (Q8_0, Q4_0: the AVX2 tables' decode layout); a type
+     * without stays in the row layout whatever the repack asked for. */
+    int x8;
     /* In a GGUF: ggml's type id of its tensors (GGML_TYPE_*, gguf.h's G3_GGML_*), and llama.cpp's
      * general.file_type for a file whose matrices all have it (LLAMA_FTYPE_*). */
     uint32_t ggml_type, gguf_file_type;
@@ -85,7 +108,8 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n);
 /* Quantizes one row of n values into row (g3_wtype_row_bytes(t, n) bytes); t is a block type
  * (its row's quantize_row). */
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n);
-/* Back to float: y[i] = d * q (Q8_0) or d * (q - 8) (Q4_0). */
+/* Back to float: y[i] = d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m (Q4_1, Q5_1), d * (q - 16)
+ * (Q5_0). */
 void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
 
 /* The x8 layout: a matrix's rows taken 8 at a time (the last group padded with zero rows), each

@@ -488,20 +488,22 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
     return load_weights(dir, cfg, load, want, layout, n_threads, 1, w);
 }
 
-/* Opens dir's files into w->st and says what they hold (src) and become (qtype). Quantizing or
- * repacking reads each source tensor once: map it (no copy) and drop its pages after. Used in
- * place: read on n_threads threads, or mapped and faulted in on them. */
-static int open_source(const char *dir, g3_st_load load, int want, g3_layout layout, int n_threads,
+/* Opens dir's files into w->st and says what they hold (src) and become (qtype); *layout goes
+ * back to rows for a type that has no x8 layout. Quantizing or repacking reads each source
+ * tensor once: map it (no copy) and drop its pages after. Used in place: read on n_threads
+ * threads, or mapped and faulted in on them. */
+static int open_source(const char *dir, g3_st_load load, int want, g3_layout *layout, int n_threads,
                        int populate, g3_weights *w, enum source *src, g3_wtype *qtype) {
     const int may_quantize = g3_wtype_is_block(want);
-    const int lazy = may_quantize || layout == G3_LAYOUT_X8;
+    const int lazy = may_quantize || *layout == G3_LAYOUT_X8;
     g3_st *st;
     int rc = lazy ? g3_model_open_st(dir, G3_ST_LOAD_MMAP, 0, 0, &st)
                   : g3_model_open_st(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     rc = resolve_source(dir, st, want, src, qtype);
-    const int repack = *src == SRC_QFILE && layout == G3_LAYOUT_X8;
+    if (rc == GEMMA3_OK && g3_wtype_is_block(*qtype) && !g3_wtype_get(*qtype)->x8) *layout = G3_LAYOUT_ROWS;
+    const int repack = *src == SRC_QFILE && *layout == G3_LAYOUT_X8;
     if (rc == GEMMA3_OK && lazy && *src != SRC_QUANTIZE && !repack &&
         (!may_quantize || load != G3_ST_LOAD_MMAP)) {
         /* used in place after all: bring it in the way the caller asked */
@@ -522,7 +524,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
                         g3_wtype_list(0));
     enum source src = SRC_PLAIN;
     g3_wtype qtype = GEMMA3_WEIGHTS_BF16;
-    int rc = open_source(dir, load, want, layout, n_threads, populate, w, &src, &qtype);
+    int rc = open_source(dir, load, want, &layout, n_threads, populate, w, &src, &qtype);
     if (rc != GEMMA3_OK && !w->st) return rc;
     g3_st *st = w->st;
     const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;
