@@ -55,6 +55,10 @@ union g3_x8_block {
  * the type's block_bytes). */
 void g3_x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out);
 
+/* The 4- and 5-bit types with their own SIMD kernels (kernels/quant-avx2.inc): the kinds those
+ * kernels are compiled for. */
+enum { Q_LB_Q4_1 = 0, Q_LB_Q5_0 = 1, Q_LB_Q5_1 = 2 };
+
 /* The tables: quant.c's scalar reference, and on x86 kernels/quant-avx2.c ("avx2", "avx2vnni")
  * and kernels/quant-avx512.c ("avx512", "avx512vnni", "amx"). */
 extern const g3_quant_kernels g3_quant_scalar;

@@ -103,8 +103,38 @@ static void test_types(void) {
     CHECK(strcmp(gemma3_weight_type_list(1), "q8_0, q4_0, q4_1, q5_0, q5_1") == 0);
 }
 
+/* g3_matmul runs the scalar table's kernel for an entry a table leaves NULL (a type that lands
+ * with its reference kernels first), in both precisions: the same bits as the scalar table. */
+static void test_null_entry_fallback(void) {
+    enum { ROWS = 5, N_IN = 64 };
+    const g3_quant_kernels *sc = g3_quant_kernels_get(G3_ISA_SCALAR);
+    g3_quant_kernels empty = {.name = "empty", .quantize_act = sc->quantize_act};
+    float w[ROWS * N_IN], x[N_IN], y_ref[ROWS], y[ROWS];
+    for (int i = 0; i < ROWS * N_IN; i++) w[i] = (float)((i * 37) % 23) - 11.0f;
+    for (int i = 0; i < N_IN; i++) x[i] = (float)((i * 13) % 7) * 0.25f - 0.5f;
+    for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++) {
+        if (!g3_wtype_is_block(t)) continue;
+        const size_t rb = g3_wtype_row_bytes((g3_wtype)t, N_IN);
+        unsigned char *m = malloc(rb * ROWS), xq[2 * N_IN];
+        for (int r = 0; r < ROWS; r++) g3_quantize_row((g3_wtype)t, w + r * N_IN, m + r * rb, N_IN);
+        sc->quantize_act(xq, N_IN, x, 0, N_IN);
+        const g3_matmul_in in = {.f32 = x, .ld_f32 = N_IN, .q = xq, .n_tok = 1, .n_in = N_IN};
+        const g3_matrix W = {m, (g3_wtype)t, G3_LAYOUT_ROWS};
+        for (int exact = 0; exact < 2; exact++) {
+            const g3_backend ref = {g3_kernels_get(G3_ISA_SCALAR), sc, exact}, be = {ref.k, &empty, exact};
+            g3_matmul(&ref, y_ref, 1, W, &in, 0, ROWS);
+            memset(y, 0, sizeof y);
+            g3_matmul(&be, y, 1, W, &in, 0, ROWS);
+            CHECK_MSG(memcmp(y, y_ref, sizeof y) == 0, "%s exact %d: a NULL entry did not run the scalar kernel",
+                      g3_wtype_name((g3_wtype)t), exact);
+        }
+        free(m);
+    }
+}
+
 int main(void) {
     test_levels();
     test_types();
+    test_null_entry_fallback();
     return check_report();
 }

@@ -447,9 +447,12 @@ static void test_tokenizer_fixture(void) {
 #define N_TOK 24
 
 /* Logits of N_TOK tokens at every position. */
+static enum gemma3_repack logits_repack = GEMMA3_REPACK_AUTO; /* what logits_of's loads ask for */
+
 static float *logits_of(const char *model, enum gemma3_weight_type type, int exact, const char *isa, int *V) {
     gemma3_model_params mp = {0};
     mp.weight_type = type;
+    mp.repack = logits_repack;
     mp.n_threads = 2;
     mp.isa = isa;
     gemma3_model *m = NULL;
@@ -601,6 +604,10 @@ int main(void) {
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-q8_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-q4_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    /* a type without an x8 layout stays in rows when x8 is asked for (quantized at load, or as stored) */
+    logits_repack = GEMMA3_REPACK_X8;
+    same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    logits_repack = GEMMA3_REPACK_AUTO;
     /* our own GGUFs: the same logits back, the same vocabulary; a failed write leaves nothing */
     static const enum gemma3_weight_type types[4] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0,
                                                      GEMMA3_WEIGHTS_Q5_0};
