@@ -346,7 +346,7 @@ int gemma3_session_load_buffer(gemma3_session *s, const void *buf, size_t size);
 /* ---- tokenizer --------------------------------------------------------------------------- */
 
 enum gemma3_tok_flags {
-    GEMMA3_TOK_BOS = 1,           /* prepend <bos> */
+    GEMMA3_TOK_BOS = 1,           /* prepend <bos> (gemma3_tokenizer_add_bos: whether the model wants it) */
     GEMMA3_TOK_PARSE_SPECIAL = 2, /* text of control/unknown pieces (<bos>, <eos>, <pad>, <unk>)
                                      becomes their id, as HF tokenizers do; off for user text.
                                      User-defined pieces (<start_of_turn>...) always match. */
@@ -362,6 +362,10 @@ int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out);
 void gemma3_tokenizer_free(gemma3_tokenizer *tok);
 int gemma3_tokenizer_vocab_size(const gemma3_tokenizer *tok);
 
+/* 1 if a prompt for this model starts with <bos>: a GGUF's tokenizer.ggml.add_bos_token (true when
+ * absent), and always for a tokenizer.model (Gemma's convention). The front end adds
+ * GEMMA3_TOK_BOS, and a chat's leading <bos>, only when this says so. */
+int gemma3_tokenizer_add_bos(const gemma3_tokenizer *tok);
 /* Encodes len bytes of UTF-8 text. Writes at most max_ids ids and returns the total count
  * (which may exceed max_ids: call again with a larger buffer), or a negative error. ids may be
  * NULL when max_ids is 0. Invalid UTF-8 bytes become byte pieces (or <unk>). */

@@ -436,15 +436,16 @@ static int tokenizer_from_gguf(const g3_gguf *g, gemma3_tokenizer **out) {
     vocab v = {0};
     int64_t n = 0;
     uint32_t ids[4] = {2, 1, 0, 3}; /* bos, eos, pad, unk */
-    int add_space = 1, remove_ws = 0;
+    int add_space = 1, remove_ws = 0, add_bos = 1;
     if (rc == GEMMA3_OK) rc = read_vocab(g, &v, &n);
     static const char *const id_keys[4] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                                            "tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id"};
     for (int k = 0; k < 4 && rc == GEMMA3_OK; k++) rc = g3_gguf_get_u32(g, id_keys[k], 0, &ids[k]);
     if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", 0, &add_space);
     if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.remove_extra_whitespaces", 0, &remove_ws);
+    if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", 0, &add_bos);
     g3_tokenizer_spec spec = {find_piece(&v, n, "<bos>", ids[0]), find_piece(&v, n, "<eos>", ids[1]),
-                              find_piece(&v, n, "<pad>", ids[2]), 0, add_space, remove_ws, 1};
+                              find_piece(&v, n, "<pad>", ids[2]), 0, add_space, remove_ws, 1, add_bos};
     const int32_t unk = rc == GEMMA3_OK ? find_piece(&v, n, "<unk>", ids[3]) : -1;
     for (int64_t i = 0; i < n && rc == GEMMA3_OK; i++) {
         if (i == unk) v.type[i] = G3_PIECE_UNKNOWN;

@@ -406,6 +406,28 @@ static void test_binding(void) {
 /* ---- the fixtures ------------------------------------------------------------------------- */
 
 /* Every public case: the ids from the GGUF's vocabulary equal tokenizer.model's. */
+/* tokenizer.ggml.add_bos_token = false (the fixture's byte flipped): the tokenizer says so (the
+ * front end asks it before adding <bos>: generate, perplexity, chat). */
+static void test_add_bos_false(const char *gguf) {
+    static const char key[] = "tokenizer.ggml.add_bos_token";
+    size_t n = 0;
+    uint8_t *img = read_all(gguf, &n), *at = img ? memmem(img, n, key, sizeof key - 1) : NULL;
+    uint32_t type = 0;
+    if (at) memcpy(&type, at + sizeof key - 1, 4);
+    CHECK(at && type == 7 /* bool */ && at[sizeof key - 1 + 4] == 1);
+    if (at && type == 7) {
+        at[sizeof key - 1 + 4] = 0;
+        FILE *f = fopen(tmp("nobos.gguf"), "wb");
+        CHECK(f && fwrite(img, 1, n, f) == n);
+        if (f) fclose(f);
+        gemma3_tokenizer *t = NULL;
+        CHECK_MSG(g3_gguf_model_tokenizer(tmp("nobos.gguf"), &t) == GEMMA3_OK, "%s", gemma3_last_error());
+        CHECK(t && gemma3_tokenizer_add_bos(t) == 0);
+        gemma3_tokenizer_free(t);
+    }
+    free(img);
+}
+
 static void test_tokenizer_fixture(void) {
     const char *gguf = FIX "/vocab262k-q8_0.gguf";
     if (access(gguf, F_OK) != 0) {
@@ -422,6 +444,8 @@ static void test_tokenizer_fixture(void) {
         return;
     }
     CHECK(gemma3_tokenizer_vocab_size(a) == gemma3_tokenizer_vocab_size(b));
+    CHECK(gemma3_tokenizer_add_bos(a) == 1 && gemma3_tokenizer_add_bos(b) == 1);
+    test_add_bos_false(gguf);
     int n_cases = 0, n_same = 0;
     static int32_t ia[1 << 17], ib[1 << 17];
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {

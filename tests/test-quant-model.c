@@ -757,8 +757,8 @@ static void test_malformed(void) {
     CHECK(m != NULL);
     gemma3_model_free(m);
 
-    const edit unknown = {"q5_1", NULL, 0};
-    expect_load_error(rewrite(good, "unknown", &unknown), GEMMA3_ERR_FORMAT, "gemma3.quant", "'q5_1'");
+    const edit unknown = {"q9_9", NULL, 0};
+    expect_load_error(rewrite(good, "unknown", &unknown), GEMMA3_ERR_FORMAT, "gemma3.quant", "'q9_9'");
     const edit bf16 = {"bf16", NULL, 0};
     expect_load_error(rewrite(good, "bf16meta", &bf16), GEMMA3_ERR_FORMAT, "gemma3.quant", "'bf16'");
     const edit no_meta = {NULL, NULL, 0};
