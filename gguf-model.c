@@ -472,6 +472,18 @@ int g3_gguf_model_tokenizer(const char *path, gemma3_tokenizer **out) {
     return rc;
 }
 
+/* What becomes of the file's tokenizer.chat_template: chat always applies the built-in Gemma turns
+ * (a Jinja template is not run); a template without Gemma's turn markers is said to be unused. */
+static const char *chat_template_kind(const g3_gguf *g) {
+    const char *s = NULL;
+    size_t len = 0;
+    if (g3_gguf_get_str(g, "tokenizer.chat_template", 0, &s, &len) != GEMMA3_OK || !s)
+        return "none in the file (chat applies Gemma's turns)";
+    if (memmem(s, len, "<start_of_turn>", 15))
+        return "Gemma's turns (chat applies the built-in Gemma template)";
+    return "not Gemma's: not used (chat applies Gemma's turns; generate --raw sends a prompt as written)";
+}
+
 /* ---- describing --------------------------------------------------------------------------- */
 
 int g3_gguf_model_describe(const char *path, FILE *out) {
@@ -498,6 +510,7 @@ int g3_gguf_model_describe(const char *path, FILE *out) {
         if (count[t])
             fprintf(out, "gguf: %-6s %4lld tensors, %lld bytes\n", g3_ggml_type_name(t),
                     (long long)count[t], (long long)bytes[t]);
+    fprintf(out, "gguf: chat template: %s\n", chat_template_kind(g));
     rc = check_arch(g);
     unmap(&m);
     return rc;

@@ -105,4 +105,5 @@ expect_ok "gguf to gguf" "$G3" quantize -m "$F/wordnet-bf16.gguf" -o "$TMP/q4.gg
     cmp -s "$TMP/a.f32" "$TMP/b.f32" && ok || bad "our Q4_0 GGUF of the BF16 GGUF: logits differ from llama-quantize's file"
 expect_ok "info" "$G3" info -m "$F/wordnet-q4_0.gguf"
 grep -q "architecture gemma3" "$TMP/out" && grep -q "Q4_0" "$TMP/out" && ok || bad "info: $(head -c 300 "$TMP/out")"
+grep -q "chat template: Gemma's turns" "$TMP/out" && ok || bad "info: no chat template line: $(grep chat "$TMP/out")"
 report
