@@ -100,10 +100,12 @@ static void fill_blocks(g3_wtype wt, void *w, size_t bytes) {
         s = s * 1664525u + 1013904223u;
         p[i] = (uint8_t)(s >> 24);
     }
-    const size_t bs = wt == GEMMA3_WEIGHTS_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
+    const size_t bs = g3_wtype_get(wt)->block_bytes;
+    const int has_min = wt == GEMMA3_WEIGHTS_Q4_1 || wt == GEMMA3_WEIGHTS_Q5_1;
     for (size_t o = 0; o + bs <= bytes; o += bs) {
         uint16_t d = 0x2000 | (uint16_t)(p[o] & 0x3ff); /* ~ 2^-7 */
         memcpy(p + o, &d, 2);
+        if (has_min) memcpy(p + o + 2, &d, 2); /* the minimum: finite too */
     }
 }
 
@@ -121,12 +123,13 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
     static float y[ROWS];
     void *xq = malloc(g3_act_row_bytes(HID));
     printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
-    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt <= GEMMA3_WEIGHTS_Q4_0; wt++) {
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
+        if (!g3_wtype_is_block(wt)) continue;
         const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
         for (int ti = 1; ti < n_tables; ti++)
-            for (int x8 = 0; x8 <= 1; x8++) {
+            for (int x8 = 0; x8 <= g3_wtype_get(wt)->x8; x8++) {
                 const g3_quant_kernels *k = tables[ti];
                 k->quantize_act(xq, HID, x, 0, HID);
                 double best = 1e30;
@@ -176,7 +179,7 @@ int main(int argc, char **argv) {
     if (cache_only) return 0;
     printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
     printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
-    for (int wt = GEMMA3_WEIGHTS_BF16; wt <= GEMMA3_WEIGHTS_Q4_0; wt++) {
+    for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
         size_t total = 0;
         for (int i = 0; i < n_mats; i++) total += mat_bytes((g3_wtype)wt, mats[i]);
         char *w = g3_alloc_aligned(total);
@@ -195,7 +198,7 @@ int main(int argc, char **argv) {
             const int widths[3] = {HID, QDIM, FFN};
             if (qk)
                 for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
-            for (int x8 = 0; x8 <= (qk != NULL); x8++)
+            for (int x8 = 0; x8 <= (qk != NULL && g3_wtype_get(wt)->x8); x8++)
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
                 for (int rep = 0; rep < reps; rep++) {
@@ -225,7 +228,7 @@ int main(int argc, char **argv) {
     printf("\n| variant | type | test | threads | ms | GFLOP/s | GFLOP/s (cpu) |\n|---|---|---|---|---|---|---|\n");
     const mat shapes[2] = {{FFN, HID}, {HID, FFN}};
     for (int s = 0; s < 2; s++)
-        for (int wt = GEMMA3_WEIGHTS_BF16; wt <= GEMMA3_WEIGHTS_Q4_0; wt++) {
+        for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
             const size_t bytes = mat_bytes((g3_wtype)wt, shapes[s]);
             char *w = g3_alloc_aligned(bytes);
             if (!w) return 1;
@@ -239,7 +242,7 @@ int main(int argc, char **argv) {
                         qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
                                          shapes[s].n_in, x + (size_t)t * shapes[s].n_in, 0,
                                          shapes[s].n_in);
-                for (int x8 = 0; x8 <= (qk != NULL); x8++)
+                for (int x8 = 0; x8 <= (qk != NULL && g3_wtype_get(wt)->x8); x8++)
                 for (int p = 0; p < 2; p++) {
                     double best = 1e30, best_cpu = 1e30;
                     for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
