@@ -73,16 +73,9 @@ static int check_vocab(const char *dir, const g3_config *c, const gemma3_tokeniz
 
 int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model_load_ex(dir, NULL, out); }
 
-/* enum gemma3_weight_type -> g3_wtype (the same types, numbered from G3_WTYPE_PUBLIC_BASE;
- * G3_WTYPE_AS_STORED for AS_STORED); -2 if invalid. */
-static int to_wtype(int type) {
-    if (type == GEMMA3_WEIGHTS_AS_STORED) return G3_WTYPE_AS_STORED;
-    return g3_wtype_get(type - G3_WTYPE_PUBLIC_BASE) ? type - G3_WTYPE_PUBLIC_BASE : -2;
-}
-
+/* The public enum is the type table's index (quant.h): no conversion. */
 const char *gemma3_weight_type_name(enum gemma3_weight_type type) {
-    int t = to_wtype((int)type);
-    return t == G3_WTYPE_AS_STORED ? "as-stored" : t < 0 ? "?" : g3_wtype_name((g3_wtype)t);
+    return type == GEMMA3_WEIGHTS_AS_STORED ? "as-stored" : g3_wtype_name(type);
 }
 
 int gemma3_weight_type_parse(const char *name) {
@@ -90,11 +83,11 @@ int gemma3_weight_type_parse(const char *name) {
     if (t < 0)
         return g3_error(GEMMA3_ERR_ARG, "weight type '%s' is not one of %s", name ? name : "(null)",
                         g3_wtype_list(0));
-    return t + G3_WTYPE_PUBLIC_BASE;
+    return t;
 }
 
 int gemma3_weight_type_is_quantized(enum gemma3_weight_type type) {
-    return g3_wtype_is_block((int)type - G3_WTYPE_PUBLIC_BASE);
+    return g3_wtype_is_block((int)type);
 }
 
 const char *gemma3_weight_type_list(int quantized_only) { return g3_wtype_list(quantized_only); }
@@ -112,11 +105,11 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     if (!dir || !*dir) return g3_error(GEMMA3_ERR_ARG, "model: no directory given (an empty name)");
     gemma3_model *m = calloc(1, sizeof *m);
     if (!m) return g3_error(GEMMA3_ERR_NOMEM, "model: out of memory");
-    int want = to_wtype(params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED);
+    const int want = params ? (int)params->weight_type : GEMMA3_WEIGHTS_AS_STORED;
     int n_threads = params ? params->n_threads : 0;
     if (n_threads > 0) n_threads = gemma3_threads_cap(n_threads);
     int rc = GEMMA3_OK;
-    if (want == -2)
+    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want))
         rc = g3_error(GEMMA3_ERR_ARG, "model: weight_type %d is not a gemma3_weight_type",
                       (int)params->weight_type);
     else if (n_threads < 0 || n_threads > 1024)

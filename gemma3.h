@@ -72,9 +72,11 @@ int gemma3_model_load(const char *dir, gemma3_model **out);
  * gemma3_model_info says what was chosen. */
 enum gemma3_load_mode { GEMMA3_LOAD_AUTO = 0, GEMMA3_LOAD_MMAP = 1, GEMMA3_LOAD_READ = 2 };
 
-/* Weight types. BF16 is how Gemma ships. Q8_0 and Q4_0 are llama.cpp's block formats, byte for
- * byte: per block of 32 weights an fp16 scale d and 32 int8 q (w = d*q, 34 bytes), or 16 bytes
- * of 4-bit q (w = d*(q - 8), 18 bytes). Every matrix is quantized (q/k/v/o, gate/up/down, the
+/* Weight types. BF16 is how Gemma ships. Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 are llama.cpp's block
+ * formats, byte for byte: per block of 32 weights an fp16 scale d and 32 int8 q (w = d*q, 34
+ * bytes), or 16 bytes of 4-bit q (Q4_0: w = d*(q - 8), 18 bytes; Q4_1: with an fp16 minimum m,
+ * w = d*q + m, 20 bytes), or 5-bit q, their fifth bits in 4 more bytes (Q5_0: w = d*(q - 16),
+ * 22 bytes; Q5_1: w = d*q + m, 24 bytes). Every matrix is quantized (q/k/v/o, gate/up/down, the
  * embedding and LM head); norms stay as stored. With quantized weights the default mode
  * quantizes each matmul input to 8 bits per token (int8 dot products); `exact` multiplies the
  * fp32 activations with the dequantized blocks. */
@@ -83,6 +85,10 @@ enum gemma3_weight_type {
     GEMMA3_WEIGHTS_BF16 = 1,
     GEMMA3_WEIGHTS_Q8_0 = 2,
     GEMMA3_WEIGHTS_Q4_0 = 3,
+    GEMMA3_WEIGHTS_Q4_1 = 4,
+    GEMMA3_WEIGHTS_Q5_0 = 5,
+    GEMMA3_WEIGHTS_Q5_1 = 6,
+    GEMMA3_WEIGHTS_COUNT /* one past the last type (the library's type table has a row per value) */
 };
 /* "bf16", "q8_0", "q4_0" ("as-stored" for GEMMA3_WEIGHTS_AS_STORED, "?" if invalid). */
 const char *gemma3_weight_type_name(enum gemma3_weight_type type);
@@ -340,7 +346,7 @@ int gemma3_session_load_buffer(gemma3_session *s, const void *buf, size_t size);
 /* ---- tokenizer --------------------------------------------------------------------------- */
 
 enum gemma3_tok_flags {
-    GEMMA3_TOK_BOS = 1,           /* prepend <bos> */
+    GEMMA3_TOK_BOS = 1,           /* prepend <bos> (gemma3_tokenizer_add_bos: whether the model wants it) */
     GEMMA3_TOK_PARSE_SPECIAL = 2, /* text of control/unknown pieces (<bos>, <eos>, <pad>, <unk>)
                                      becomes their id, as HF tokenizers do; off for user text.
                                      User-defined pieces (<start_of_turn>...) always match. */
@@ -356,6 +362,10 @@ int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out);
 void gemma3_tokenizer_free(gemma3_tokenizer *tok);
 int gemma3_tokenizer_vocab_size(const gemma3_tokenizer *tok);
 
+/* 1 if a prompt for this model starts with <bos>: a GGUF's tokenizer.ggml.add_bos_token (true when
+ * absent), and always for a tokenizer.model (Gemma's convention). The front end adds
+ * GEMMA3_TOK_BOS, and a chat's leading <bos>, only when this says so. */
+int gemma3_tokenizer_add_bos(const gemma3_tokenizer *tok);
 /* Encodes len bytes of UTF-8 text. Writes at most max_ids ids and returns the total count
  * (which may exceed max_ids: call again with a larger buffer), or a negative error. ids may be
  * NULL when max_ids is 0. Invalid UTF-8 bytes become byte pieces (or <unk>). */

@@ -260,7 +260,19 @@ static int hf_name(const char *name, char *hf, size_t n) {
     return 0;
 }
 
-static int is_quantized(uint32_t type) { return type == G3_GGML_Q8_0 || type == G3_GGML_Q4_0; }
+/* A ggml type the engine runs as blocks (its weight type's row says which ggml id it has). */
+static int is_quantized(uint32_t type) { return g3_wtype_is_block(g3_wtype_from_ggml(type)); }
+
+/* The ggml types a matrix may have, for messages: F32 and F16 (made BF16 at load), then every
+ * weight type's. */
+static const char *supported_types(void) {
+    static _Thread_local char list[256];
+    int n = snprintf(list, sizeof list, "F32, F16");
+    for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++)
+        if (g3_wtype_get(t) && n > 0 && (size_t)n < sizeof list)
+            n += snprintf(list + n, sizeof list - (size_t)n, ", %s", g3_wtype_name_upper((g3_wtype)t));
+    return list;
+}
 
 /* The one quantized type of the file's matrices (0 = none), refusing types the engine does not
  * run and files that mix a quantized type with another type. */
@@ -270,9 +282,9 @@ static int matrix_type(const g3_gguf *g, uint32_t *qtype) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const g3_gguf_tensor *t = &g->tensors[i];
         if (!hf_name(t->name, hf, sizeof hf)) continue;
-        if (t->type != G3_GGML_F32 && t->type != G3_GGML_F16 && t->type != G3_GGML_BF16 && !is_quantized(t->type))
-            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: tensor %s: type %s is not supported (F32, "
-                            "F16, BF16, Q8_0, Q4_0)", g->label, t->name, g3_ggml_type_name(t->type));
+        if (t->type != G3_GGML_F32 && t->type != G3_GGML_F16 && g3_wtype_from_ggml(t->type) < 0)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: tensor %s: type %s is not supported (%s)",
+                            g->label, t->name, g3_ggml_type_name(t->type), supported_types());
         if (t->n_dims < 2) continue;
         if (!first) first = t;
         if ((is_quantized(t->type) || is_quantized(first->type)) && t->type != first->type)
@@ -322,7 +334,7 @@ static int add_gguf_tensors(g3_st *st, const uint8_t *buf, size_t size, const ch
             rc = add_view(st, &g->tensors[i], hf, label);
     if (rc == GEMMA3_OK) rc = g3_st_add_metadata(st, "gemma3.norms", "plus_one");
     if (rc == GEMMA3_OK && qtype)
-        rc = g3_st_add_metadata(st, "gemma3.quant", qtype == G3_GGML_Q8_0 ? "q8_0" : "q4_0");
+        rc = g3_st_add_metadata(st, "gemma3.quant", g3_wtype_name((g3_wtype)g3_wtype_from_ggml(qtype)));
     g3_gguf_free(g);
     return rc;
 }
@@ -424,15 +436,16 @@ static int tokenizer_from_gguf(const g3_gguf *g, gemma3_tokenizer **out) {
     vocab v = {0};
     int64_t n = 0;
     uint32_t ids[4] = {2, 1, 0, 3}; /* bos, eos, pad, unk */
-    int add_space = 1, remove_ws = 0;
+    int add_space = 1, remove_ws = 0, add_bos = 1;
     if (rc == GEMMA3_OK) rc = read_vocab(g, &v, &n);
     static const char *const id_keys[4] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                                            "tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id"};
     for (int k = 0; k < 4 && rc == GEMMA3_OK; k++) rc = g3_gguf_get_u32(g, id_keys[k], 0, &ids[k]);
     if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", 0, &add_space);
     if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.remove_extra_whitespaces", 0, &remove_ws);
+    if (rc == GEMMA3_OK) rc = g3_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", 0, &add_bos);
     g3_tokenizer_spec spec = {find_piece(&v, n, "<bos>", ids[0]), find_piece(&v, n, "<eos>", ids[1]),
-                              find_piece(&v, n, "<pad>", ids[2]), 0, add_space, remove_ws, 1};
+                              find_piece(&v, n, "<pad>", ids[2]), 0, add_space, remove_ws, 1, add_bos};
     const int32_t unk = rc == GEMMA3_OK ? find_piece(&v, n, "<unk>", ids[3]) : -1;
     for (int64_t i = 0; i < n && rc == GEMMA3_OK; i++) {
         if (i == unk) v.type[i] = G3_PIECE_UNKNOWN;
@@ -457,6 +470,18 @@ int g3_gguf_model_tokenizer(const char *path, gemma3_tokenizer **out) {
     if (rc == GEMMA3_OK && g3_gguf_find(m.g, "tokenizer.ggml.tokens")) rc = tokenizer_from_gguf(m.g, out);
     unmap(&m);
     return rc;
+}
+
+/* What becomes of the file's tokenizer.chat_template: chat always applies the built-in Gemma turns
+ * (a Jinja template is not run); a template without Gemma's turn markers is said to be unused. */
+static const char *chat_template_kind(const g3_gguf *g) {
+    const char *s = NULL;
+    size_t len = 0;
+    if (g3_gguf_get_str(g, "tokenizer.chat_template", 0, &s, &len) != GEMMA3_OK || !s)
+        return "none in the file (chat applies Gemma's turns)";
+    if (memmem(s, len, "<start_of_turn>", 15))
+        return "Gemma's turns (chat applies the built-in Gemma template)";
+    return "not Gemma's: not used (chat applies Gemma's turns; generate --raw sends a prompt as written)";
 }
 
 /* ---- describing --------------------------------------------------------------------------- */
@@ -485,6 +510,7 @@ int g3_gguf_model_describe(const char *path, FILE *out) {
         if (count[t])
             fprintf(out, "gguf: %-6s %4lld tensors, %lld bytes\n", g3_ggml_type_name(t),
                     (long long)count[t], (long long)bytes[t]);
+    fprintf(out, "gguf: chat template: %s\n", chat_template_kind(g));
     rc = check_arch(g);
     unmap(&m);
     return rc;
@@ -651,9 +677,6 @@ static int write_tensors(g3_gguf_writer *w, const out_tensor *t, int n) {
 }
 
 int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const char *path) {
-    static const uint32_t ggml_type[] = {[G3_WTYPE_BF16] = G3_GGML_BF16, [G3_WTYPE_Q8_0] = G3_GGML_Q8_0,
-                                         [G3_WTYPE_Q4_0] = G3_GGML_Q4_0};
-    static const uint32_t file_type[] = {[G3_WTYPE_BF16] = 32, [G3_WTYPE_Q8_0] = 7, [G3_WTYPE_Q4_0] = 2};
     g3_config *cfg = calloc(1, sizeof *cfg);
     g3_weights *wts = calloc(1, sizeof *wts);
     gemma3_tokenizer *tok = NULL;
@@ -677,10 +700,10 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
     if (rc == GEMMA3_OK) rc = g3_gguf_writer_new(path, &w);
     if (rc == GEMMA3_OK) {
-        put_config(w, cfg, file_type[wts->wtype]);
+        put_config(w, cfg, g3_wtype_get(wts->wtype)->gguf_file_type);
         rc = put_vocab(w, tok, cfg->vocab_size, path);
     }
-    if (rc == GEMMA3_OK) rc = write_tensors(w, t, list_tensors(cfg, wts, ggml_type[wts->wtype], t));
+    if (rc == GEMMA3_OK) rc = write_tensors(w, t, list_tensors(cfg, wts, g3_wtype_get(wts->wtype)->ggml_type, t));
     if (rc == GEMMA3_OK) {
         rc = g3_gguf_writer_finish(w);
         w = NULL;
@@ -696,11 +719,10 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
 
 int gemma3_quantize_gguf(const char *src, const char *path, enum gemma3_weight_type type, int n_threads) {
     if (!src || !path) return g3_error(GEMMA3_ERR_ARG, "quantize: no model or output given");
-    const int wt = type == GEMMA3_WEIGHTS_BF16 ? G3_WTYPE_BF16 : type == GEMMA3_WEIGHTS_Q8_0 ? G3_WTYPE_Q8_0
-                   : type == GEMMA3_WEIGHTS_Q4_0 ? G3_WTYPE_Q4_0 : -1;
-    if (wt < 0) return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not bf16, q8_0 or q4_0",
-                                gemma3_weight_type_name(type));
+    if (!g3_wtype_get((int)type))
+        return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not one of %s",
+                        gemma3_weight_type_name(type), g3_wtype_list(0));
     if (n_threads < 0 || n_threads > 1024)
         return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
-    return g3_gguf_model_write(src, (g3_wtype)wt, n_threads, path);
+    return g3_gguf_model_write(src, type, n_threads, path);
 }

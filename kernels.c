@@ -1,13 +1,17 @@
 /* kernels.c - the numeric kernels' entry: which table runs (dispatch, from kernels/cpu.c's
- * probe), and the pieces every table shares (RoPE, the log-softmax merge in strips). The tables
- * are one file per instruction set in kernels/: scalar.c (the reference), avx2.c, avx512.c
- * ("avx512", "avx512bf16", and "amx-bf16" with amx-bf16.inc). See kernels.h for the contract
- * every table keeps. Off x86 only the scalar table builds and dispatch always picks it. */
+ * probe), for the BF16 kernels (kernels.h) and the quantized ones (quant.h), and the pieces every
+ * table shares (RoPE, the log-softmax merge in strips). The tables are one file per instruction
+ * set in kernels/: scalar.c (the reference), avx2.c, avx512.c ("avx512", "avx512bf16", and
+ * "amx-bf16" with amx-bf16.inc); quantized: quant.c's scalar reference, quant-avx2.c ("avx2",
+ * "avx2vnni"), quant-avx512.c ("avx512", "avx512vnni", "amx"). See kernels.h and quant.h for the
+ * contract every table keeps. Off x86 only the scalar tables build and dispatch always picks
+ * them. */
 #include "kernels.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "kernels/quant-impl.h"
 #include "kernels/simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -101,6 +105,58 @@ int g3_kernels_all(const g3_kernels **out, int max) {
     if (f->avx512) all[n++] = &g3_kernels_avx512;
     if (f->avx512_bf16) all[n++] = &g3_kernels_avx512bf16;
     if (amx_bf16(f)) all[n++] = &g3_kernels_amx_bf16;
+#endif
+    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
+    return n < max ? n : max;
+}
+
+/* ==== the quantized tables' dispatch ======================================================== */
+
+#if KERNELS_X86
+enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
+
+/* Which quantized variants the CPU runs. */
+static int quant_cpu(void) {
+    const g3_cpu *c = g3_cpu_get();
+    int f = 0;
+    if (c->avx2) f |= Q_AVX2;
+    if (c->avx_vnni) f |= Q_AVX2VNNI;
+    if (c->avx512) f |= Q_AVX512;
+    if (c->avx512_vnni) f |= Q_AVX512VNNI;
+    if (c->avx512_vnni && g3_quant_amx_usable(c)) f |= Q_AMX;
+    return f;
+}
+#endif
+
+const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
+    if (isa == G3_ISA_SCALAR) return &g3_quant_scalar;
+#if KERNELS_X86
+    const int f = quant_cpu();
+    switch (isa) {
+    case G3_ISA_AVX2:
+        if (!(f & Q_AVX2)) return NULL;
+        return f & Q_AVX2VNNI ? &g3_quant_avx2vnni : &g3_quant_avx2;
+    case G3_ISA_AVX512:
+        if (!(f & Q_AVX512)) return NULL;
+        return f & Q_AMX ? &g3_quant_amx : f & Q_AVX512VNNI ? &g3_quant_avx512vnni : &g3_quant_avx512;
+    default: return NULL;
+    }
+#else
+    return NULL;
+#endif
+}
+
+int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
+    const g3_quant_kernels *all[6];
+    int n = 0;
+    all[n++] = &g3_quant_scalar;
+#if KERNELS_X86
+    const int f = quant_cpu();
+    if (f & Q_AVX2) all[n++] = &g3_quant_avx2;
+    if (f & Q_AVX2VNNI) all[n++] = &g3_quant_avx2vnni;
+    if (f & Q_AVX512) all[n++] = &g3_quant_avx512;
+    if (f & Q_AVX512VNNI) all[n++] = &g3_quant_avx512vnni;
+    if (f & Q_AMX) all[n++] = &g3_quant_amx;
 #endif
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return n < max ? n : max;

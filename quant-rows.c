@@ -90,7 +90,14 @@ AVX2 static inline void q4_0_block(const __m256 v[4], float amax, g3_block_q4_0 
     _mm_storeu_si128((__m128i *)(void *)y->qs, _mm256_castsi256_si128(p));
 }
 
+static int quantize_ref(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n);
+
+/* The types quantized here eight lanes or sixteen blocks at a time; the others take the
+ * reference (quantize_ref). */
+static int has_fast_path(g3_wtype t) { return t == GEMMA3_WEIGHTS_Q8_0 || t == GEMMA3_WEIGHTS_Q4_0; }
+
 AVX2 static int quantize_avx2(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n) {
+    if (!has_fast_path(t)) return quantize_ref(t, src, src_bf16, row, n);
     for (int64_t b = 0; b < n / G3_QK; b++) {
         __m256 v[4];
         for (int i = 0; i < 4; i++) v[i] = load8(src, b * G3_QK + 8 * i, src_bf16);
@@ -98,7 +105,7 @@ AVX2 static int quantize_avx2(g3_wtype t, const void *src, int src_bf16, void *r
         if (bits >= NONFINITE_BITS) return 0;
         float amax;
         memcpy(&amax, &bits, sizeof amax);
-        if (t == G3_WTYPE_Q8_0) q8_0_block(v, amax, (g3_block_q8_0 *)row + b);
+        if (t == GEMMA3_WEIGHTS_Q8_0) q8_0_block(v, amax, (g3_block_q8_0 *)row + b);
         else q4_0_block(v, amax, (g3_block_q4_0 *)row + b);
     }
     return 1;
@@ -198,8 +205,9 @@ AVX512 static inline __m512 q4_0_extremes(const void *src, int64_t at, int bf16,
 }
 
 AVX512 static int quantize_avx512(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n) {
+    if (!has_fast_path(t)) return quantize_ref(t, src, src_bf16, row, n);
     const int64_t n_blocks = n / G3_QK, n_full = n_blocks / GROUP * GROUP;
-    const size_t stride = t == G3_WTYPE_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
+    const size_t stride = t == GEMMA3_WEIGHTS_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
     for (int64_t b0 = 0; b0 < n_full; b0 += GROUP) {
         const int64_t at = b0 * G3_QK;
         uint8_t *y = (uint8_t *)row + (size_t)b0 * stride;
@@ -211,7 +219,7 @@ AVX512 static int quantize_avx512(g3_wtype t, const void *src, int src_bf16, voi
         }
         __m512i amax = lane_maxima(a);
         if (_mm512_cmpge_epi32_mask(amax, _mm512_set1_epi32((int)NONFINITE_BITS))) return 0;
-        __m512 d = t == G3_WTYPE_Q8_0
+        __m512 d = t == GEMMA3_WEIGHTS_Q8_0
                        ? _mm512_div_ps(_mm512_castsi512_ps(amax), _mm512_set1_ps(127.0f))
                        : _mm512_div_ps(q4_0_extremes(src, at, src_bf16, amax), _mm512_set1_ps(-8.0f));
         __m512 id = inverse_or_zero(d);
@@ -221,7 +229,7 @@ AVX512 static int quantize_avx512(g3_wtype t, const void *src, int src_bf16, voi
             load_block(src, at + (int64_t)k * G3_QK, src_bf16, &lo, &hi);
             __m512 idk = _mm512_permutexvar_ps(_mm512_set1_epi32(k), id);
             uint8_t *qs = y + (size_t)k * stride + sizeof(uint16_t);
-            if (t == G3_WTYPE_Q8_0) { /* the low byte of each, as the reference's (int8_t) cast */
+            if (t == GEMMA3_WEIGHTS_Q8_0) { /* the low byte of each, as the reference's (int8_t) cast */
                 _mm_storeu_si128((__m128i *)(void *)qs, _mm512_cvtepi32_epi8(q8_0_half(lo, idk)));
                 _mm_storeu_si128((__m128i *)(void *)(qs + 16), _mm512_cvtepi32_epi8(q8_0_half(hi, idk)));
             } else {

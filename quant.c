@@ -1,20 +1,24 @@
-/* quant.c - Q8_0 / Q4_0 blocks: reference quantizers, dequantizers, and the quantized matmul
- * kernels (scalar reference; SIMD tables beside it, tested against it). Knows nothing of Gemma. */
+/* quant.c - the weight types: their rows (quant.h's g3_wtype_traits), reference quantizers and
+ * dequantizers, the x8 layout, the quantized activation rows, and the scalar reference kernels
+ * (g3_quant_scalar) every SIMD table in kernels/ is tested against; g3_matmul, the matrix entry
+ * point. Knows nothing of Gemma. */
 #include "quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/quant-impl.h"
 #include "util.h"
 
 /* ---- names and sizes ------------------------------------------------------------------------ */
 
-static const g3_wtype_traits wtypes[G3_WTYPE_COUNT]; /* the rows, below the functions they name */
+static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT]; /* the rows, below the functions they name */
 
 const g3_wtype_traits *g3_wtype_get(int t) {
-    return t >= 0 && t < G3_WTYPE_COUNT ? &wtypes[t] : NULL;
+    return t > 0 && t < GEMMA3_WEIGHTS_COUNT && wtypes[t].name ? &wtypes[t] : NULL;
 }
 
 int g3_wtype_is_block(int t) {
@@ -32,20 +36,26 @@ const char *g3_wtype_name_upper(g3_wtype t) {
     return tr ? tr->name_upper : "?";
 }
 
+int g3_wtype_from_ggml(uint32_t ggml_type) {
+    for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++)
+        if (g3_wtype_get(t) && wtypes[t].ggml_type == ggml_type) return t;
+    return -1;
+}
+
 int g3_wtype_parse(const char *name) {
-    for (int t = 0; name && t < G3_WTYPE_COUNT; t++)
-        if (strcmp(name, wtypes[t].name) == 0) return t;
+    for (int t = 1; name && t < GEMMA3_WEIGHTS_COUNT; t++)
+        if (g3_wtype_get(t) && strcmp(name, wtypes[t].name) == 0) return t;
     return -1;
 }
 
 /* Written once, before any thread could ask: the table is constant. */
-static char type_lists[2][G3_WTYPE_COUNT * 16];
+static char type_lists[2][GEMMA3_WEIGHTS_COUNT * 16];
 
 static void make_type_lists(void) {
     for (int blocks = 0; blocks < 2; blocks++) {
         char *p = type_lists[blocks];
-        for (int t = 0; t < G3_WTYPE_COUNT; t++)
-            if (!blocks || g3_wtype_is_block(t))
+        for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++)
+            if (g3_wtype_get(t) && (!blocks || g3_wtype_is_block(t)))
                 p += sprintf(p, "%s%s", p == type_lists[blocks] ? "" : ", ", wtypes[t].name);
     }
 }
@@ -66,17 +76,20 @@ size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in) {
 void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
                int r0, int r1) {
     if (r0 >= r1) return;
-    const int slot = wtypes[W.type].kernel_slot, x8 = W.layout == G3_LAYOUT_X8;
-    if (slot < 0) { /* BF16 */
+    const int t = (int)W.type, x8 = W.layout == G3_LAYOUT_X8;
+    if (!g3_wtype_is_block(t)) { /* BF16 */
         if (be->exact)
             be->k->matmul_f32(Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
         else
             be->k->matmul_bf16(Y, ldy, W.data, x->bf16, (size_t)x->n_in, x->n_tok, x->n_in, r0, r1);
     } else if (be->exact) {
-        (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)(W.type, Y, ldy, W.data, x->f32, x->ld_f32,
-                                                             x->n_tok, x->n_in, r0, r1);
+        g3_matmul_q_f32_fn f = (x8 ? be->q->matmul_q_f32_x8 : be->q->matmul_q_f32)[t];
+        if (!f) f = (x8 ? g3_quant_scalar.matmul_q_f32_x8 : g3_quant_scalar.matmul_q_f32)[t];
+        f(W.type, Y, ldy, W.data, x->f32, x->ld_f32, x->n_tok, x->n_in, r0, r1);
     } else {
-        (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[slot](Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
+        g3_matmul_q_fn f = (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[t];
+        if (!f) f = (x8 ? g3_quant_scalar.matmul_q_x8 : g3_quant_scalar.matmul_q)[t];
+        f(Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
     }
 }
 
@@ -152,6 +165,79 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n) {
     }
 }
 
+/* The smallest and the largest value of a block (Q4_1, Q5_1), by comparisons in element order. */
+static void block_min_max(const float *x, float *min, float *max) {
+    *min = FLT_MAX, *max = -FLT_MAX;
+    for (int j = 0; j < G3_QK; j++) {
+        if (x[j] < *min) *min = x[j];
+        if (x[j] > *max) *max = x[j];
+    }
+}
+
+/* Element j's 5-bit value v into a Q5 block's nibble byte and fifth-bit word. */
+static void put5(uint8_t *qs, uint32_t *qh, int j, int v) {
+    const int half = G3_QK / 2, k = j % half;
+    qs[k] = (uint8_t)(j < half ? (qs[k] & 0xf0) | (v & 15) : (qs[k] & 0x0f) | (v & 15) << 4);
+    *qh |= (uint32_t)((v >> 4) & 1) << j;
+}
+
+/* Q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5)). */
+static void quantize_q4_1(const float *x, void *row, int64_t n) {
+    g3_block_q4_1 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = g3_f32_to_f16(d);
+        y[b].m = g3_f32_to_f16(min);
+        for (int j = 0; j < G3_QK / 2; j++) {
+            int lo = quant_int8((x[j] - min) * id + 0.5f), hi = quant_int8((x[j + G3_QK / 2] - min) * id + 0.5f);
+            if (lo > 15) lo = 15;
+            if (hi > 15) hi = 15;
+            y[b].qs[j] = (uint8_t)((uint8_t)lo | (uint8_t)hi << 4);
+        }
+    }
+}
+
+/* Q5_0: as Q4_0 with 32 levels: d = extreme / -16, q = min(31, trunc(x / d + 16.5)). */
+static void quantize_q5_0(const float *x, void *row, int64_t n) {
+    g3_block_q5_0 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float amax = 0.0f, extreme = 0.0f;
+        for (int j = 0; j < G3_QK; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                extreme = x[j];
+            }
+        const float d = extreme / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = g3_f32_to_f16(d);
+        for (int j = 0; j < G3_QK; j++) {
+            int v = quant_int8(x[j] * id + 16.5f);
+            put5(y[b].qs, &qh, j, (uint8_t)(v > 31 ? 31 : v));
+        }
+        memcpy(y[b].qh, &qh, sizeof qh);
+    }
+}
+
+/* Q5_1: d = (max - min) / 31, m = min, q = trunc((x - min) / d + 0.5) (no clamp: at most 31). */
+static void quantize_q5_1(const float *x, void *row, int64_t n) {
+    g3_block_q5_1 *y = row;
+    for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
+        float min, max;
+        block_min_max(x, &min, &max);
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = g3_f32_to_f16(d);
+        y[b].m = g3_f32_to_f16(min);
+        for (int j = 0; j < G3_QK; j++) put5(y[b].qs, &qh, j, (uint8_t)quant_int8((x[j] - min) * id + 0.5f));
+        memcpy(y[b].qh, &qh, sizeof qh);
+    }
+}
+
 static void quantize_q8_0(const float *x, void *row, int64_t n) { g3_quantize_row_q8_0(x, row, n); }
 static void quantize_q4_0(const float *x, void *row, int64_t n) { g3_quantize_row_q4_0(x, row, n); }
 
@@ -174,6 +260,54 @@ static void dequantize_q4_0(const void *row, float *y, int64_t n) {
     }
 }
 
+/* ---- the 4- and 5-bit blocks' integers --------------------------------------------------------
+ * Q4_0, Q4_1, Q5_0 and Q5_1 share one shape: an fp16 scale, maybe an fp16 minimum, maybe the
+ * fifth bits, then the 16 nibble bytes. */
+typedef struct lowbit {
+    uint8_t min_at, qh_at, qs_at; /* byte offsets in the block (0: no minimum / no fifth bits) */
+    int8_t offset;                /* w = d * (u - offset) (+ m): 8 (Q4_0), 16 (Q5_0), else 0 */
+} lowbit;
+
+static lowbit lowbit_of(g3_wtype t) {
+    switch (t) {
+    case GEMMA3_WEIGHTS_Q4_1: return (lowbit){2, 0, 4, 0};
+    case GEMMA3_WEIGHTS_Q5_0: return (lowbit){0, 2, 6, 16};
+    case GEMMA3_WEIGHTS_Q5_1: return (lowbit){2, 4, 8, 0};
+    default: return (lowbit){0, 0, 2, 8}; /* Q4_0 */
+    }
+}
+
+/* The block's unsigned quants u (0..15 or 0..31) in element order, its scale and minimum (0). */
+static void lowbit_unpack(g3_wtype t, const uint8_t *blk, uint8_t u[G3_QK], float *d, float *m) {
+    const lowbit lb = lowbit_of(t);
+    uint16_t h;
+    uint32_t qh = 0;
+    memcpy(&h, blk, 2);
+    *d = g3_f16_to_f32(h);
+    *m = 0.0f;
+    if (lb.min_at) memcpy(&h, blk + lb.min_at, 2), *m = g3_f16_to_f32(h);
+    if (lb.qh_at) memcpy(&qh, blk + lb.qh_at, 4);
+    for (int j = 0; j < G3_QK / 2; j++) {
+        u[j] = (uint8_t)((blk[lb.qs_at + j] & 15) | ((qh >> j) & 1) << 4);
+        u[j + G3_QK / 2] = (uint8_t)((blk[lb.qs_at + j] >> 4) | ((qh >> (j + G3_QK / 2)) & 1) << 4);
+    }
+}
+
+static void dequantize_lowbit(g3_wtype t, const void *row, float *y, int64_t n) {
+    const size_t bs = g3_wtype_row_bytes(t, G3_QK);
+    const int offset = lowbit_of(t).offset;
+    for (int64_t b = 0; b < n / G3_QK; b++, y += G3_QK) {
+        uint8_t u[G3_QK];
+        float d, m;
+        lowbit_unpack(t, (const uint8_t *)row + (size_t)b * bs, u, &d, &m);
+        for (int j = 0; j < G3_QK; j++) y[j] = d * (float)(u[j] - offset) + m;
+    }
+}
+
+static void dequantize_q4_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q4_1, row, y, n); }
+static void dequantize_q5_0(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_0, row, y, n); }
+static void dequantize_q5_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_1, row, y, n); }
+
 static void dequantize_bf16(const void *row, float *y, int64_t n) {
     const uint16_t *h = row;
     for (int64_t i = 0; i < n; i++) y[i] = g3_bf16_to_f32(h[i]);
@@ -185,12 +319,30 @@ static void dequantize_bf16(const void *row, float *y, int64_t n) {
 #define BF16_NONFINITE 0x7f80u
 #define F16_NONFINITE 0x7c00u
 
-static const g3_wtype_traits wtypes[G3_WTYPE_COUNT] = {
-    [G3_WTYPE_BF16] = {"bf16", "BF16", 1, sizeof(uint16_t), NULL, dequantize_bf16, BF16_NONFINITE, -1},
-    [G3_WTYPE_Q8_0] = {"q8_0", "Q8_0", G3_QK, sizeof(g3_block_q8_0), quantize_q8_0, dequantize_q8_0,
-                       F16_NONFINITE, 0},
-    [G3_WTYPE_Q4_0] = {"q4_0", "Q4_0", G3_QK, sizeof(g3_block_q4_0), quantize_q4_0, dequantize_q4_0,
-                       F16_NONFINITE, 1},
+static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT] = {
+    [GEMMA3_WEIGHTS_BF16] = {.name = "bf16", .name_upper = "BF16", .block = 1, .block_bytes = sizeof(uint16_t),
+                       .dequantize_row = dequantize_bf16, .nonfinite_mask = BF16_NONFINITE,
+                       .ggml_type = 30, .gguf_file_type = 32},
+    [GEMMA3_WEIGHTS_Q8_0] = {.name = "q8_0", .name_upper = "Q8_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q8_0), .quantize_row = quantize_q8_0,
+                       .dequantize_row = dequantize_q8_0, .nonfinite_mask = F16_NONFINITE, .x8 = 1,
+                       .ggml_type = 8, .gguf_file_type = 7},
+    [GEMMA3_WEIGHTS_Q4_0] = {.name = "q4_0", .name_upper = "Q4_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q4_0), .quantize_row = quantize_q4_0,
+                       .dequantize_row = dequantize_q4_0, .nonfinite_mask = F16_NONFINITE, .x8 = 1,
+                       .ggml_type = 2, .gguf_file_type = 2},
+    [GEMMA3_WEIGHTS_Q4_1] = {.name = "q4_1", .name_upper = "Q4_1", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q4_1), .quantize_row = quantize_q4_1,
+                       .dequantize_row = dequantize_q4_1, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 3, .gguf_file_type = 3},
+    [GEMMA3_WEIGHTS_Q5_0] = {.name = "q5_0", .name_upper = "Q5_0", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q5_0), .quantize_row = quantize_q5_0,
+                       .dequantize_row = dequantize_q5_0, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 6, .gguf_file_type = 8},
+    [GEMMA3_WEIGHTS_Q5_1] = {.name = "q5_1", .name_upper = "Q5_1", .block = G3_QK,
+                       .block_bytes = sizeof(g3_block_q5_1), .quantize_row = quantize_q5_1,
+                       .dequantize_row = dequantize_q5_1, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 7, .gguf_file_type = 9},
 };
 
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n) {
@@ -222,15 +374,7 @@ static size_t x8_offset(size_t bs, int64_t n_blocks, int64_t r, int64_t b, size_
     return group_block + x8_run_at(k, (j - 2) / 4) + (j - 2) % 4;
 }
 
-/* One block in the row layout's bytes, aligned for either block type. */
-union x8_block {
-    g3_block_q8_0 q8_0; /* the larger */
-    g3_block_q4_0 q4_0;
-    uint8_t bytes[sizeof(g3_block_q8_0)];
-};
-
-/* Block b of row r of an x8 matrix back in its row-layout bytes (out: block_bytes(t)). */
-static void x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
+void g3_x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out) {
     const size_t bs = block_bytes(t);
     const size_t scale = x8_offset(bs, nb, r, b, 0);
     memcpy(out, x8 + scale, 2);
@@ -278,49 +422,15 @@ void g3_dequantize_matrix_row(g3_wtype t, g3_layout layout, const void *m, int64
     }
     const uint8_t *x8 = m;
     for (int64_t b = 0; b < n_in / G3_QK; b++) {
-        union x8_block blk;
-        x8_block(t, x8, n_in / G3_QK, r, b, blk.bytes);
+        union g3_x8_block blk;
+        g3_x8_block(t, x8, n_in / G3_QK, r, b, blk.bytes);
         g3_dequantize_row(t, blk.bytes, y + b * G3_QK, G3_QK);
     }
 }
 
 /* ---- Q8 activations ------------------------------------------------------------------------- */
 
-/* A quantized activation row of nb = n_in / 32 blocks, struct-of-arrays so that SIMD loads the
- * int8 values of consecutive blocks in one go:
- *   int8_t  q[n_in]     block b is q[32b .. 32b+32), x ~ d[b] * q
- *   float   d[nb]       the block scales
- *   int32_t c4[nb]      -8 * sum of the block's q: Q4_0's "q - 8" offset folded into an integer
- *                       (sum(w4 * a) - 8 * sum(a) is exact), also 1/16 of the -128 * sum that
- *                       the VNNI Q8_0 path needs when it biases signed weights to unsigned.
- * 40 bytes per block; offsets are multiples of 4, rows are not aligned (loads are unaligned). */
-typedef struct act_row {
-    const int8_t *q;
-    const float *d;
-    const int32_t *c4;
-} act_row;
-
 size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * (G3_QK + 8); }
-
-static act_row act_row_at(const void *Xq, int n_in, int t) {
-    const char *p = (const char *)Xq + (size_t)t * g3_act_row_bytes(n_in);
-    const int nb = n_in / G3_QK;
-    return (act_row){.q = (const int8_t *)p,
-                     .d = (const float *)(const void *)(p + n_in),
-                     .c4 = (const int32_t *)(const void *)(p + n_in + 4 * nb)};
-}
-
-/* The parts of row dst (g3_act_row_bytes(n) bytes at dst) to write. */
-static void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t **c4) {
-    char *p = dst;
-    *q = (int8_t *)p;
-    *d = (float *)(void *)(p + n);
-    *c4 = (int32_t *)(void *)(p + n + 4 * (n / G3_QK));
-}
-
-/* Blocks whose largest magnitude is below this quantize to zeros: 127 / amax would overflow
- * near 2^-126, and such values vanish next to any real activation anyway. Also false for NaN. */
-#define ACT_TINY 0x1p-100f
 
 /* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
  * do, so every table quantizes activations bit-identically: a max, one division, one multiply
@@ -380,7 +490,7 @@ static float dot_q4_0_scalar(const g3_block_q4_0 *w, act_row a, int n_blocks) {
 
 static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
-    const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q8_0, n_in);
+    const size_t row_bytes = g3_wtype_row_bytes(GEMMA3_WEIGHTS_Q8_0, n_in);
     for (int t = 0; t < n_tok; t++) {
         const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
@@ -392,7 +502,7 @@ static void matmul_q8_0_scalar(float *Y, size_t ldy, const void *W, const void *
 
 static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1) {
-    const size_t row_bytes = g3_wtype_row_bytes(G3_WTYPE_Q4_0, n_in);
+    const size_t row_bytes = g3_wtype_row_bytes(GEMMA3_WEIGHTS_Q4_0, n_in);
     for (int t = 0; t < n_tok; t++) {
         const act_row a = act_row_at(Xq, n_in, t);
         for (int r = r0; r < r1; r++) {
@@ -402,14 +512,69 @@ static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *
     }
 }
 
-/* fp32 activations against a dequantized block: sum(q * x), then times d. */
+/* Q4_1, Q5_0, Q5_1: per block the exact integer sum(u * a), Q5_0's offset of 16 folded in as
+ * Q4_0's (-16 * sum(a) = 2 * c4), then acc += d_w * d_x * isum; with a minimum, also
+ * acc += m * d_x * sum(a) (sum(a) = -c4 / 8, exact). */
+static float dot_lowbit_scalar(g3_wtype t, const uint8_t *row, act_row a, int n_blocks) {
+    const size_t bs = block_bytes(t);
+    const lowbit lb = lowbit_of(t);
+    float acc = 0.0f;
+    for (int b = 0; b < n_blocks; b++) {
+        uint8_t u[G3_QK];
+        float d, m;
+        lowbit_unpack(t, row + (size_t)b * bs, u, &d, &m);
+        const int8_t *aq = a.q + b * G3_QK;
+        int32_t isum = lb.offset / 8 * a.c4[b];
+        for (int j = 0; j < G3_QK; j++) isum += u[j] * aq[j];
+        acc += d * a.d[b] * (float)isum;
+        if (lb.min_at) acc += m * a.d[b] * (float)(-a.c4[b] / 8);
+    }
+    return acc;
+}
+
+static void matmul_lowbit_scalar(g3_wtype wt, float *Y, size_t ldy, const void *W, const void *Xq,
+                                 int n_tok, int n_in, int r0, int r1) {
+    const size_t row_bytes = g3_wtype_row_bytes(wt, n_in);
+    for (int t = 0; t < n_tok; t++) {
+        const act_row a = act_row_at(Xq, n_in, t);
+        for (int r = r0; r < r1; r++)
+            Y[(size_t)t * ldy + r] = dot_lowbit_scalar(wt, (const uint8_t *)W + (size_t)r * row_bytes, a, n_in / G3_QK);
+    }
+}
+
+static void matmul_q4_1_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q4_1, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q5_0_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q5_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q5_1_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                               int n_in, int r0, int r1) {
+    matmul_lowbit_scalar(GEMMA3_WEIGHTS_Q5_1, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+/* fp32 activations against a dequantized block: sum(q * x), then times d (with a minimum m:
+ * plus m * sum(x)). */
 static float block_dot_f32_scalar(g3_wtype wtype, const uint8_t *blk, const float *x) {
     float q[G3_QK], s = 0.0f;
     float d;
-    if (wtype == G3_WTYPE_Q8_0) {
+    if (wtype == GEMMA3_WEIGHTS_Q8_0) {
         const g3_block_q8_0 *b8 = (const void *)blk;
         d = g3_f16_to_f32(b8->d);
         for (int j = 0; j < G3_QK; j++) q[j] = (float)b8->qs[j];
+    } else if (wtype != GEMMA3_WEIGHTS_Q4_0) { /* Q4_1, Q5_0, Q5_1 */
+        uint8_t u[G3_QK];
+        float m, sx = 0.0f;
+        const int offset = lowbit_of(wtype).offset;
+        lowbit_unpack(wtype, blk, u, &d, &m);
+        for (int j = 0; j < G3_QK; j++) s += (float)(u[j] - offset) * x[j];
+        if (!lowbit_of(wtype).min_at) return d * s;
+        for (int j = 0; j < G3_QK; j++) sx += x[j];
+        return d * s + m * sx;
     } else {
         const g3_block_q4_0 *b4 = (const void *)blk;
         d = g3_f16_to_f32(b4->d);
@@ -447,12 +612,12 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                union x8_block blk;
-                x8_block(t, x8, nb, r, b, blk.bytes);
+                union g3_x8_block blk;
+                g3_x8_block(t, x8, nb, r, b, blk.bytes);
                 const int8_t *aq = a.q + b * G3_QK;
-                const int32_t isum = t == G3_WTYPE_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
+                const int32_t isum = t == GEMMA3_WEIGHTS_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
                                                         : isum_q4_0(&blk.q4_0, aq, a.c4[b]);
-                const float dw = g3_f16_to_f32(t == G3_WTYPE_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
+                const float dw = g3_f16_to_f32(t == GEMMA3_WEIGHTS_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
                 acc = fmaf((float)isum, dw * a.d[b], acc);
             }
             Y[(size_t)tk * ldy + r] = acc;
@@ -462,12 +627,12 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
 
 static void matmul_q8_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                   int n_in, int r0, int r1) {
-    matmul_x8_scalar(G3_WTYPE_Q8_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+    matmul_x8_scalar(GEMMA3_WEIGHTS_Q8_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
 static void matmul_q4_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                   int n_in, int r0, int r1) {
-    matmul_x8_scalar(G3_WTYPE_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+    matmul_x8_scalar(GEMMA3_WEIGHTS_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
 /* fp32 activations: the row layout's computation, each block fetched from its group. */
@@ -479,8 +644,8 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
         for (int r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                union x8_block blk;
-                x8_block(wtype, W, nb, r, b, blk.bytes);
+                union g3_x8_block blk;
+                g3_x8_block(wtype, W, nb, r, b, blk.bytes);
                 acc += block_dot_f32_scalar(wtype, blk.bytes, x + b * G3_QK);
             }
             Y[(size_t)t * ldy + r] = acc;
@@ -488,131 +653,16 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
     }
 }
 
-static const g3_quant_kernels quant_scalar = {
+const g3_quant_kernels g3_quant_scalar = {
     .name = "scalar",
     .quantize_act = quantize_act_scalar,
-    .matmul_q8_0 = matmul_q8_0_scalar,
-    .matmul_q4_0 = matmul_q4_0_scalar,
-    .matmul_q_f32 = matmul_q_f32_scalar,
-    .matmul_q8_0_x8 = matmul_q8_0_x8_scalar,
-    .matmul_q4_0_x8 = matmul_q4_0_x8_scalar,
-    .matmul_q_f32_x8 = matmul_q_f32_x8_scalar,
+    .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar,
+                 [GEMMA3_WEIGHTS_Q4_1] = matmul_q4_1_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q5_0_scalar,
+                 [GEMMA3_WEIGHTS_Q5_1] = matmul_q5_1_scalar},
+    .matmul_q_f32 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_scalar,
+                     [GEMMA3_WEIGHTS_Q4_1] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q_f32_scalar,
+                     [GEMMA3_WEIGHTS_Q5_1] = matmul_q_f32_scalar},
+    .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar},
+    .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
+                        [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},
 };
-
-/* ---- x86 SIMD tables ------------------------------------------------------------------------ */
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
-/* Every SIMD function carries its own target attribute (one portable build, no -march), and the
- * helpers are always_inline so they take on their caller's. Each .inc is one set of kernels,
- * included once per variant; its header comment states the summation order it fixes. */
-#define INLINE static inline __attribute__((always_inline))
-/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
-#define PF_ROWS 16
-/* x8 decode's prefetch distance in bytes (4 Q4_0 group-blocks; see quant-avx2.inc) */
-#define X8_AHEAD 576
-
-#define Q_TARGET __attribute__((target("avx2,fma,f16c")))
-#define Q_FN(name) name##_avx2
-#define Q_NAME "avx2"
-#define Q_VNNI 0
-#include "kernels/quant-avx2.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-
-#define Q_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define Q_FN(name) name##_avx2vnni
-#define Q_NAME "avx2vnni"
-#define Q_VNNI 1
-#include "kernels/quant-avx2.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-
-#define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
-#define Q_FN(name) name##_avx512
-#define Q_NAME "avx512"
-#define Q_VNNI 0
-#define Q_VBMI 0
-#include "kernels/quant-avx512.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-#undef Q_VBMI
-
-/* VNNI CPUs without VBMI (Cascade Lake) run the "avx512" table. */
-#define Q_TARGET \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
-#define Q_FN(name) name##_avx512vnni
-#define Q_NAME "avx512vnni"
-#define Q_VNNI 1
-#define Q_VBMI 1
-#include "kernels/quant-avx512.inc"
-#undef Q_TARGET
-#undef Q_FN
-#undef Q_NAME
-#undef Q_VNNI
-#undef Q_VBMI
-
-#include "kernels/quant-amx.inc"
-
-enum { Q_AVX2 = 1, Q_AVX2VNNI = 2, Q_AVX512 = 4, Q_AVX512VNNI = 8, Q_AMX = 16 };
-
-/* Which variants the CPU runs. */
-static int quant_cpu(void) {
-    const g3_cpu *c = g3_cpu_get();
-    int f = 0;
-    if (c->avx2) f |= Q_AVX2;
-    if (c->avx_vnni) f |= Q_AVX2VNNI;
-    if (c->avx512) f |= Q_AVX512;
-    if (c->avx512_vnni) f |= Q_AVX512VNNI;
-    if (c->avx512_vnni && amx_available(c)) f |= Q_AMX;
-    return f;
-}
-
-const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
-    const int f = quant_cpu();
-    switch (isa) {
-    case G3_ISA_SCALAR: return &quant_scalar;
-    case G3_ISA_AVX2:
-        if (!(f & Q_AVX2)) return NULL;
-        return f & Q_AVX2VNNI ? &quant_avx2vnni : &quant_avx2;
-    case G3_ISA_AVX512:
-        if (!(f & Q_AVX512)) return NULL;
-        return f & Q_AMX ? &quant_amx : f & Q_AVX512VNNI ? &quant_avx512vnni : &quant_avx512;
-    }
-    return NULL;
-}
-
-int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
-    const int f = quant_cpu();
-    const g3_quant_kernels *all[6];
-    int n = 0;
-    all[n++] = &quant_scalar;
-    if (f & Q_AVX2) all[n++] = &quant_avx2;
-    if (f & Q_AVX2VNNI) all[n++] = &quant_avx2vnni;
-    if (f & Q_AVX512) all[n++] = &quant_avx512;
-    if (f & Q_AVX512VNNI) all[n++] = &quant_avx512vnni;
-    if (f & Q_AMX) all[n++] = &quant_amx;
-    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
-    return n < max ? n : max;
-}
-
-#else /* not x86: the scalar table only */
-
-const g3_quant_kernels *g3_quant_kernels_get(g3_isa isa) {
-    return isa == G3_ISA_SCALAR ? &quant_scalar : NULL;
-}
-
-int g3_quant_kernels_all(const g3_quant_kernels **out, int max) {
-    if (max < 1) return 0;
-    out[0] = &quant_scalar;
-    return 1;
-}
-
-#endif

@@ -19,14 +19,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gemma3.h"
 #include "kernels.h"
 
 #define G3_QK 32 /* weights per block, both types */
 
-/* The weight types. gemma3.h's enum gemma3_weight_type numbers the same types from 1 (its 0 is
- * "as stored"): public = g3_wtype + G3_WTYPE_PUBLIC_BASE. */
-typedef enum g3_wtype { G3_WTYPE_BF16 = 0, G3_WTYPE_Q8_0 = 1, G3_WTYPE_Q4_0 = 2 } g3_wtype;
-enum { G3_WTYPE_COUNT = 3, G3_WTYPE_PUBLIC_BASE = 1 };
+/* The weight types are the public enum's (gemma3.h: GEMMA3_WEIGHTS_BF16, _Q8_0, ...), so a type
+ * is declared once; its value indexes the type table (g3_wtype_get) and every kernel table's
+ * matmul_q / matmul_q_x8. 0 (GEMMA3_WEIGHTS_AS_STORED) is no type: "whatever the file holds". */
+typedef enum gemma3_weight_type g3_wtype;
 
 typedef struct g3_block_q8_0 {
     uint16_t d;       /* fp16 scale */
@@ -38,8 +39,29 @@ typedef struct g3_block_q4_0 {
     uint8_t qs[G3_QK / 2];
 } g3_block_q4_0;
 
-/* Everything type-specific, one row per type (quant.c's g3_wtypes): after it, a new type is its
- * row plus its kernels (a slot in every quantized table, g3_quant_kernels below). */
+/* The other legacy llama.cpp blocks: qs as Q4_0's (byte j: element j low, j + 16 high); qh bit j
+ * the fifth bit of element j; m an fp16 minimum. Q4_1: w = d*q + m; Q5_0: w = d*(q - 16);
+ * Q5_1: w = d*q + m. */
+typedef struct g3_block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[G3_QK / 2];
+} g3_block_q4_1;
+
+typedef struct g3_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[G3_QK / 2];
+} g3_block_q5_0;
+
+typedef struct g3_block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[G3_QK / 2];
+} g3_block_q5_1;
+
+/* Everything type-specific, one row per type (quant.c's wtypes[]): after it, a new type is its
+ * value in gemma3.h's enum, its row, and its kernels (entries in the kernel tables,
+ * g3_quant_kernels below). */
 typedef struct g3_wtype_traits {
     const char *name;       /* as users type it: "q8_0" */
     const char *name_upper; /* llama-bench's spelling: "Q8_0" */
@@ -54,14 +76,20 @@ typedef struct g3_wtype_traits {
      * elements; a block type's fp16 scales, every block's first two bytes) are NaN or infinite
      * when (bits & nonfinite_mask) == nonfinite_mask. */
     uint16_t nonfinite_mask;
-    /* Its kernels' index in the quantized tables' matmul_q / matmul_q_x8 (-1: the BF16 kernels). */
-    int kernel_slot;
+    /* 1: the x8 layout exists for it (Q8_0, Q4_0: the AVX2 tables' decode layout); a type
+     * without stays in the row layout whatever the repack asked for. */
+    int x8;
+    /* In a GGUF: ggml's type id of its tensors (GGML_TYPE_*, gguf.h's G3_GGML_*), and llama.cpp's
+     * general.file_type for a file whose matrices all have it (LLAMA_FTYPE_*). */
+    uint32_t ggml_type, gguf_file_type;
 } g3_wtype_traits;
 
 /* The row of type t; NULL if t is no type. */
 const g3_wtype_traits *g3_wtype_get(int t);
 /* 1 for a block type (quantized: what g3_quantize_row writes), 0 otherwise (or no type). */
 int g3_wtype_is_block(int t);
+/* The type whose tensors have ggml type id ggml_type; -1 if none. */
+int g3_wtype_from_ggml(uint32_t ggml_type);
 
 /* "bf16", "q8_0", "q4_0"; llama-bench's spelling ("BF16", "Q8_0", "Q4_0") with _upper. */
 const char *g3_wtype_name(g3_wtype t);
@@ -80,7 +108,8 @@ void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n);
 /* Quantizes one row of n values into row (g3_wtype_row_bytes(t, n) bytes); t is a block type
  * (its row's quantize_row). */
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n);
-/* Back to float: y[i] = d * q (Q8_0) or d * (q - 8) (Q4_0). */
+/* Back to float: y[i] = d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m (Q4_1, Q5_1), d * (q - 16)
+ * (Q5_0). */
 void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
 
 /* The x8 layout: a matrix's rows taken 8 at a time (the last group padded with zero rows), each
@@ -119,7 +148,14 @@ size_t g3_act_row_bytes(int n_in);
 
 typedef void (*g3_matmul_q_fn)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1);
+typedef void (*g3_matmul_q_f32_fn)(g3_wtype wtype, float *Y, size_t ldy, const void *W,
+                                   const float *X, size_t ldx, int n_tok, int n_in, int r0, int r1);
 
+/* One instruction set's quantized kernels. The matmuls are indexed by weight type (g3_wtype):
+ * a kernel file fills [GEMMA3_WEIGHTS_Q8_0] = ..., and a type is added to a table by its entries
+ * alone. An entry left NULL (a block type this table has no kernel of yet) runs the scalar
+ * table's (g3_matmul); the scalar table has every block type. BF16's entries are NULL: its
+ * matmuls are g3_kernels'. */
 typedef struct g3_quant_kernels {
     /* "scalar", "avx2" (AVX2+FMA+F16C), "avx2vnni" (+AVX-VNNI), "avx512" (F/BW/VL/DQ),
      * "avx512vnni" (+AVX512_VNNI and AVX512_VBMI), "amx" (+AMX-INT8 and the kernel's
@@ -129,31 +165,20 @@ typedef struct g3_quant_kernels {
      * bytes) = x[0 .. k1 - k0) quantized; k0 and k1 multiples of G3_QK. A row may be quantized in
      * parts (by the threads that produce them) with the same bytes as in one call. */
     void (*quantize_act)(void *dst, int n_row, const float *x, int k0, int k1);
-    /* Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is rows of
-     * type wtype (row r at W + r * g3_wtype_row_bytes(wtype, n_in)) and X holds n_tok
-     * quantized activation rows of g3_act_row_bytes(n_in) bytes each. */
-    union {
-        struct {
-            g3_matmul_q_fn matmul_q8_0, matmul_q4_0;
-        };
-        g3_matmul_q_fn matmul_q[G3_WTYPE_COUNT - 1]; /* by g3_wtype_traits.kernel_slot */
-    };
-    /* The same with fp32 activations (the --exact mode): X[t*ldx + k]. */
-    void (*matmul_q_f32)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
-                         size_t ldx, int n_tok, int n_in, int r0, int r1);
-    /* The same three on a matrix in the x8 layout (any r0 <= r1 within its rows), in every table.
-     * Per output one fp32 chain over the blocks in order, acc = fma(isum, d_w * d_x, acc), isum
-     * the block's exact integer dot product (with Q4_0's correction): the same bits in every
-     * table (the AVX-512 and AMX ones run the AVX2 kernels). _f32: per output the row layout's
-     * computation of the avx2 table (the scalar table: of its own). */
-    union {
-        struct {
-            g3_matmul_q_fn matmul_q8_0_x8, matmul_q4_0_x8;
-        };
-        g3_matmul_q_fn matmul_q_x8[G3_WTYPE_COUNT - 1];
-    };
-    void (*matmul_q_f32_x8)(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
-                            size_t ldx, int n_tok, int n_in, int r0, int r1);
+    /* matmul_q[t]: Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is
+     * rows of type t (row r at W + r * g3_wtype_row_bytes(t, n_in)) and X holds n_tok quantized
+     * activation rows of g3_act_row_bytes(n_in) bytes each. */
+    g3_matmul_q_fn matmul_q[GEMMA3_WEIGHTS_COUNT];
+    /* The same with fp32 activations (the --exact mode): X[t*ldx + k]; wtype is the index (so
+     * one function may serve several types). */
+    g3_matmul_q_f32_fn matmul_q_f32[GEMMA3_WEIGHTS_COUNT];
+    /* The same two on a matrix in the x8 layout (any r0 <= r1 within its rows). Per output one
+     * fp32 chain over the blocks in order, acc = fma(isum, d_w * d_x, acc), isum the block's
+     * exact integer dot product (with Q4_0's correction): the same bits in every table (the
+     * AVX-512 and AMX ones run the AVX2 kernels). _f32: per output the row layout's computation
+     * of the avx2 table (the scalar table: of its own). */
+    g3_matmul_q_fn matmul_q_x8[GEMMA3_WEIGHTS_COUNT];
+    g3_matmul_q_f32_fn matmul_q_f32_x8[GEMMA3_WEIGHTS_COUNT];
     /* 1: the x8 kernels are this table's fastest (AUTO repacks models for it) */
     int prefer_x8;
 } g3_quant_kernels;

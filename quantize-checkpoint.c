@@ -103,7 +103,7 @@ int gemma3_quantize(const char *src_dir, const char *dst_dir, enum gemma3_weight
 int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_weight_type type,
                        int n_threads, int flags) {
     if (!src_dir || !dst_dir) return g3_error(GEMMA3_ERR_ARG, "quantize: no directory given");
-    const int wt = (int)type - G3_WTYPE_PUBLIC_BASE;
+    const int wt = (int)type;
     if (!g3_wtype_is_block(wt))
         return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not one of %s",
                         gemma3_weight_type_name(type), g3_wtype_list(1));

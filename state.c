@@ -150,6 +150,9 @@ uint64_t g3_hash64(const void *data, size_t len, uint64_t seed) {
 /* ==== fingerprint ============================================================================= */
 
 enum field_kind { F_INT, F_HASH, F_WTYPE, F_KV };
+/* A state file numbers weight types from 0 (BF16, then Q8_0, Q4_0: the order of quant.h's
+ * table), as it did before the type table took the public enum's values, which start at 1. */
+enum { STATE_WTYPE_BASE = GEMMA3_WEIGHTS_BF16 };
 enum field_scope { OF_MODEL, OF_SESSION, OF_CONTENTS };
 
 enum {
@@ -289,7 +292,7 @@ static void fingerprint(const g3_session_view *v, uint64_t f[N_FIELDS]) {
     f[FP_WINDOW] = (uint64_t)c->sliding_window;
     f[FP_MAX_POS] = (uint64_t)c->max_position_embeddings;
     f[FP_CONFIG] = config_hash(c);
-    f[FP_WTYPE] = (uint64_t)v->w->wtype;
+    f[FP_WTYPE] = (uint64_t)(v->w->wtype - STATE_WTYPE_BASE);
     f[FP_WEIGHTS] = weights_hash(c, v->w);
     f[FP_EXACT] = (uint64_t)v->exact;
     f[FP_KV_TYPE] = (uint64_t)v->kv_bf16;
@@ -301,7 +304,9 @@ static void fingerprint(const g3_session_view *v, uint64_t f[N_FIELDS]) {
 static const char *field_str(enum field_kind kind, uint64_t value, char *buf, size_t n) {
     switch (kind) {
     case F_HASH: snprintf(buf, n, "%016llx", (unsigned long long)value); break;
-    case F_WTYPE: snprintf(buf, n, "%s", value < G3_WTYPE_COUNT ? g3_wtype_name((g3_wtype)value) : "?"); break;
+    case F_WTYPE:
+        snprintf(buf, n, "%s", value < GEMMA3_WEIGHTS_COUNT ? g3_wtype_name((g3_wtype)(value + STATE_WTYPE_BASE)) : "?");
+        break;
     case F_KV: snprintf(buf, n, "%s", value ? "bf16" : "f32"); break;
     default: snprintf(buf, n, "%llu", (unsigned long long)value); break;
     }

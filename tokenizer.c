@@ -78,6 +78,7 @@ struct gemma3_tokenizer {
     int32_t byte_piece[256];  /* id of <0xNN>, -1 when absent */
     int32_t ascii_piece[128]; /* id of the mergeable one-byte piece "c", -1 when absent */
     int32_t unk_id, bos_id, eos_id, pad_id;
+    int add_bos; /* a prompt starts with <bos> (gemma3_tokenizer_add_bos) */
     int byte_fallback;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int has_unused;  /* UNUSED pieces exist: merges into them are undone after BPE */
@@ -525,6 +526,7 @@ static int finish_model(gemma3_tokenizer *t, const model_specs *s, const char *l
     t->eos_id = (int32_t)sid[1];
     t->pad_id = (int32_t)sid[2];
 
+    t->add_bos = 1; /* tokenizer.model has no such flag: Gemma's prompts start with <bos> */
     t->add_dummy_prefix = s->add_dummy_prefix != 0;
     t->remove_extra_whitespaces = s->remove_extra_whitespaces != 0;
     t->escape_whitespaces = s->escape_whitespaces != 0;
@@ -717,9 +719,12 @@ int g3_tokenizer_from_pieces(const char *const *text, const size_t *len, const f
         gemma3_tokenizer_free(t);
         return rc;
     }
+    t->add_bos = spec->add_bos != 0;
     *out = t;
     return GEMMA3_OK;
 }
+
+int gemma3_tokenizer_add_bos(const gemma3_tokenizer *tok) { return tok ? tok->add_bos : 0; }
 
 /* Read through g3_read_file, as every input file is: it refuses directories and devices by
  * name and reads streams (a FIFO, /dev/stdin) to their end. Parsing copies what it keeps. */

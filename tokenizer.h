@@ -32,6 +32,7 @@ int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
 typedef struct g3_tokenizer_spec {
     int32_t bos_id, eos_id, pad_id; /* -1: none */
     int byte_fallback, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    int add_bos; /* gemma3_tokenizer_add_bos */
 } g3_tokenizer_spec;
 int g3_tokenizer_from_pieces(const char *const *text, const size_t *len, const float *score,
                              const int32_t *type, size_t n_pieces, const g3_tokenizer_spec *spec,

@@ -457,7 +457,7 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
     const char *q = g3_st_metadata(st, "gemma3.quant");
     if (!q) {
         *src = g3_wtype_is_block(want) ? SRC_QUANTIZE : SRC_PLAIN;
-        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : G3_WTYPE_BF16;
+        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : GEMMA3_WEIGHTS_BF16;
         return GEMMA3_OK;
     }
     int t = g3_wtype_parse(q);
@@ -465,7 +465,7 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (%s)",
                         dir, q, g3_wtype_list(1));
-    if (want != G3_WTYPE_AS_STORED && want != t)
+    if (want != GEMMA3_WEIGHTS_AS_STORED && want != t)
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: the checkpoint is quantized to %s; it cannot be loaded as %s (no "
                         "requantization: quantize the original checkpoint instead)",
@@ -480,7 +480,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
 
 /* Binding only (gemma3 info, tests): mapped files are not faulted in. */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w) {
-    return load_weights(dir, cfg, load, G3_WTYPE_AS_STORED, G3_LAYOUT_ROWS, 0, 0, w);
+    return load_weights(dir, cfg, load, GEMMA3_WEIGHTS_AS_STORED, G3_LAYOUT_ROWS, 0, 0, w);
 }
 
 int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, int want,
@@ -488,20 +488,22 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
     return load_weights(dir, cfg, load, want, layout, n_threads, 1, w);
 }
 
-/* Opens dir's files into w->st and says what they hold (src) and become (qtype). Quantizing or
- * repacking reads each source tensor once: map it (no copy) and drop its pages after. Used in
- * place: read on n_threads threads, or mapped and faulted in on them. */
-static int open_source(const char *dir, g3_st_load load, int want, g3_layout layout, int n_threads,
+/* Opens dir's files into w->st and says what they hold (src) and become (qtype); *layout goes
+ * back to rows for a type that has no x8 layout. Quantizing or repacking reads each source
+ * tensor once: map it (no copy) and drop its pages after. Used in place: read on n_threads
+ * threads, or mapped and faulted in on them. */
+static int open_source(const char *dir, g3_st_load load, int want, g3_layout *layout, int n_threads,
                        int populate, g3_weights *w, enum source *src, g3_wtype *qtype) {
     const int may_quantize = g3_wtype_is_block(want);
-    const int lazy = may_quantize || layout == G3_LAYOUT_X8;
+    const int lazy = may_quantize || *layout == G3_LAYOUT_X8;
     g3_st *st;
     int rc = lazy ? g3_model_open_st(dir, G3_ST_LOAD_MMAP, 0, 0, &st)
                   : g3_model_open_st(dir, load, n_threads, populate, &st);
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     rc = resolve_source(dir, st, want, src, qtype);
-    const int repack = *src == SRC_QFILE && layout == G3_LAYOUT_X8;
+    if (rc == GEMMA3_OK && g3_wtype_is_block(*qtype) && !g3_wtype_get(*qtype)->x8) *layout = G3_LAYOUT_ROWS;
+    const int repack = *src == SRC_QFILE && *layout == G3_LAYOUT_X8;
     if (rc == GEMMA3_OK && lazy && *src != SRC_QUANTIZE && !repack &&
         (!may_quantize || load != G3_ST_LOAD_MMAP)) {
         /* used in place after all: bring it in the way the caller asked */
@@ -517,12 +519,12 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout lay
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                         g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
-    if (want != G3_WTYPE_AS_STORED && !g3_wtype_get(want))
+    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want))
         return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
                         g3_wtype_list(0));
     enum source src = SRC_PLAIN;
-    g3_wtype qtype = G3_WTYPE_BF16;
-    int rc = open_source(dir, load, want, layout, n_threads, populate, w, &src, &qtype);
+    g3_wtype qtype = GEMMA3_WEIGHTS_BF16;
+    int rc = open_source(dir, load, want, &layout, n_threads, populate, w, &src, &qtype);
     if (rc != GEMMA3_OK && !w->st) return rc;
     g3_st *st = w->st;
     const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;

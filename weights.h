@@ -48,15 +48,13 @@ typedef struct g3_weights {
     size_t owned_bytes;
 } g3_weights;
 
-#define G3_WTYPE_AS_STORED (-1)
-
 /* Opens the safetensors in dir and binds every tensor the config calls for. A missing tensor,
  * a wrong shape or an unsupported dtype is an error naming the tensor, the expected and the
  * actual shape. Vision tensors are ignored. As g3_weights_load_ex(..., as stored), but mapped
  * files are not faulted in (for inspecting a checkpoint). */
 int g3_weights_load(const char *dir, const g3_config *cfg, g3_st_load load, g3_weights *w);
 
-/* want: G3_WTYPE_AS_STORED, or the g3_wtype every matrix must have; layout: how quantized
+/* want: GEMMA3_WEIGHTS_AS_STORED, or the g3_wtype every matrix must have; layout: how quantized
  * matrices lie in memory (BF16 ones always in rows).
  *   - a plain (BF16/F16/F32) checkpoint: as stored or BF16 binds BF16 as g3_weights_load does;
  *     Q8_0/Q4_0 quantizes every matrix at load, on n_threads threads (0 = all CPUs), from the

@@ -96,7 +96,8 @@ static int parse_quants(const char *flag, const char *val, void *a) {
     for (int i = 0; !rc && i < ARGS(a)->quants.n; i++) {
         int type = gemma3_weight_type_parse(ARGS(a)->quants.items[i]);
         if (type < 0 || type == GEMMA3_WEIGHTS_AS_STORED)
-            rc = cli_usage_error("%s: '%s' is not one of bf16, q8_0, q4_0", flag, ARGS(a)->quants.items[i]);
+            rc = cli_usage_error("%s: '%s' is not one of %s", flag, ARGS(a)->quants.items[i],
+                                 gemma3_weight_type_list(0));
     }
     return rc;
 }
@@ -142,7 +143,7 @@ static const cli_option bench_options[] = {
     {"-ctk, --cache-type-k, --kv-type", "LIST", CLI_CUSTOM, .parse = parse_kv_types,
      .help = "KV cache types: f32, bf16", .default_text = "bf16; f32 with --exact"},
     {"-q, --quant", "LIST", CLI_CUSTOM, .parse = parse_quants,
-     .help = "weight types: bf16, q8_0, q4_0 (quantized at load)", .default_text = "as stored"},
+     .help = "weight types: bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (quantized at load)", .default_text = "as stored"},
     {"-o, --output", "FORMAT", CLI_CHOICE, offsetof(bench_args, format),
      .choices = "md|json|jsonl|csv|sql", .help = "md, json, jsonl, csv or sql"},
     {"--draft", "LIST", CLI_CUSTOM, .parse = parse_drafts,

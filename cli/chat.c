@@ -149,12 +149,12 @@ static int encode_live_conversation(chat *c, const char *text, int32_t **ids, in
     for (int i = c->first_live; i < c->n_turns; i++)
         msgs[n_msgs++] = (gemma3_chat_msg){c->turns[i].is_model ? "model" : "user", c->turns[i].text};
     msgs[n_msgs++] = (gemma3_chat_msg){"user", text};
-    int flags = c->g.chat_flags;
-    int need = cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, NULL, 0));
+    int flags = c->g.chat_flags, bos = gemma3_tokenizer_add_bos(c->g.tok);
+    int need = cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, bos, 1, flags, NULL, 0));
     int rc = need;
     if (need >= 0) {
         *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);
-        rc = *ids ? cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, 1, 1, flags, *ids, need))
+        rc = *ids ? cli_lib(gemma3_chat_encode_ex(c->g.tok, msgs, n_msgs, bos, 1, flags, *ids, need))
                   : cli_error(GEMMA3_ERR_NOMEM, "out of memory");
         *n_ids = rc;
     }

@@ -151,7 +151,7 @@ static int build_prompt(const gen_state *g, const char *text, size_t text_len, i
         free(z);
         return rc == GEMMA3_OK ? 0 : cli_fail("%s", cli_last_error());
     }
-    int flags = GEMMA3_TOK_BOS | GEMMA3_TOK_PARSE_SPECIAL;
+    int flags = (gemma3_tokenizer_add_bos(g->tok) ? GEMMA3_TOK_BOS : 0) | GEMMA3_TOK_PARSE_SPECIAL;
     int need = gemma3_tokenizer_encode(g->tok, text, text_len, flags, NULL, 0);
     if (need < 0) return cli_fail("%s", gemma3_last_error());
     *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);

@@ -105,12 +105,13 @@ static int tokenize_file(const gemma3_model *model, const char *path, const char
     if (gemma3_read_file(path, &text, &len) != GEMMA3_OK)
         return cli_fail("-f: %s", gemma3_last_error());
     int rc = 0;
-    int need = gemma3_tokenizer_encode(tok, text, len, GEMMA3_TOK_BOS, NULL, 0);
+    const int flags = gemma3_tokenizer_add_bos(tok) ? GEMMA3_TOK_BOS : 0;
+    int need = gemma3_tokenizer_encode(tok, text, len, flags, NULL, 0);
     if (need < 0) rc = cli_fail("-f: '%s': %s", path, gemma3_last_error());
     else if (!(*ids = malloc(((size_t)need + 1) * sizeof **ids)))
         rc = cli_fail("-f: out of memory for %d tokens", need);
     else
-        *n = gemma3_tokenizer_encode(tok, text, len, GEMMA3_TOK_BOS, *ids, need);
+        *n = gemma3_tokenizer_encode(tok, text, len, flags, *ids, need);
     free(text);
     return rc;
 }

@@ -29,7 +29,7 @@ static const cli_option quantize_options[] = {
     {"-o, --output", "OUTDIR", CLI_TEXT, A(dst),
      .help = "where the quantized checkpoint goes (created; config and tokenizer copied); a name "
              "ending in .gguf writes one GGUF file that llama.cpp loads"},
-    {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type, .help = "q8_0 or q4_0 (or bf16 for a .gguf)"},
+    {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type, .help = "q8_0, q4_0, q4_1, q5_0 or q5_1 (or bf16 for a .gguf)"},
     {"-t, --threads", "N", CLI_INT, A(n_threads), 1, 1024, .help = "threads",
      .default_text = "all CPUs"},
     {"--force", NULL, CLI_SWITCH, A(force), .value = 1,
@@ -40,7 +40,7 @@ static const cli_option quantize_options[] = {
 static const cli_group quantize_group = CLI_GROUP("quantize", quantize_options);
 
 static const cli_command quantize_command = {
-    "usage: gemma3 quantize -m DIR -o OUTDIR|FILE.gguf --type q8_0|q4_0 [-t N]\n"
+    "usage: gemma3 quantize -m DIR -o OUTDIR|FILE.gguf --type q8_0|q4_0|q4_1|q5_0|q5_1 [-t N]\n"
     "Writes every matrix of the checkpoint in DIR as llama.cpp's Q8_0 or Q4_0 blocks\n"
     "(safetensors, U8 [rows, bytes per row], metadata \"gemma3.quant\"); norms stay as stored.\n",
     "quantize: unknown option '%s' (try gemma3 quantize --help)",
@@ -54,7 +54,7 @@ int cmd_quantize(int argc, char **argv) {
     if (cli_parse(&quantize_command, argc, argv, dst, &status)) return status;
     if (!args.src) return cli_usage_error("quantize: -m DIR is required");
     if (!args.dst) return cli_usage_error("quantize: -o OUTDIR is required");
-    if (!args.type) return cli_usage_error("quantize: --type q8_0|q4_0 is required");
+    if (!args.type) return cli_usage_error("quantize: --type %s is required", gemma3_weight_type_list(1));
     double t0 = cli_now();
     const size_t n = strlen(args.dst);
     const int gguf = n > 5 && strcmp(args.dst + n - 5, ".gguf") == 0;

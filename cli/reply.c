@@ -325,6 +325,7 @@ int gen_encode_chat(const gen_state *g, const char *system_prompt, const char *u
     int n = 0;
     if (system_prompt) msgs[n++] = (gemma3_chat_msg){"system", system_prompt};
     msgs[n++] = (gemma3_chat_msg){"user", user_text};
+    add_bos = add_bos && gemma3_tokenizer_add_bos(g->tok); /* the model's file may say no */
     int need = gemma3_chat_encode_ex(g->tok, msgs, n, add_bos, 1, g->chat_flags, NULL, 0);
     if (need < 0) return cli_lib(need);
     *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof **ids);

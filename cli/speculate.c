@@ -17,7 +17,7 @@ static int parse_spec_type(const char *flag, const char *value, void *group) {
 static int parse_draft_quant(const char *flag, const char *value, void *group) {
     int type = gemma3_weight_type_parse(value);
     if (type < 0 || type == GEMMA3_WEIGHTS_AS_STORED)
-        return cli_usage_error("%s: '%s' is not one of bf16, q8_0, q4_0", flag, value);
+        return cli_usage_error("%s: '%s' is not one of %s", flag, value, gemma3_weight_type_list(0));
     ((cli_spec *)group)->draft_type = (enum gemma3_weight_type)type;
     return 0;
 }
@@ -39,7 +39,7 @@ static const cli_option spec_options[] = {
     {"--draft-p-min, --spec-draft-p-min", "P", CLI_FLOAT, S(p.draft_p_min), 0, 1,
      .help = "the draft model stops drafting when its greedy token's probability is below P"},
     {"-qd, --quant-draft", "TYPE", CLI_CUSTOM, .parse = parse_draft_quant,
-     .help = "the draft's weight type: bf16, q8_0, q4_0 (default: as the model's -q)"},
+     .help = "the draft's weight type: bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (default: as the model's -q)"},
     {"-td, --threads-draft, --spec-draft-threads", "N", CLI_INT, S(draft_threads), 0, 4096,
      .help = "the draft's threads (0: as -t)"},
     {"--no-spec-adaptive", NULL, CLI_SWITCH, S(p.adaptive), .value = 0,

@@ -429,199 +429,32 @@ INLINE AVX2 __m256 exp_avx2(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-static AVX2 float dot_f32_avx2(const float *a, const float *b, int n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-    }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    if (i < n)
-        acc1 = _mm256_fmadd_ps(load_partial_avx2(a + i, n - i, 0.0f),
-                               load_partial_avx2(b + i, n - i, 0.0f), acc1);
-    return hsum_avx2(_mm256_add_ps(acc0, acc1));
-}
-
-static AVX2 float dot_bf16_avx2(const float *a, const uint16_t *b, int n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                               widen8_load_avx2(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8),
-                               widen8_load_avx2(b + i + 8), acc1);
-    }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                               widen8_load_avx2(b + i), acc0);
-    if (i < n)
-        acc1 = _mm256_fmadd_ps(load_partial_avx2(a + i, n - i, 0.0f),
-                               load_partial_bf16_avx2(b + i, n - i), acc1);
-    return hsum_avx2(_mm256_add_ps(acc0, acc1));
-}
-
-static AVX2 void axpy_f32_avx2(float *y, float a, const float *x, int n) {
-    __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-}
-
-static AVX2 void axpy_bf16_avx2(float *y, float a, const uint16_t *x, int n) {
-    __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 xv = widen8_load_avx2(x + i);
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
-    }
-    for (; i < n; i++) y[i] = fmaf(a, g3_bf16_to_f32(x[i]), y[i]);
-}
-
-/* dots_* / axpys_*: up to four vectors (the query heads of one kv head) against each row, the
- * row read once for them; per vector exactly dot_*_avx2's / axpy_*_avx2's arithmetic. */
-INLINE AVX2 __m256 row8_avx2(const void *row, int k, const int bf16) {
-    return bf16 ? widen8_load_avx2((const uint16_t *)row + k)
-                : _mm256_loadu_ps((const float *)row + k);
-}
-
-INLINE AVX2 __m256 row_partial_avx2(const void *row, int k, int n, const int bf16) {
-    return bf16 ? load_partial_bf16_avx2((const uint16_t *)row + k, n - k)
-                : load_partial_avx2((const float *)row + k, n - k, 0.0f);
-}
-
-INLINE AVX2 void dots_avx2_group(float *s, size_t lds, const float *a, const int na, const void *b,
-                                 size_t ldb, int n_rows, int n, const int bf16) {
-    for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at(b, ldb, i, bf16);
-        __m256 acc0[4], acc1[4];
-#pragma GCC unroll 4
-        for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm256_setzero_ps();
-        int k = 0;
-        for (; k + 16 <= n; k += 16) {
-            const __m256 w0 = row8_avx2(row, k, bf16), w1 = row8_avx2(row, k + 8, bf16);
-#pragma GCC unroll 4
-            for (int h = 0; h < na; h++) {
-                acc0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
-                acc1[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k + 8), w1, acc1[h]);
-            }
-        }
-        for (; k + 8 <= n; k += 8) {
-            const __m256 w = row8_avx2(row, k, bf16);
-#pragma GCC unroll 4
-            for (int h = 0; h < na; h++) acc0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)h * n + k), w, acc0[h]);
-        }
-        if (k < n) {
-            const __m256 w = row_partial_avx2(row, k, n, bf16);
-#pragma GCC unroll 4
-            for (int h = 0; h < na; h++)
-                acc1[h] = _mm256_fmadd_ps(load_partial_avx2(a + (size_t)h * n + k, n - k, 0.0f), w, acc1[h]);
-        }
-#pragma GCC unroll 4
-        for (int h = 0; h < na; h++) s[h * lds + i] = hsum_avx2(_mm256_add_ps(acc0[h], acc1[h]));
-    }
-}
-
-/* Columns [k, k + 16) of up to four outputs, held in registers across the rows (axpy_*_avx2
- * loads and stores them per row): one fma per element and row, in row order. */
-INLINE AVX2 void axpys_avx2_cols(float *y, const int ny, const float *c, size_t ldc, const void *b,
-                                 size_t ldb, int n_rows, int n, int k, const int bf16) {
-    __m256 acc[4][2];
-#pragma GCC unroll 4
-    for (int h = 0; h < ny; h++)
-        for (int j = 0; j < 2; j++) acc[h][j] = _mm256_loadu_ps(y + (size_t)h * n + k + 8 * j);
-    for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at(b, ldb, i, bf16);
-        const __m256 w0 = row8_avx2(row, k, bf16), w1 = row8_avx2(row, k + 8, bf16);
-#pragma GCC unroll 4
-        for (int h = 0; h < ny; h++) {
-            const __m256 ch = _mm256_set1_ps(c[h * ldc + i]);
-            acc[h][0] = _mm256_fmadd_ps(ch, w0, acc[h][0]);
-            acc[h][1] = _mm256_fmadd_ps(ch, w1, acc[h][1]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int h = 0; h < ny; h++)
-        for (int j = 0; j < 2; j++) _mm256_storeu_ps(y + (size_t)h * n + k + 8 * j, acc[h][j]);
-}
-
-INLINE AVX2 void axpys_avx2_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
-                                  size_t ldb, int n_rows, int n, const int bf16) {
-    int k = 0;
-    for (; k + 16 <= n; k += 16) axpys_avx2_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, bf16);
-    for (int h = 0; h < ny; h++) /* the rest as axpy_*_avx2 takes it: 8 at a time, then one by one */
-        for (int i = 0; i < n_rows; i++) {
-            const void *row = row_at(b, ldb, i, bf16);
-            float *yh = y + (size_t)h * n;
-            const float ch = c[h * ldc + i];
-            int kk = k;
-            for (; kk + 8 <= n; kk += 8)
-                _mm256_storeu_ps(yh + kk, _mm256_fmadd_ps(_mm256_set1_ps(ch), row8_avx2(row, kk, bf16), _mm256_loadu_ps(yh + kk)));
-            for (; kk < n; kk++) yh[kk] = fmaf(ch, row_elem(row, kk, bf16), yh[kk]);
-        }
-}
-
-GROUPED_LOOPS(AVX2, avx2)
-
-static AVX2 void rmsnorm_avx2(float *y, const float *x, const float *w1p, int n, float eps) {
-    float ss = dot_f32_avx2(x, x, n);
-    __m256 inv = _mm256_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv),
-                                              _mm256_loadu_ps(w1p + i)));
-    if (i < n)
-        store_partial_avx2(y + i, _mm256_mul_ps(_mm256_mul_ps(load_partial_avx2(x + i, n - i, 0), inv),
-                                                load_partial_avx2(w1p + i, n - i, 0)), n - i);
-}
-
-/* gelu_tanh(z) = z/2 (1 + tanh(u)) = z * sigmoid(2u) = z / (1 + exp(-2u)), u = sqrt(2/pi) (z +
- * 0.044715 z^3). The sigmoid form has no cancellation for negative u, where 1 + tanh(u) loses
- * every digit, and exp(-2u) = +inf gives the right limit (-0) for very negative z. */
-INLINE AVX2 __m256 gelu_avx2(__m256 z) {
-    __m256 z3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), z), z), z);
-    __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_add_ps(z, z3));
-    __m256 e = exp_avx2(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
-    return _mm256_div_ps(z, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-static AVX2 void gelu_tanh_mul_avx2(float *out, const float *gate, const float *up, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu_avx2(_mm256_loadu_ps(gate + i)),
-                                                _mm256_loadu_ps(up + i)));
-    if (i < n)
-        store_partial_avx2(out + i, _mm256_mul_ps(gelu_avx2(load_partial_avx2(gate + i, n - i, 0)),
-                                                  load_partial_avx2(up + i, n - i, 0)), n - i);
-}
-
-static AVX2 void softmax_avx2(float *x, int n) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    if (i < n) vmax = _mm256_max_ps(vmax, load_partial_avx2(x + i, n - i, -INFINITY));
-    float max = hmax_avx2(vmax);
-    if (max == -INFINITY) { /* nothing visible: as the reference */
-        softmax_nothing_visible(x, n);
-        return;
-    }
-    __m256 vm = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        _mm256_storeu_ps(x + i, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    if (i < n) {
-        __m256 e = exp_avx2(_mm256_sub_ps(load_partial_avx2(x + i, n - i, -INFINITY), vm));
-        store_partial_avx2(x + i, e, n - i);
-        sum = _mm256_add_ps(sum, e);
-    }
-    __m256 inv = _mm256_set1_ps(1.0f / hsum_avx2(sum));
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-    for (; i < n; i++) x[i] *= _mm256_cvtss_f32(inv);
-}
+/* The kernels whose body is the same at every width (kernels/vec.inc), at 8 lanes: partial
+ * chunks through small stack copies. */
+#define V_TARGET AVX2
+#define V_SUF avx2
+#define V __m256
+#define V_W 8
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#define V_LOADN(p, n, pad) load_partial_avx2(p, n, pad)
+#define V_STOREN(p, v, n) store_partial_avx2(p, v, n)
+#define V_LOAD_BF16(p) widen8_load_avx2(p)
+#define V_LOADN_BF16(p, n) load_partial_bf16_avx2(p, n)
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_ZERO() _mm256_setzero_ps()
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#define V_SUB(a, b) _mm256_sub_ps(a, b)
+#define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_DIV(a, b) _mm256_div_ps(a, b)
+#define V_MAX(a, b) _mm256_max_ps(a, b)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_HSUM(v) hsum_avx2(v)
+#define V_HMAX(v) hmax_avx2(v)
+#define V_EXP(v) exp_avx2(v)
+#define V_TAIL_ACC acc1
+#define V_AXPY_COLS 2
+#include "kernels/vec.inc"
 
 /* Round-to-nearest-even on the low 16 bits; NaN keeps its sign and top payload and gets the
  * quiet bit, exactly as g3_f32_to_bf16. */

@@ -343,188 +343,32 @@ INLINE AVX512 __m512 exp_512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-INLINE AVX512 __m512 gelu_512(__m512 z) { /* see gelu_avx2 for the sigmoid form */
-    __m512 z3 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), z), z), z);
-    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_add_ps(z, z3));
-    __m512 e = exp_512(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f)));
-    return _mm512_div_ps(z, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-}
-
-static AVX512 float dot_f32_512(const float *a, const float *b, int n) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-static AVX512 float dot_bf16_512(const float *a, const uint16_t *b, int n) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i),
-                               widen16_512(_mm256_loadu_si256((const __m256i *)(b + i))), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16),
-                               widen16_512(_mm256_loadu_si256((const __m256i *)(b + i + 16))), acc1);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
-                               widen16_512(_mm256_maskz_loadu_epi16(m, b + i)), acc0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-static AVX512 void axpy_f32_512(float *y, float a, const float *x, int n) {
-    __m512 va = _mm512_set1_ps(a);
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
-                                                        _mm512_maskz_loadu_ps(m, y + i)));
-    }
-}
-
-static AVX512 void axpy_bf16_512(float *y, float a, const uint16_t *x, int n) {
-    __m512 va = _mm512_set1_ps(a);
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        __m512 xv = widen16_512(_mm256_maskz_loadu_epi16(m, x + i));
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, xv, _mm512_maskz_loadu_ps(m, y + i)));
-    }
-}
-
-/* The values of a row at lanes m from element k on, as fp32 (bf16 widened); 0 elsewhere. A
- * constant whole mask takes plain loads (masked ones slowed the weighted sum of values 5-8 %). */
-INLINE AVX512 __m512 row16_512(const void *row, int k, __mmask16 m, const int bf16) {
-    if (m == 0xFFFF)
-        return bf16 ? widen16_512(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k)))
-                    : _mm512_loadu_ps((const float *)row + k);
-    return bf16 ? widen16_512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k))
-                : _mm512_maskz_loadu_ps(m, (const float *)row + k);
-}
-
-/* Lanes of the 16 columns from k on that lie below n. */
-INLINE AVX512 __mmask16 cols16_512(int k, int n) { return mask16_512(n - k >= 16 ? 16 : n - k > 0 ? n - k : 0); }
-
-/* dots_* for up to four vectors (na, a compile-time constant once inlined): per vector
- * dot_*_512's two accumulators, masked tail and final reduction, each row loaded once. */
-INLINE AVX512 void dots_512_group(float *s, size_t lds, const float *a, const int na, const void *b,
-                                  size_t ldb, int n_rows, int n, const int bf16) {
-    for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at(b, ldb, i, bf16);
-        __m512 acc0[4], acc1[4];
-#pragma GCC unroll 4
-        for (int h = 0; h < na; h++) acc0[h] = acc1[h] = _mm512_setzero_ps();
-        int k = 0;
-        for (; k + 32 <= n; k += 32) {
-            const __m512 w0 = row16_512(row, k, 0xFFFF, bf16), w1 = row16_512(row, k + 16, 0xFFFF, bf16);
-#pragma GCC unroll 4
-            for (int h = 0; h < na; h++) {
-                acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k), w0, acc0[h]);
-                acc1[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)h * n + k + 16), w1, acc1[h]);
-            }
-        }
-        for (; k < n; k += 16) {
-            const __mmask16 m = cols16_512(k, n);
-            const __m512 w = row16_512(row, k, m, bf16);
-#pragma GCC unroll 4
-            for (int h = 0; h < na; h++) acc0[h] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + (size_t)h * n + k), w, acc0[h]);
-        }
-#pragma GCC unroll 4
-        for (int h = 0; h < na; h++) s[h * lds + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[h], acc1[h]));
-    }
-}
-
-/* Columns [k, k + 64) of axpys_* for up to four outputs (masked past n when tail), held in
- * registers across the rows (axpy_*_512 loads and stores them per row): one fma per element and
- * row in row order, as axpy_*_512. */
-INLINE AVX512 void axpys_512_cols(float *y, const int ny, const float *c, size_t ldc, const void *b, size_t ldb,
-                                  int n_rows, int n, int k, const int tail, const int bf16) {
-    __mmask16 m[4];
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) m[j] = tail ? cols16_512(k + 16 * j, n) : 0xFFFF;
-#pragma GCC unroll 4
-    for (int h = 0; h < ny; h++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[h][j] = _mm512_maskz_loadu_ps(m[j], y + (size_t)h * n + k + 16 * j);
-    for (int i = 0; i < n_rows; i++) {
-        const void *row = row_at(b, ldb, i, bf16);
-        __m512 w[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) w[j] = row16_512(row, k + 16 * j, m[j], bf16);
-#pragma GCC unroll 4
-        for (int h = 0; h < ny; h++) {
-            const __m512 ch = _mm512_set1_ps(c[h * ldc + i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) acc[h][j] = _mm512_fmadd_ps(ch, w[j], acc[h][j]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int h = 0; h < ny; h++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) _mm512_mask_storeu_ps(y + (size_t)h * n + k + 16 * j, m[j], acc[h][j]);
-}
-
-INLINE AVX512 void axpys_512_group(float *y, const int ny, const float *c, size_t ldc, const void *b,
-                                   size_t ldb, int n_rows, int n, const int bf16) {
-    int k = 0;
-    for (; k + 64 <= n; k += 64) axpys_512_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, 0, bf16);
-    if (k < n) axpys_512_cols(y, ny, c, ldc, b, ldb, n_rows, n, k, 1, bf16);
-}
-
-GROUPED_LOOPS(AVX512, 512)
-
-static AVX512 void rmsnorm_512(float *y, const float *x, const float *w1p, int n, float eps) {
-    float ss = dot_f32_512(x, x, n);
-    __m512 inv = _mm512_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv),
-                                 _mm512_maskz_loadu_ps(m, w1p + i));
-        _mm512_mask_storeu_ps(y + i, m, v);
-    }
-}
-
-static AVX512 void gelu_tanh_mul_512(float *out, const float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        __m512 v = _mm512_mul_ps(gelu_512(_mm512_maskz_loadu_ps(m, gate + i)),
-                                 _mm512_maskz_loadu_ps(m, up + i));
-        _mm512_mask_storeu_ps(out + i, m, v);
-    }
-}
-
-static AVX512 void softmax_512(float *x, int n) {
-    __m512 ninf = _mm512_set1_ps(-INFINITY), vmax = ninf;
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, m, x + i));
-    }
-    float max = _mm512_reduce_max_ps(vmax);
-    if (max == -INFINITY) { /* nothing visible: as the reference */
-        softmax_nothing_visible(x, n);
-        return;
-    }
-    __m512 vm = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        __m512 e = exp_512(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, x + i), vm));
-        _mm512_mask_storeu_ps(x + i, m, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int i = 0; i < n; i += 16) {
-        __mmask16 m = mask16_512(n - i < 16 ? n - i : 16);
-        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-    }
-}
+/* The kernels whose body is the same at every width (kernels/vec.inc), at 16 lanes: partial
+ * chunks by masked loads and stores. */
+#define V_TARGET AVX512
+#define V_SUF 512
+#define V __m512
+#define V_W 16
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_LOADN(p, n, pad) _mm512_mask_loadu_ps(_mm512_set1_ps(pad), mask16_512(n), p)
+#define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, mask16_512(n), v)
+#define V_LOAD_BF16(p) widen16_512(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define V_LOADN_BF16(p, n) widen16_512(_mm256_maskz_loadu_epi16(mask16_512(n), p))
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_ZERO() _mm512_setzero_ps()
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_SUB(a, b) _mm512_sub_ps(a, b)
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_DIV(a, b) _mm512_div_ps(a, b)
+#define V_MAX(a, b) _mm512_max_ps(a, b)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_HMAX(v) _mm512_reduce_max_ps(v)
+#define V_EXP(v) exp_512(v)
+#define V_TAIL_ACC acc0
+#define V_AXPY_COLS 4
+#include "kernels/vec.inc"
 
 /* The exps are summed in float over blocks of 256 values (each lane adds 8, the two halves then
  * one), and the block sums in double: a float sum's error stays ~1e-7 relative, at a quarter of

@@ -17,6 +17,8 @@
 #include "gguf-model.h"
 #include "gguf.h"
 #include "kernels.h"
+#include "quant-rows.h"
+#include "quant.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -369,6 +371,13 @@ static void test_binding(void) {
     CHECK(t && t->dtype == G3_DTYPE_U8 && t->shape[0] == 4 && t->shape[1] == 34);
     CHECK(st && g3_st_metadata(st, "gemma3.quant") && strcmp(g3_st_metadata(st, "gemma3.quant"), "q8_0") == 0);
     g3_st_close(st);
+    /* every legacy block type is bound as stored, named by its row (Q5_0: 22-byte blocks) */
+    write_tiny("q50.gguf", "gemma3", NULL, G3_GGML_Q5_0, G3_GGML_Q5_0);
+    CHECK(g3_model_open_st(tmp("q50.gguf"), G3_ST_LOAD_MMAP, 1, 0, &st) == GEMMA3_OK);
+    t = st ? g3_st_find(st, "model.embed_tokens.weight") : NULL;
+    CHECK(t && t->dtype == G3_DTYPE_U8 && t->shape[0] == 4 && t->shape[1] == 22);
+    CHECK(st && g3_st_metadata(st, "gemma3.quant") && strcmp(g3_st_metadata(st, "gemma3.quant"), "q5_0") == 0);
+    g3_st_close(st);
 
     write_tiny("llama.gguf", "llama", NULL, G3_GGML_BF16, G3_GGML_BF16);
     expect_model_fail("llama.gguf", 0, GEMMA3_ERR_UNSUPPORTED, "general.architecture is 'llama'");
@@ -376,13 +385,13 @@ static void test_binding(void) {
     write_tiny("nokey.gguf", "gemma3", "gemma3.feed_forward_length", G3_GGML_BF16, G3_GGML_BF16);
     expect_model_fail("nokey.gguf", 0, GEMMA3_ERR_FORMAT, "key gemma3.feed_forward_length: missing");
     write_tiny("iq4.gguf", "gemma3", NULL, G3_GGML_BF16, 20 /* IQ4_NL */);
-    write_tiny("q41.gguf", "gemma3", NULL, G3_GGML_Q4_1, G3_GGML_BF16);
+    write_tiny("q81.gguf", "gemma3", NULL, G3_GGML_Q8_1, G3_GGML_BF16);
     write_tiny("mixed.gguf", "gemma3", NULL, G3_GGML_Q8_0, G3_GGML_Q4_0);
     write_tiny("mixed2.gguf", "gemma3", NULL, G3_GGML_Q8_0, G3_GGML_BF16);
     /* wrong types reach the binding, not the config; the whole model load names them too */
     CHECK(g3_model_config_load(tmp("iq4.gguf"), &cfg) == GEMMA3_OK);
     expect_model_fail("iq4.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor blk.0.attn_q.weight: type IQ4_NL is not supported");
-    expect_model_fail("q41.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor token_embd.weight: type Q4_1 is not supported");
+    expect_model_fail("q81.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor token_embd.weight: type Q8_1 is not supported");
     expect_model_fail("mixed.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor blk.0.attn_q.weight is Q4_0 but token_embd.weight is Q8_0");
     expect_model_fail("mixed2.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "is BF16 but token_embd.weight is Q8_0");
     gemma3_model *m = NULL;
@@ -397,6 +406,28 @@ static void test_binding(void) {
 /* ---- the fixtures ------------------------------------------------------------------------- */
 
 /* Every public case: the ids from the GGUF's vocabulary equal tokenizer.model's. */
+/* tokenizer.ggml.add_bos_token = false (the fixture's byte flipped): the tokenizer says so (the
+ * front end asks it before adding <bos>: generate, perplexity, chat). */
+static void test_add_bos_false(const char *gguf) {
+    static const char key[] = "tokenizer.ggml.add_bos_token";
+    size_t n = 0;
+    uint8_t *img = read_all(gguf, &n), *at = img ? memmem(img, n, key, sizeof key - 1) : NULL;
+    uint32_t type = 0;
+    if (at) memcpy(&type, at + sizeof key - 1, 4);
+    CHECK(at && type == 7 /* bool */ && at[sizeof key - 1 + 4] == 1);
+    if (at && type == 7) {
+        at[sizeof key - 1 + 4] = 0;
+        FILE *f = fopen(tmp("nobos.gguf"), "wb");
+        CHECK(f && fwrite(img, 1, n, f) == n);
+        if (f) fclose(f);
+        gemma3_tokenizer *t = NULL;
+        CHECK_MSG(g3_gguf_model_tokenizer(tmp("nobos.gguf"), &t) == GEMMA3_OK, "%s", gemma3_last_error());
+        CHECK(t && gemma3_tokenizer_add_bos(t) == 0);
+        gemma3_tokenizer_free(t);
+    }
+    free(img);
+}
+
 static void test_tokenizer_fixture(void) {
     const char *gguf = FIX "/vocab262k-q8_0.gguf";
     if (access(gguf, F_OK) != 0) {
@@ -413,6 +444,8 @@ static void test_tokenizer_fixture(void) {
         return;
     }
     CHECK(gemma3_tokenizer_vocab_size(a) == gemma3_tokenizer_vocab_size(b));
+    CHECK(gemma3_tokenizer_add_bos(a) == 1 && gemma3_tokenizer_add_bos(b) == 1);
+    test_add_bos_false(gguf);
     int n_cases = 0, n_same = 0;
     static int32_t ia[1 << 17], ib[1 << 17];
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -438,9 +471,12 @@ static void test_tokenizer_fixture(void) {
 #define N_TOK 24
 
 /* Logits of N_TOK tokens at every position. */
+static enum gemma3_repack logits_repack = GEMMA3_REPACK_AUTO; /* what logits_of's loads ask for */
+
 static float *logits_of(const char *model, enum gemma3_weight_type type, int exact, const char *isa, int *V) {
     gemma3_model_params mp = {0};
     mp.weight_type = type;
+    mp.repack = logits_repack;
     mp.n_threads = 2;
     mp.isa = isa;
     gemma3_model *m = NULL;
@@ -496,7 +532,7 @@ static void same_logits(const char *dir, enum gemma3_weight_type dir_type, const
 }
 
 /* Our GGUF of the bundled model holds llama.cpp's tensors byte for byte: the converter's (BF16,
- * norms 1 + w in F32) and llama-quantize --pure's blocks (Q8_0, Q4_0). */
+ * norms 1 + w in F32) and llama-quantize --pure's blocks (Q8_0, Q4_0, Q5_0). */
 static void same_tensors(const char *ours, const char *theirs) {
     size_t na = 0, nb = 0;
     uint8_t *a = read_all(ours, &na), *b = access(theirs, F_OK) == 0 ? read_all(theirs, &nb) : NULL;
@@ -521,6 +557,59 @@ static void same_tensors(const char *ours, const char *theirs) {
     free(b);
 }
 
+/* llama-quantize --pure's Q4_1 / Q5_0 / Q5_1 blocks of the bundled model's real rows (slices kept
+ * by tools/make-gguf-fixtures.sh) are what our reference quantizer and every fast row quantizer
+ * write from the same BF16 rows, byte for byte. */
+static void llama_blocks(void) {
+    static const struct { const char *tensor; int rows; } slices[] = {{"blk.0.ffn_down.weight", 64},
+                                                                     {"token_embd.weight", 256}};
+    static const enum gemma3_weight_type types[] = {GEMMA3_WEIGHTS_Q4_1, GEMMA3_WEIGHTS_Q5_0, GEMMA3_WEIGHTS_Q5_1};
+    size_t n = 0;
+    uint8_t *img = read_all(FIX "/wordnet-bf16.gguf", &n);
+    g3_gguf *g = NULL;
+    CHECK(img && g3_gguf_parse(img, n, "wordnet-bf16.gguf", &g) == GEMMA3_OK);
+    for (size_t s = 0; g && s < sizeof slices / sizeof slices[0]; s++) {
+        const g3_gguf_tensor *t = g3_gguf_find_tensor(g, slices[s].tensor);
+        CHECK(t && t->type == G3_GGML_BF16 && t->ne[1] >= slices[s].rows);
+        if (!t) continue;
+        const int64_t cols = t->ne[0], count = cols * slices[s].rows;
+        float *x = malloc((size_t)count * sizeof *x);
+        for (int64_t i = 0; i < count; i++) {
+            uint16_t h;
+            memcpy(&h, t->data + 2 * i, 2);
+            x[i] = g3_bf16_to_f32(h);
+        }
+        for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+            char path[128];
+            snprintf(path, sizeof path, FIX "/rows-%s-%s.bin", gemma3_weight_type_name(types[k]),
+                     strncmp(slices[s].tensor, "blk.0.", 6) == 0 ? "ffn_down" : "token_embd");
+            size_t want_n = 0;
+            uint8_t *want = read_all(path, &want_n);
+            const size_t rb = g3_wtype_row_bytes(types[k], cols), bytes = rb * (size_t)slices[s].rows;
+            CHECK_MSG(want && want_n == bytes, "%s: %zu bytes, expected %zu", path, want_n, bytes);
+            uint8_t *got = calloc(1, bytes);
+            for (int r = 0; want && want_n == bytes && r < slices[s].rows; r++)
+                g3_quantize_row(types[k], x + (int64_t)r * cols, got + (size_t)r * rb, cols);
+            CHECK_MSG(want && memcmp(got, want, bytes) == 0, "%s: our reference quantizer differs from llama.cpp's blocks", path);
+            for (int isa = 0; isa < G3_ISA_COUNT; isa++) {
+                g3_quantize_row_fn q = g3_quantize_row_get((g3_isa)isa);
+                if (!q) continue;
+                memset(got, 0, bytes);
+                int ok = 1;
+                for (int r = 0; r < slices[s].rows; r++)
+                    ok &= q(types[k], t->data + 2 * (size_t)(r * cols), 1, got + (size_t)r * rb, cols);
+                CHECK_MSG(ok && want && memcmp(got, want, bytes) == 0, "%s: the %s row quantizer differs", path,
+                          g3_isa_name((g3_isa)isa));
+            }
+            free(got);
+            free(want);
+        }
+        free(x);
+    }
+    g3_gguf_free(g);
+    free(img);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -532,14 +621,21 @@ int main(void) {
     test_binding();
     test_derived_config();
     test_tokenizer_fixture();
+    llama_blocks();
     same_logits(WORDNET, GEMMA3_WEIGHTS_AS_STORED, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_Q8_0);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-bf16.gguf", GEMMA3_WEIGHTS_Q4_0);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-q8_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-q4_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    /* a type without an x8 layout stays in rows when x8 is asked for (quantized at load, or as stored) */
+    logits_repack = GEMMA3_REPACK_X8;
+    same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
+    logits_repack = GEMMA3_REPACK_AUTO;
     /* our own GGUFs: the same logits back, the same vocabulary; a failed write leaves nothing */
-    static const enum gemma3_weight_type types[3] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
-    for (int i = 0; i < 3; i++) {
+    static const enum gemma3_weight_type types[4] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0,
+                                                     GEMMA3_WEIGHTS_Q5_0};
+    for (int i = 0; i < 4; i++) {
         char name[32];
         snprintf(name, sizeof name, "ours-%s.gguf", gemma3_weight_type_name(types[i]));
         CHECK_MSG(gemma3_quantize_gguf(WORDNET, tmp(name), types[i], 2) == GEMMA3_OK, "%s", gemma3_last_error());

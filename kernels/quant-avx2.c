@@ -1,0 +1,59 @@
+/* kernels/quant-avx2.c - the AVX2 quantized tables: "avx2" (AVX2+FMA+F16C) and "avx2vnni"
+ * (+AVX-VNNI), one body (kernels/quant-avx2.inc) compiled once per variant under Q_FN /
+ * Q_TARGET; and the x8 kernels every x86 table shares. Off x86 this file is empty. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant-impl.h"
+#include "kernels/simd.h"
+
+/* Every SIMD function carries its own target attribute (one portable build, no -march), and the
+ * helpers are always_inline (INLINE, kernels/simd.h) so they take on their caller's. The .inc
+ * is one set of kernels, included once per variant; its header comment states the summation
+ * order it fixes. */
+/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
+#define PF_ROWS 16
+/* x8 decode's prefetch distance in bytes (4 Q4_0 group-blocks; see quant-avx2.inc) */
+#define X8_AHEAD 576
+
+#define Q_TARGET __attribute__((target("avx2,fma,f16c")))
+#define Q_FN(name) name##_avx2
+#define Q_NAME "avx2"
+#define Q_VNNI 0
+#include "kernels/quant-avx2.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+
+#define Q_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define Q_FN(name) name##_avx2vnni
+#define Q_NAME "avx2vnni"
+#define Q_VNNI 1
+#include "kernels/quant-avx2.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+
+/* The x8 kernels of the "avx2" table, for the AVX-512 and AMX tables (kernels/quant-avx512.c):
+ * one x8 computation on every x86 table, so the layouts give the same bits everywhere. */
+#define AVX2_Q __attribute__((target("avx2,fma,f16c")))
+AVX2_Q void g3_matmul_q8_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                   int n_in, int r0, int r1) {
+    matmul_q8_0_x8_avx2(Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+AVX2_Q void g3_matmul_q4_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                   int n_in, int r0, int r1) {
+    matmul_q4_0_x8_avx2(Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+AVX2_Q void g3_matmul_q_f32_x8_avx2(g3_wtype wtype, float *Y, size_t ldy, const void *W,
+                                    const float *X, size_t ldx, int n_tok, int n_in, int r0, int r1) {
+    matmul_q_f32_x8_avx2(wtype, Y, ldy, W, X, ldx, n_tok, n_in, r0, r1);
+}
+
+#endif

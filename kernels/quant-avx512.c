@@ -1,0 +1,45 @@
+/* kernels/quant-avx512.c - the AVX-512 quantized tables: "avx512" (F/BW/VL/DQ) and "avx512vnni"
+ * (+AVX512_VNNI and AVX512_VBMI), one body (kernels/quant-avx512.inc) compiled once per variant
+ * under Q_FN / Q_TARGET, and "amx" (AMX-INT8, kernels/quant-amx.inc, on the avx512vnni table's
+ * activation quantization and fp32 path). Their x8 kernels are the AVX2 ones
+ * (kernels/quant-avx2.c). Off x86 this file is empty. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant-impl.h"
+#include "kernels/simd.h"
+
+/* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
+#define PF_ROWS 16
+
+#define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define Q_FN(name) name##_avx512
+#define Q_NAME "avx512"
+#define Q_VNNI 0
+#define Q_VBMI 0
+#include "kernels/quant-avx512.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+#undef Q_VBMI
+
+/* VNNI CPUs without VBMI (Cascade Lake) run the "avx512" table. */
+#define Q_TARGET \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni,avx512vbmi")))
+#define Q_FN(name) name##_avx512vnni
+#define Q_NAME "avx512vnni"
+#define Q_VNNI 1
+#define Q_VBMI 1
+#include "kernels/quant-avx512.inc"
+#undef Q_TARGET
+#undef Q_FN
+#undef Q_NAME
+#undef Q_VNNI
+#undef Q_VBMI
+
+#include "kernels/quant-amx.inc"
+
+#endif
