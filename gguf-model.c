@@ -669,7 +669,7 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
         else {
             char p[4096];
             rc = g3_path_join(p, sizeof p, src, "tokenizer.model");
-            if (rc == GEMMA3_OK) rc = gemma3_tokenizer_load(p, &tok);
+            if (rc == GEMMA3_OK) rc = g3_tokenizer_load_checkpoint_file(p, &tok);
         }
         if (rc == GEMMA3_OK && !tok) rc = g3_error(GEMMA3_ERR_FORMAT, "%s: no tokenizer to write", src);
     }

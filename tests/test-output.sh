@@ -200,6 +200,27 @@ mkdir "$TMP/fm"
 cp "$M/config.json" "$M/tokenizer.model" "$TMP/fm/"
 mkfifo "$TMP/fm/model.safetensors"
 expect_error "a FIFO as model.safetensors" 1 "$TMP/fm/model.safetensors: not a regular file" $TO $G3 info -m "$TMP/fm"
+# every other file of a checkpoint, and the files read back (a KL base, a saved chat): a FIFO
+# with no writer is refused at once, never waited on ($TO: a hang is a failure, not a stuck run)
+rm "$TMP/fm/model.safetensors"
+ln -s "$M/model.safetensors" "$TMP/fm/model.safetensors"
+rm "$TMP/fm/tokenizer.model" && mkfifo "$TMP/fm/tokenizer.model"
+expect_error "a FIFO as tokenizer.model" 1 "$TMP/fm/tokenizer.model: not a regular file" $TO $G3 info -m "$TMP/fm"
+rm "$TMP/fm/tokenizer.model" && cp "$M/tokenizer.model" "$TMP/fm/" && mkfifo "$TMP/fm/generation_config.json"
+expect_error "a FIFO as generation_config.json" 1 "$TMP/fm/generation_config.json: not a regular file" \
+    $TO $G3 -m "$TMP/fm" -p hi -n 1
+expect_error "a FIFO beside the weights to quantize" 1 "$TMP/fm/generation_config.json: not a regular file" \
+    $TO $G3 quantize -m "$TMP/fm" -o "$TMP/fm-q8" --type q8_0
+[ ! -e "$TMP/fm-q8" ] && ok || bad "quantize from a checkpoint with a FIFO left $TMP/fm-q8"
+rm "$TMP/fm/generation_config.json"
+mkfifo "$TMP/fifo-in"
+expect_error "a FIFO as the KL base read back" 1 "fifo-in' is not a regular file" \
+    $TO $G3 perplexity -m "$M" --tokens "$(seq -s, 100 140)" -c 8 --kl-divergence --kl-divergence-base "$TMP/fifo-in"
+expect_error "a FIFO as the chat to resume" 1 "fifo-in: not a regular file" \
+    $TO $G3 chat -m "$M" --resume "$TMP/fifo-in" </dev/null
+printf '/load %s\n' "$TMP/fifo-in" | $TO $G3 chat -m "$M" --commands >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "/load: .*fifo-in: not a regular file" "$TMP/err" && ok || bad "/load of a FIFO: exit $rc: $(head -c 200 "$TMP/err")"
 sed 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 1e-300/' "$M/config.json" >"$TMP/fm/config.json"
 expect_error "a softcap of 1e-300" 1 "attn_logit_softcapping: 1e-300 is not a positive number" $G3 info -m "$TMP/fm"
 head -c 2000000 /dev/zero >"$TMP/fm/config.json"
