@@ -43,7 +43,7 @@ static void unmap(mapped *m) {
 /* Maps path read-only and parses it (only the pages of the header are ever touched). */
 static int map_gguf(const char *path, mapped *m) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below, not waited on */
     if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     int rc = GEMMA3_OK;

@@ -73,6 +73,30 @@ $G3 $EVAL --dump-logits "$TMP/x.bin" 2>/dev/null
 ln -s kl.real "$TMP/kl.link"
 $G3 perplexity -m "$M" --tokens "$(seq -s, 100 140)" -c 8 --kl-divergence-base "$TMP/kl.link" >/dev/null 2>&1
 [ -L "$TMP/kl.link" ] && [ -s "$TMP/kl.real" ] && ok || bad "--kl-divergence-base through a symlink"
+# quantize -o FILE.gguf goes through the same rule: a link stays a link, a FIFO's reader gets the
+# file, a device node stays one, a stale temporary is removed
+mkdir "$TMP/gg"
+$G3 quantize -m "$M" -o "$TMP/gg/ref.gguf" --type q8_0 2>/dev/null || bad "quantize -o ref.gguf"
+echo old >"$TMP/gg/real.gguf"
+ln -s real.gguf "$TMP/gg/link.gguf"
+: >"$TMP/gg/real.gguf.tmp.4194301"
+$G3 quantize -m "$M" -o "$TMP/gg/link.gguf" --type q8_0 2>/dev/null
+[ -L "$TMP/gg/link.gguf" ] && cmp -s "$TMP/gg/real.gguf" "$TMP/gg/ref.gguf" && [ ! -e "$TMP/gg/real.gguf.tmp.4194301" ] &&
+    ok || bad "quantize -o LINK.gguf: link replaced, its file not the GGUF, or the stale temporary left"
+mkfifo "$TMP/gg/fifo.gguf"
+$TO cat "$TMP/gg/fifo.gguf" >"$TMP/gg/from-fifo" &
+$TO $G3 quantize -m "$M" -o "$TMP/gg/fifo.gguf" --type q8_0 2>"$TMP/err"
+rc=$?
+[ -p "$TMP/gg/fifo.gguf" ] || echo x >"$TMP/gg/fifo.gguf" 2>/dev/null
+wait
+[ $rc -eq 0 ] && [ -p "$TMP/gg/fifo.gguf" ] && cmp -s "$TMP/gg/from-fifo" "$TMP/gg/ref.gguf" && ok ||
+    bad "quantize -o FIFO.gguf: exit $rc, fifo kept: $([ -p "$TMP/gg/fifo.gguf" ] && echo yes || echo no); $(cat "$TMP/err")"
+if [ -n "$FULL" ]; then
+    ln -s "$FULL" "$TMP/gg/full.gguf"
+    expect_error "quantize -o a full device" 1 "No space left on device" \
+        $G3 quantize -m "$M" -o "$TMP/gg/full.gguf" --type q8_0
+    [ -c "$FULL" ] && [ -L "$TMP/gg/full.gguf" ] && ok || bad "quantize -o replaced the device node or its link"
+fi
 
 # ---- a KL base file's rows are checked as they are read ------------------------------------------
 KL="perplexity -m $M --tokens $(seq -s, 100 140) -c 8"
