@@ -460,6 +460,45 @@ static int eval_dir(const char *dir, const int32_t *tokens, int n, float *out) {
     return rc == GEMMA3_OK ? 0 : -1;
 }
 
+static void remove_scratch(const char *tmpl) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", tmpl);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
+    unlink(path);
+    rmdir(tmpl);
+}
+
+/* A scratch checkpoint for a config variant of golden g: tmpl (a mkdtemp template) made, with
+ * g's weights linked in; *text g's config.json (malloc'd). 0, or -1 after a skip or failure. */
+static int scratch_checkpoint(const golden *g, char *tmpl, char **text) {
+    char path[600], cwd[512], target[700];
+    size_t len = 0;
+    *text = NULL;
+    if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
+        CHECK_SKIP("%s: a config variant: mkdtemp or getcwd failed", g->name);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
+    snprintf(target, sizeof target, "%s/" GOLDEN "/%s/model.safetensors", cwd, g->name);
+    CHECK(symlink(target, path) == 0);
+    snprintf(path, sizeof path, GOLDEN "/%s/config.json", g->name);
+    CHECK(g3_read_file(path, text, &len) == GEMMA3_OK);
+    if (!*text) remove_scratch(tmpl);
+    return *text ? 0 : -1;
+}
+
+/* Writes text as tmpl's config.json; 0 or -1. */
+static int write_config(const char *tmpl, const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", tmpl);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    CHECK_MSG(ok, "cannot write %s", path);
+    return ok ? 0 : -1;
+}
+
 /* Attention softcapping, s <- cap * tanh(s / cap). transformers' Gemma 3 ignores
  * attn_logit_softcapping (it stays null in every released config), so no HF golden can hold it.
  * On tiny-knobs' weights: cap 1.0 (inside the score range: it moves the logits by ~1.5) against
@@ -468,39 +507,27 @@ static int eval_dir(const char *dir, const int32_t *tokens, int n, float *out) {
  * exact mode; and self-consistency: a cap far above every score (1e4; |s| is O(1) here,
  * c*tanh(s/c) - s ~ s^3/(3c^2) ~ 1e-9) gives the uncapped logits, a cap of 0.5 moves them. */
 static void test_attn_softcap(const golden *g) {
-    char tmpl[] = "/tmp/g3-softcap-XXXXXX", path[600], cwd[512];
+    char tmpl[] = "/tmp/g3-softcap-XXXXXX", src[600], *text = NULL;
     const int n = 16, V = g->n_vocab;
-    if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
-        CHECK_SKIP("attention softcap check: mkdtemp or getcwd failed");
+    if (scratch_checkpoint(g, tmpl, &text) != 0) {
+        free(text);
         return;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    char target[700];
-    snprintf(target, sizeof target, "%s/" GOLDEN "/%s/model.safetensors", cwd, g->name);
-    CHECK(symlink(target, path) == 0);
-    char src[600], *text = NULL;
-    size_t len = 0;
-    snprintf(src, sizeof src, GOLDEN "/%s/config.json", g->name);
-    CHECK(g3_read_file(src, &text, &len) == GEMMA3_OK);
     const char *key = "\"attn_logit_softcapping\": null";
-    char *at = text ? strstr(text, key) : NULL;
-    CHECK_MSG(at != NULL, "%s has no null attn_logit_softcapping", src);
+    char *at = strstr(text, key);
+    CHECK_MSG(at != NULL, "%s has no null attn_logit_softcapping", g->name);
     float *base = malloc((size_t)n * V * sizeof(float)), *x = malloc((size_t)n * V * sizeof(float));
     snprintf(src, sizeof src, GOLDEN "/%s", g->name);
     if (at && base && x && eval_dir(src, g->tokens, n, base) == 0) {
         static const double caps[] = {1e4, 0.5, 1.0};
-        char *ref = NULL;
+        char *ref = NULL, variant[4096];
         size_t ref_len = 0;
         CHECK(g3_read_file(GOLDEN "/tiny-knobs-acap1.logits.f32", &ref, &ref_len) == GEMMA3_OK);
         CHECK_EQ_INT(ref_len, (size_t)n * V * sizeof(float));
         for (int ci = 0; ci < 3; ci++) {
-            snprintf(path, sizeof path, "%s/config.json", tmpl);
-            FILE *f = fopen(path, "w");
-            CHECK(f != NULL);
-            if (!f) break;
-            fprintf(f, "%.*s\"attn_logit_softcapping\": %.1f%s", (int)(at - text), text, caps[ci],
-                    at + strlen(key));
-            fclose(f);
+            snprintf(variant, sizeof variant, "%.*s\"attn_logit_softcapping\": %.1f%s", (int)(at - text), text,
+                     caps[ci], at + strlen(key));
+            if (write_config(tmpl, variant) != 0) break;
             if (eval_dir(tmpl, g->tokens, n, x) != 0) continue;
             double d = 0;
             for (size_t i = 0; i < (size_t)n * V; i++) d = fmax(d, fabs((double)x[i] - base[i]));
@@ -523,11 +550,7 @@ static void test_attn_softcap(const golden *g) {
     free(base);
     free(x);
     free(text);
-    snprintf(path, sizeof path, "%s/config.json", tmpl);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    unlink(path);
-    rmdir(tmpl);
+    remove_scratch(tmpl);
 }
 
 /* Config defaults: the golden's config.json with every key that affects the logits and holds
@@ -576,32 +599,22 @@ static int strip_hf_defaults(cJSON *obj) {
 }
 
 static void test_config_defaults(const golden *g) {
-    char tmpl[] = "/tmp/g3-defaults-XXXXXX", path[600], cwd[512], target[700];
+    char tmpl[] = "/tmp/g3-defaults-XXXXXX", src[600], *text = NULL;
     const int n = g->n_tokens, V = g->n_vocab;
-    if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
-        CHECK_SKIP("config defaults check: mkdtemp or getcwd failed");
+    if (scratch_checkpoint(g, tmpl, &text) != 0) {
+        free(text);
         return;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    snprintf(target, sizeof target, "%s/" GOLDEN "/%s/model.safetensors", cwd, g->name);
-    CHECK(symlink(target, path) == 0);
-    char src[600], *text = NULL;
-    size_t len = 0;
-    snprintf(src, sizeof src, GOLDEN "/%s/config.json", g->name);
-    CHECK(g3_read_file(src, &text, &len) == GEMMA3_OK);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    cJSON *root = cJSON_Parse(text);
     cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
     int removed = strip_hf_defaults(tc ? tc : root);
     CHECK_MSG(removed == 3, "%s: %d of rope_theta, rope_local_base_freq, rms_norm_eps at HF's default",
               g->name, removed);
     char *stripped = root ? cJSON_Print(root) : NULL;
-    snprintf(path, sizeof path, "%s/config.json", tmpl);
-    FILE *f = fopen(path, "w");
-    CHECK(f && stripped && fputs(stripped, f) >= 0);
-    if (f) fclose(f);
     float *full = malloc((size_t)n * V * sizeof(float)), *x = malloc((size_t)n * V * sizeof(float));
     snprintf(src, sizeof src, GOLDEN "/%s", g->name);
-    if (stripped && eval_dir(src, g->tokens, n, full) == 0 && eval_dir(tmpl, g->tokens, n, x) == 0) {
+    if (stripped && full && x && write_config(tmpl, stripped) == 0 && eval_dir(src, g->tokens, n, full) == 0 &&
+        eval_dir(tmpl, g->tokens, n, x) == 0) {
         char what[128];
         snprintf(what, sizeof what, "%s defaults", g->name);
         double err = compare_ref(g, x, what);
@@ -616,10 +629,7 @@ static void test_config_defaults(const golden *g) {
     cJSON_free(stripped);
     cJSON_Delete(root);
     free(text);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    unlink(path);
-    rmdir(tmpl);
+    remove_scratch(tmpl);
 }
 
 int main(void) {
