@@ -202,7 +202,7 @@ FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c pr
                             sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
 FUZZ_LIB_SRCS += grammar-parse.c
-FUZZ_LIB_SRCS += gguf.c
+FUZZ_LIB_SRCS += gguf.c outfile.c
 # -fno-sanitize-recover: UBSan's reports otherwise leave the exit status 0, and a run that hit
 # undefined behaviour would pass
 build/fuzz/%: tests/%.c $(FUZZ_LIB_SRCS)

@@ -503,14 +503,10 @@ int g3_config_parse(const char *json, size_t len, const char *path, g3_config *c
     return rc;
 }
 
-/* A config.json is a few kB (the real Gemma 3 ones are under 2 kB, with the vision part): 1 MiB
- * is far beyond any, and a larger file is refused before it is read. */
-#define G3_CONFIG_MAX ((size_t)1 << 20)
-
 int g3_config_load(const char *path, g3_config *cfg) {
     char *text;
     size_t len;
-    int rc = g3_read_file_ex(path, G3_CONFIG_MAX, 1, &text, &len);
+    int rc = g3_read_file_ex(path, G3_JSON_SIDE_MAX, 1, &text, &len);
     if (rc != GEMMA3_OK) return rc;
     rc = g3_config_parse(text, len, path, cfg);
     free(text);

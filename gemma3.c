@@ -24,6 +24,7 @@
 #include "safetensors.h"
 #include "session-view.h"
 #include "threads.h"
+#include "tokenizer.h"
 #include "util.h"
 #include "weights.h"
 
@@ -51,7 +52,7 @@ static int load_tokenizer(const char *dir, gemma3_tokenizer **tok) {
     int rc = g3_path_join(path, sizeof path, dir, "tokenizer.model");
     if (rc != GEMMA3_OK) return rc;
     if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK;
-    return gemma3_tokenizer_load(path, tok);
+    return g3_tokenizer_load_checkpoint_file(path, tok);
 }
 
 /* Every special id of the tokenizer must be a row of the model: a config whose vocab_size is

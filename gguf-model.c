@@ -43,7 +43,7 @@ static void unmap(mapped *m) {
 /* Maps path read-only and parses it (only the pages of the header are ever touched). */
 static int map_gguf(const char *path, mapped *m) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below, not waited on */
     if (fd < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     int rc = GEMMA3_OK;
@@ -692,7 +692,7 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
         else {
             char p[4096];
             rc = g3_path_join(p, sizeof p, src, "tokenizer.model");
-            if (rc == GEMMA3_OK) rc = gemma3_tokenizer_load(p, &tok);
+            if (rc == GEMMA3_OK) rc = g3_tokenizer_load_checkpoint_file(p, &tok);
         }
         if (rc == GEMMA3_OK && !tok) rc = g3_error(GEMMA3_ERR_FORMAT, "%s: no tokenizer to write", src);
     }

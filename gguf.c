@@ -489,8 +489,9 @@ typedef struct wtensor {
 } wtensor;
 
 struct g3_gguf_writer {
-    char *path, *tmp;
-    int fd;
+    char *path;
+    gemma3_outfile *out; /* written as every file is (outfile.c): a temporary renamed over a
+                          * regular file or a new path, a device or FIFO directly */
     int rc;            /* the first error of a declaration */
     uint8_t *kv;       /* the encoded key/values */
     size_t kv_len, kv_cap;
@@ -599,30 +600,19 @@ void g3_gguf_put_tensor(g3_gguf_writer *w, const char *name, uint32_t type, int 
 int g3_gguf_writer_new(const char *path, g3_gguf_writer **out) {
     *out = NULL;
     g3_gguf_writer *w = calloc(1, sizeof *w);
-    size_t n = strlen(path) + 16;
     if (w) w->path = strdup(path);
-    if (w && w->path) w->tmp = malloc(n);
-    if (!w || !w->path || !w->tmp) {
-        if (w) free(w->path);
+    if (!w || !w->path) {
         free(w);
         return g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
     }
-    snprintf(w->tmp, n, "%s.tmp%ld", path, (long)getpid());
-    w->fd = -1;
     *out = w;
     return GEMMA3_OK;
 }
 
 static int write_all(g3_gguf_writer *w, const void *p, size_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(w->fd, b, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return g3_error(GEMMA3_ERR_IO, "%s: write failed: %s", w->tmp, k < 0 ? strerror(errno) : "no progress");
-        b += k;
-        n -= (size_t)k;
-        w->offset += (uint64_t)k;
-    }
+    if (fwrite(p, 1, n, gemma3_outfile_stream(w->out)) != n)
+        return g3_error(GEMMA3_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    w->offset += (uint64_t)n;
     return GEMMA3_OK;
 }
 
@@ -634,11 +624,11 @@ static int write_pad(g3_gguf_writer *w) {
 
 int g3_gguf_writer_begin(g3_gguf_writer *w) {
     if (w->rc != GEMMA3_OK) return w->rc;
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) return w->rc = g3_error(GEMMA3_ERR_IO, "%s: cannot create: %s", w->tmp, strerror(errno));
+    int rc = gemma3_outfile_open(w->path, &w->out);
+    if (rc != GEMMA3_OK) return w->rc = rc;
     uint32_t version = 3;
     uint64_t n_tensors = (uint64_t)w->n_tensors;
-    int rc = write_all(w, MAGIC, 4);
+    rc = write_all(w, MAGIC, 4);
     if (rc == GEMMA3_OK) rc = write_all(w, &version, 4);
     if (rc == GEMMA3_OK) rc = write_all(w, &n_tensors, 8);
     if (rc == GEMMA3_OK) rc = write_all(w, &w->n_kv, 8);
@@ -685,16 +675,12 @@ static void writer_free(g3_gguf_writer *w) {
     free(w->tensors);
     free(w->kv);
     free(w->path);
-    free(w->tmp);
     free(w);
 }
 
 void g3_gguf_writer_abort(g3_gguf_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) {
-        close(w->fd);
-        unlink(w->tmp);
-    }
+    gemma3_outfile_discard(w->out);
     writer_free(w);
 }
 
@@ -704,15 +690,10 @@ int g3_gguf_writer_finish(g3_gguf_writer *w) {
     if (rc == GEMMA3_OK && w->cur < w->n_tensors)
         rc = g3_error(GEMMA3_ERR_ARG, "%s: tensor %s: only %zu of its %zu bytes were written",
                       w->path, w->tensors[w->cur].name, w->cur_done, w->tensors[w->cur].n_bytes);
-    if (rc == GEMMA3_OK && w->fd >= 0 && fsync(w->fd) != 0)
-        rc = g3_error(GEMMA3_ERR_IO, "%s: fsync failed: %s", w->tmp, strerror(errno));
-    if (w->fd >= 0 && close(w->fd) != 0 && rc == GEMMA3_OK)
-        rc = g3_error(GEMMA3_ERR_IO, "%s: close failed: %s", w->tmp, strerror(errno));
-    if (rc == GEMMA3_OK && w->fd >= 0 && rename(w->tmp, w->path) != 0)
-        rc = g3_error(GEMMA3_ERR_IO, "%s: cannot rename into place: %s", w->path, strerror(errno));
-    if (rc != GEMMA3_OK && w->fd >= 0) unlink(w->tmp);
-    if (rc == GEMMA3_OK && w->fd < 0) rc = g3_error(GEMMA3_ERR_ARG, "%s: finished before begin", w->path);
-    w->fd = -1;
+    if (rc == GEMMA3_OK && !w->out) rc = g3_error(GEMMA3_ERR_ARG, "%s: finished before begin", w->path);
+    if (rc == GEMMA3_OK) rc = gemma3_outfile_commit(w->out); /* flushed, synced, renamed */
+    else gemma3_outfile_discard(w->out);
+    w->out = NULL;
     writer_free(w);
     return rc;
 }

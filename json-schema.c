@@ -93,6 +93,7 @@ typedef struct {
         int rule;
     } refs[MAX_REFS];
     int n_refs;
+    int have_name_chars; /* the rules of additional members' names are written */
 } conv;
 
 static int fail(conv *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -367,8 +368,169 @@ static int key_value(conv *c, const char *key, int value_rule, sbuf *out) {
     return 0;
 }
 
+/* ---- additional members' names -------------------------------------------------------------
+ * additionalProperties covers the names that properties does not declare: an additional member
+ * named like a declared one would let a document through whose declared member has the wrong
+ * type (or comes twice). JSON compares names after their escapes are decoded, and "a" can be
+ * spelled "\u0061", so an additional member's name is written in one spelling only, cJSON's
+ * (characters as themselves, \" \\ \b \f \n \r \t, \u00xx for the other control characters;
+ * no DEL): then it decodes to a declared name exactly when it is spelled as one, and the rules
+ * below, a trie of the declared spellings, leave those out. */
+static const char name_chars[] =
+    "kchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | kesc\n"
+    "kesc ::= \"\\\\\" ([\"\\\\bfnrt] | \"u00\" (\"0\" [0-7bef] | \"1\" [0-9a-f]))\n";
+
+/* The one spelling of name (decoded UTF-8) an additional member may use, malloc'd; NULL for a
+ * name no such spelling reaches (a DEL) and on OOM (*oom set). */
+static char *name_spelling(const char *name, int *oom) {
+    sbuf b = {0};
+    sb_put(&b, "", 0);
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        const char *esc = strchr("\"\\\b\f\n\r\t", *p);
+        if (*p == 0x7F) {
+            free(b.buf);
+            return NULL;
+        }
+        if (esc) sb_printf(&b, "\\%c", "\"\\bfnrt"[esc - "\"\\\b\f\n\r\t"]);
+        else if (*p < 0x20) sb_printf(&b, "\\u%04x", *p);
+        else sb_put(&b, (const char *)p, 1);
+    }
+    if (b.oom) {
+        free(b.buf);
+        *oom = 1;
+        return NULL;
+    }
+    return b.buf;
+}
+
+/* Bytes of the character (a spelling unit) at s: an escape, or one UTF-8 sequence. */
+static size_t unit_len(const char *s) {
+    if (s[0] == '\\') return s[1] == 'u' ? 6 : 2;
+    return g3_utf8_len((const unsigned char *)s, strlen(s));
+}
+
+/* The code point of the UTF-8 sequence s of n bytes. */
+static uint32_t unit_code_point(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (n == 1) return u[0];
+    uint32_t cp = u[0] & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) cp = cp << 6 | (u[i] & 0x3F);
+    return cp;
+}
+
+/* A name character other than the next units of names[lo..hi) at byte d: "kchar" with those
+ * characters taken out of its class, or its escapes listed without those. */
+static void other_char(sbuf *out, char **names, int lo, int hi, size_t d) {
+    static const char *const escapes[] = {
+        "\\\"", "\\\\", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u0000", "\\u0001", "\\u0002",
+        "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007", "\\u000b", "\\u000e", "\\u000f",
+        "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+        "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f"};
+    int any_escape = 0;
+    sb_lit(out, "([^\"\\\\\\x7F\\x00-\\x1F");
+    for (int i = lo; i < hi; i++) {
+        const char *u = names[i] + d;
+        size_t n = unit_len(u);
+        if (u[0] == '\\') any_escape = 1;
+        else sb_printf(out, "\\U%08X", (unsigned)unit_code_point(u, n));
+    }
+    sb_lit(out, "]");
+    if (!any_escape) {
+        sb_lit(out, " | kesc)");
+        return;
+    }
+    for (size_t e = 0; e < sizeof escapes / sizeof escapes[0]; e++) {
+        int taken = 0;
+        for (int i = lo; i < hi && !taken; i++)
+            taken = strncmp(names[i] + d, escapes[e], strlen(escapes[e])) == 0;
+        if (taken) continue;
+        sb_lit(out, " | \"");
+        sb_literal(out, escapes[e]);
+        sb_lit(out, "\"");
+    }
+    sb_lit(out, ")");
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* One node of the trie: names[lo..hi) share their first d bytes; rule r is the rest of a name
+ * that began so: the closing quote unless one of them ends here, a character none of them
+ * continues with then any, or one that some continue with then their rest (a node of its own,
+ * pushed on the stack: a long name is no deep recursion). */
+typedef struct name_node {
+    int lo, hi, rule;
+    size_t d;
+} name_node;
+
+static int name_node_rule(conv *c, char **names, const name_node *nd, name_node *stack, int *top) {
+    sbuf body = {0};
+    int lo = nd->lo;
+    if (names[lo][nd->d] == '\0') lo++; /* sorted: the name that ends here comes first */
+    else sb_lit(&body, "\"\\\"\" | ");
+    other_char(&body, names, lo, nd->hi, nd->d);
+    sb_lit(&body, " kchar* \"\\\"\"");
+    for (int i = lo; i < nd->hi;) {
+        size_t n = unit_len(names[i] + nd->d);
+        int j = i + 1;
+        while (j < nd->hi && strncmp(names[j] + nd->d, names[i] + nd->d, n) == 0) j++;
+        name_node child = {i, j, new_rule(c), nd->d + n};
+        char unit[8];
+        snprintf(unit, sizeof unit, "%.*s", (int)n, names[i] + nd->d);
+        sb_lit(&body, " | \"");
+        sb_literal(&body, unit);
+        sb_printf(&body, "\" r%d", child.rule);
+        stack[(*top)++] = child;
+        i = j;
+    }
+    sb_printf(&c->rules, "r%d ::= %s\n", nd->rule, body.buf ? body.buf : "");
+    int oom = body.oom;
+    free(body.buf);
+    return oom ? fail(c, GEMMA3_ERR_NOMEM, "out of memory") : 0;
+}
+
+/* The rule of an additional member's name ("\"" ... "\"" ws) for an object whose properties
+ * are props: any name but theirs. Returns the rule number, or -1. */
+static int extra_name_rule(conv *c, const cJSON *props) {
+    int n = 0, k = 0, oom = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) n++;
+    char **names = malloc((size_t)(n > 0 ? n : 1) * sizeof *names);
+    name_node *stack = NULL;
+    size_t total = 1;
+    if (!names) return fail(c, GEMMA3_ERR_NOMEM, "out of memory");
+    for (const cJSON *p = props ? props->child : NULL; p && !oom; p = p->next) {
+        char *s = name_spelling(p->string, &oom);
+        if (s) names[k++] = s, total += strlen(s) + 1;
+    }
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    int m = 0; /* distinct */
+    for (int i = 0; i < k; i++) {
+        if (m && strcmp(names[m - 1], names[i]) == 0) free(names[i]);
+        else names[m++] = names[i];
+    }
+    if (!c->have_name_chars) sb_lit(&c->rules, name_chars);
+    c->have_name_chars = 1;
+    int r = new_rule(c), root = new_rule(c), top = 0;
+    sb_printf(&c->rules, "r%d ::= \"\\\"\" r%d ws\n", r, root);
+    if (!oom) stack = malloc(total * sizeof *stack); /* at most one node per byte, and the root */
+    if (oom || !stack) r = fail(c, GEMMA3_ERR_NOMEM, "out of memory");
+    else stack[top++] = (name_node){0, m, root, 0};
+    while (r >= 0 && top > 0) {
+        name_node nd = stack[--top];
+        if (m == 0) { /* nothing declared: any name */
+            sb_printf(&c->rules, "r%d ::= kchar* \"\\\"\"\n", nd.rule);
+            continue;
+        }
+        if (name_node_rule(c, names, &nd, stack, &top) < 0) r = -1;
+    }
+    for (int i = 0; i < m; i++) free(names[i]);
+    free(names);
+    free(stack);
+    return r;
+}
+
 /* Properties in order; T(i, first): the members from i on, "first" = none written yet (no
- * comma before the next). Optional members may be skipped, required ones not. */
+ * comma before the next). Optional members may be skipped, required ones not; additional
+ * members (additionalProperties) come after them, under names none of them has. */
 static int object_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -403,9 +565,13 @@ static int object_rule(conv *c, const cJSON *s, const char *path, sbuf *out) {
             snprintf(v, sizeof v, "value");
         else
             snprintf(v, sizeof v, "r%d", extra);
-        sb_printf(R, "r%d ::= (string \":\" ws %s (\",\" ws string \":\" ws %s)*)?\n",
-                  base + 2 * n + 1, v, v);
-        sb_printf(R, "r%d ::= (\",\" ws string \":\" ws %s)*\n", base + 2 * n, v);
+        char key[32] = "string"; /* any name, when none is declared */
+        int kr = n > 0 ? extra_name_rule(c, props) : 0;
+        if (kr < 0) return -1;
+        if (kr > 0) snprintf(key, sizeof key, "r%d", kr);
+        sb_printf(R, "r%d ::= (%s \":\" ws %s (\",\" ws %s \":\" ws %s)*)?\n",
+                  base + 2 * n + 1, key, v, key, v);
+        sb_printf(R, "r%d ::= (\",\" ws %s \":\" ws %s)*\n", base + 2 * n, key, v);
     } else {
         sb_printf(R, "r%d ::= \"\"\nr%d ::= \"\"\n", base + 2 * n + 1, base + 2 * n);
     }

@@ -27,10 +27,17 @@ static const char *const side_files[] = {
 #define N_SIDE_FILES (sizeof side_files / sizeof side_files[0])
 #define TMP_SUFFIX ".gemma3-tmp"
 
-/* Copies src to dst byte for byte. */
+/* Copies src to dst byte for byte. src is a file of the checkpoint: anything but a regular file
+ * (a FIFO would be waited on for a writer, /dev/zero copied without end) is refused at once. */
 static int copy_file(const char *src, const char *dst) {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (in < 0) return g3_error(GEMMA3_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    struct stat st;
+    const char *why = fstat(in, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
+    if (why) {
+        close(in);
+        return g3_error(GEMMA3_ERR_IO, "%s: %s", src, why);
+    }
     int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0) {
         int e = errno;

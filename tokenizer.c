@@ -726,19 +726,26 @@ int g3_tokenizer_from_pieces(const char *const *text, const size_t *len, const f
 
 int gemma3_tokenizer_add_bos(const gemma3_tokenizer *tok) { return tok ? tok->add_bos : 0; }
 
-/* Read through g3_read_file, as every input file is: it refuses directories and devices by
- * name and reads streams (a FIFO, /dev/stdin) to their end. Parsing copies what it keeps. */
-int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) {
+/* Read through g3_read_file_ex, as every input file is: it refuses directories and devices by
+ * name; a file named on its own may be a stream (a FIFO, /dev/stdin: read to its end), one of a
+ * checkpoint directory (regular_only) must be a regular file. Parsing copies what it keeps. */
+static int load_file(const char *path, int regular_only, gemma3_tokenizer **out) {
     if (!out) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: out is NULL");
     *out = NULL;
     if (!path) return g3_error(GEMMA3_ERR_ARG, "tokenizer load: path is NULL");
     char *buf;
     size_t size;
-    int rc = g3_read_file(path, &buf, &size);
+    int rc = g3_read_file_ex(path, G3_READ_MAX, regular_only, &buf, &size);
     if (rc) return rc;
     rc = g3_tokenizer_load_buffer((const uint8_t *)buf, size, path, out);
     free(buf);
     return rc;
+}
+
+int gemma3_tokenizer_load(const char *path, gemma3_tokenizer **out) { return load_file(path, 0, out); }
+
+int g3_tokenizer_load_checkpoint_file(const char *path, gemma3_tokenizer **out) {
+    return load_file(path, 1, out);
 }
 
 /* ---- encode ---------------------------------------------------------------------------------- */

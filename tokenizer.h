@@ -25,6 +25,9 @@ enum g3_piece_type {
  * GEMMA3_ERR_NOMEM. */
 int g3_tokenizer_load_buffer(const uint8_t *buf, size_t size, const char *label,
                              gemma3_tokenizer **out);
+/* gemma3_tokenizer_load for the tokenizer.model of a checkpoint directory: anything but a
+ * regular file (a FIFO, a device) is refused at once, never waited on or read to its end. */
+int g3_tokenizer_load_checkpoint_file(const char *path, gemma3_tokenizer **out);
 
 /* A tokenizer from arrays of n_pieces pieces (text[i] of len[i] bytes, score[i], type[i] an
  * enum g3_piece_type) with the SentencePiece settings below (a BPE model); the same checks and

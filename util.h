@@ -76,6 +76,10 @@ int g3_read_file(const char *path, char **out, size_t *len);
 /* The same with a size limit of max bytes, and with regular_only, a file of a checkpoint
  * directory: anything but a regular file is refused, a FIFO without waiting for a writer. */
 int g3_read_file_ex(const char *path, size_t max, int regular_only, char **out, size_t *len);
+/* A checkpoint's JSON files (config.json, generation_config.json) are a few kB (the real Gemma 3
+ * config.json, vision part included, is under 2 kB): 1 MiB is far beyond any, and a larger file
+ * is refused before it is read. */
+#define G3_JSON_SIDE_MAX ((size_t)1 << 20)
 
 /* "a string", "a number", ... for messages about a JSON value of the wrong type. */
 struct cJSON;

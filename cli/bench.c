@@ -501,6 +501,11 @@ static void test_name(const test_spec *t, char *buf, size_t n) {
     if (t->n_depth > 0) snprintf(buf + strlen(buf), n - strlen(buf), " @ d%d", t->n_depth);
 }
 
+/* A run that returned -1: stopped by Ctrl-C (its forward call aborted), or an error. */
+static int run_failed(void) {
+    return cli_interrupted() ? CLI_EXIT_INTERRUPTED : cli_fail("%s", gemma3_last_error());
+}
+
 /* Runs one test on a session: a warm-up run, then args->reps timed runs. */
 static int run_test(gemma3_session *s, gemma3_spec *spc, int greedy, const model_row *m,
                     const test_spec *t, int reps, int32_t *tokens, bench_result *r) {
@@ -513,13 +518,13 @@ static int run_test(gemma3_session *s, gemma3_spec *spc, int greedy, const model
     strftime(r->time, sizeof r->time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     int vocab = m->info.vocab_size;
     if (run_once(s, spc, greedy, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen ? 1 : 0) < 0)
-        return cli_fail("%s", gemma3_last_error());
+        return run_failed();
     r->n_samples = 0;
     gemma3_spec_stats before = {0}, after = {0};
     if (spc) gemma3_spec_get_stats(spc, &before);
     for (int rep = 0; rep < reps; rep++) {
-        double ns = run_once(s, spc, greedy, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen);
-        if (ns < 0) return cli_fail("%s", gemma3_last_error());
+        double ns = cli_interrupted() ? -1 : run_once(s, spc, greedy, vocab, tokens, t->n_depth, t->n_prompt, t->n_gen);
+        if (ns < 0) return run_failed();
         r->samples_ns[r->n_samples++] = ns;
     }
     if (spc) gemma3_spec_get_stats(spc, &after);
@@ -551,6 +556,7 @@ static int bench_session(gemma3_session *s, const gemma3_session_params *sp, con
     gemma3_session *ds = NULL;
     if (draft_model && gemma3_session_init(draft_model, sp, &ds) != GEMMA3_OK)
         return cli_fail("-md: %s", gemma3_last_error());
+    if (ds) cli_interrupt_watch(ds);
     for (int d = 0; d < n_d && !status; d++) {
         const int draft_max = args->drafts.n ? args->drafts.values[d] : 0;
         gemma3_spec *spc = NULL;
@@ -601,6 +607,7 @@ static int bench_model(gemma3_model *model, const gemma3_model *draft_model, con
                     status = cli_fail("%s", gemma3_last_error());
                     break;
                 }
+                cli_interrupt_watch(s);
                 model_row row = *m;
                 row.isa = gemma3_session_isa(s);
                 status = bench_session(s, &sp, &row, draft_model, args, tokens, r, n_printed, all);
@@ -641,6 +648,10 @@ static int run_bench(cli_model_opts *mo, const bench_args *args) {
     if (!all || !loads) status = cli_fail("bench: out of memory");
     for (int mi = 0; mi < args->models.n && !status; mi++)
         for (int q = 0; q < n_q && !status; q++) {
+            if (cli_interrupted()) { /* during the last model's tests or this load */
+                status = CLI_EXIT_INTERRUPTED;
+                break;
+            }
             mo->model_dir = args->models.items[mi];
             if (args->quants.n)
                 mo->mp.weight_type = (enum gemma3_weight_type)gemma3_weight_type_parse(args->quants.items[q]);
@@ -650,14 +661,21 @@ static int run_bench(cli_model_opts *mo, const bench_args *args) {
             gemma3_model_get_info(model, &m.info);
             model_label(&m.info, m.label, sizeof m.label);
             load_line(&m, loads + (size_t)n_loads++ * LOAD_LINE, LOAD_LINE);
+            cli_interrupt_catch(); /* from the first model loaded on: Ctrl-C reports the rows done */
             status = bench_model(model, draft_model, &m, mo, args, &n_printed, all);
             gemma3_model_free(model);
         }
-    if (!status && args->format == OUT_MD) {
+    /* Ctrl-C: the rows measured so far stay (printed, or in the JSON array); the test it cut
+     * short has no row */
+    int report = !status || (status == CLI_EXIT_INTERRUPTED && n_printed > 0);
+    if (status == CLI_EXIT_INTERRUPTED)
+        fprintf(stderr, "gemma3: bench: interrupted: %d row%s measured, the test in progress dropped\n",
+                n_printed, n_printed == 1 ? "" : "s");
+    if (report && args->format == OUT_MD) {
         putchar('\n');
         for (int i = 0; i < n_loads; i++) puts(loads + (size_t)i * LOAD_LINE);
     }
-    if (!status && args->format == OUT_JSON) {
+    if (report && args->format == OUT_JSON) {
         const cJSON *row;
         int k = 0;
         printf("[\n");

@@ -449,7 +449,8 @@ static int read_turn(const cJSON *t, const char *path, int vocab, turn *out) {
 static int read_transcript(const char *path, int vocab, saved_chat *sc) {
     memset(sc, 0, sizeof *sc);
     cJSON *root = NULL;
-    int rc = cli_lib(gemma3_read_json(path, &root));
+    int rc = refuse_non_regular(path); /* a FIFO is not waited on */
+    if (rc == GEMMA3_OK) rc = cli_lib(gemma3_read_json(path, &root));
     if (rc != GEMMA3_OK) return rc;
     const cJSON *sys = cJSON_GetObjectItemCaseSensitive(root, "system");
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "state");
@@ -707,7 +708,8 @@ int cmd_chat(int argc, char **argv) {
         /* the transcript first (its ids are checked against the vocabulary once it is known):
          * its seed goes into the sampler unless -s was given */
         cJSON *probe = NULL;
-        if (gemma3_read_json(c.resume, &probe) != GEMMA3_OK) return cli_fail("--resume: %s", cli_last_error());
+        if (refuse_non_regular(c.resume) != GEMMA3_OK || cli_lib(gemma3_read_json(c.resume, &probe)) != GEMMA3_OK)
+            return cli_fail("--resume: %s", cli_last_error());
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(probe, "seed");
         if (c.opts.cs.params.seed == GEMMA3_SEED_RANDOM && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
             seed->valuedouble < GEMMA3_SEED_RANDOM)

@@ -18,6 +18,21 @@ double cli_now(void);
 
 #define CLI_EXIT_USAGE 2
 #define CLI_EXIT_FAIL 1
+/* A command stopped by Ctrl-C (cli_interrupt_*): main ends the process by SIGINT. */
+#define CLI_EXIT_INTERRUPTED 130
+
+/* Ctrl-C in the commands that run long passes and then report (perplexity, bench; interrupt.c).
+ * cli_interrupt_catch: from now on SIGINT only sets a flag (no SA_RESTART). cli_interrupt_watch:
+ * the session's forward calls ask it before each chunk and between layers, and stop with
+ * GEMMA3_ERR_ABORTED once it is set. The command then prints what it measured, removes what it
+ * had begun to write and returns CLI_EXIT_INTERRUPTED; main flushes stdout and ends the process
+ * by SIGINT with its default action, as Ctrl-C ends generate (a shell's $? is 130, and a
+ * script's loop sees a process killed by SIGINT). */
+void cli_interrupt_catch(void);
+int cli_interrupted(void);
+void cli_interrupt_watch(gemma3_session *s);
+/* The end of every command (main): status, or death by SIGINT for CLI_EXIT_INTERRUPTED. */
+int cli_interrupt_finish(int status);
 
 /* Subcommands: each gets argv after the subcommand name (argv[0] = subcommand) and returns the
  * process exit status. */

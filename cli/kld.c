@@ -3,10 +3,12 @@
 #include "kld.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -121,7 +123,10 @@ int kld_read_open(kld_reader *r, const char *path, int32_t **tokens) {
     r->path = path;
     *tokens = NULL;
     struct stat st;
-    if (!(r->f = fopen(path, "rb")) || fstat(fileno(r->f), &st) != 0) {
+    /* O_NONBLOCK: a FIFO is refused below, not waited on in open() for a writer */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0 && !(r->f = fdopen(fd, "rb"))) close(fd);
+    if (!r->f || fstat(fileno(r->f), &st) != 0) {
         int rc = cli_fail(FLAG ": cannot open '%s': %s", path, strerror(errno));
         kld_read_close(r);
         return rc;

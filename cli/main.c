@@ -92,5 +92,5 @@ static int run(int argc, char **argv) {
 int main(int argc, char **argv) {
     hold_closed_std_fds();
     use_utf8_input();
-    return finish_stdout(run(argc, argv));
+    return cli_interrupt_finish(finish_stdout(run(argc, argv)));
 }

@@ -182,6 +182,7 @@ typedef struct ppl_run {
     double *nll_rows;  /* [rows per chunk]: each scored position's negative log-likelihood */
     double nll, nll2;  /* sums over the scored positions */
     long count;
+    int chunks_done;   /* all of them, or those before a Ctrl-C */
     double t_forward, t_score;
 } ppl_run;
 
@@ -210,6 +211,7 @@ static int forward_chunk(ppl_run *r, const ppl_plan *p, int chunk, int32_t *buf)
                  ? gemma3_session_forward_last(r->s, buf, p->n_ctx, p->n_ctx - first, r->logits)
                  : gemma3_session_forward_logprob(r->s, buf, p->n_ctx - 1, n_rows, buf + first + 1,
                                                   r->nll_rows);
+    if (rc == GEMMA3_ERR_ABORTED && cli_interrupted()) return CLI_EXIT_INTERRUPTED;
     if (rc != GEMMA3_OK) return cli_fail("%s", gemma3_last_error());
     if (!r->full_rows)
         for (int i = 0; i < n_rows; i++) r->nll_rows[i] = -r->nll_rows[i];
@@ -259,15 +261,15 @@ static void score_chunk(ppl_run *r, const ppl_plan *p, int chunk, int save, kld_
     r->t_score += cli_now() - t0;
 }
 
-/* llama.cpp's final line: PPL = exp(mean nll), +/- PPL times the standard error of that mean. */
-static void print_final(const ppl_run *r) {
+/* llama.cpp's final line: PPL = exp(mean nll), +/- PPL times the standard error of that mean;
+ * what = "Final estimate", or what the estimate covers when a Ctrl-C cut the run short. */
+static void print_final(const ppl_run *r, const char *what) {
     double mean = r->nll / (double)r->count, ppl = exp(mean);
     double var = r->nll2 / (double)r->count - mean * mean;
     if (r->count > 1 && var > 0)
-        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl,
-               ppl * sqrt(var / (double)(r->count - 1)));
+        printf("%s: PPL = %.4f +/- %.5f\n", what, ppl, ppl * sqrt(var / (double)(r->count - 1)));
     else
-        printf("Final estimate: PPL = %.4f +/- nan (too few positions for an error)\n", ppl);
+        printf("%s: PPL = %.4f +/- nan (too few positions for an error)\n", what, ppl);
 }
 
 static void print_progress(const ppl_plan *p, int chunk, double t_chunk) {
@@ -287,16 +289,18 @@ static int run_chunks(ppl_run *r, const ppl_plan *p, kld_writer *save, kld_reade
     if (stats) kld_stats_print_chunk_header(stdout);
     for (int c = 0; c < p->n_chunks && !rc; c++) {
         double t0 = cli_now();
-        if ((rc = forward_chunk(r, p, c, buf))) break;
+        if (cli_interrupted()) rc = CLI_EXIT_INTERRUPTED;
+        if (rc || (rc = forward_chunk(r, p, c, buf))) break;
         if (base && (rc = kld_read_rows(base, r->rows, row_floats))) break;
         score_chunk(r, p, c, save != NULL, stats);
         if (save && (rc = kld_write_rows(save, r->rows, row_floats))) break;
         if (stats) kld_stats_print_chunk(stats, c + 1, stdout);
         else printf("[%d]%.4f,", c + 1, exp(r->nll / (double)r->count));
         fflush(stdout);
+        r->chunks_done = c + 1;
         print_progress(p, c, cli_now() - t0);
     }
-    if (!stats && !rc) printf("\n");
+    if (!stats && (!rc || (rc == CLI_EXIT_INTERRUPTED && r->chunks_done))) printf("\n");
     free(buf);
     return rc;
 }
@@ -309,6 +313,24 @@ static int open_session(const gemma3_model *model, const cli_model_opts *mo, ppl
     return 0;
 }
 
+/* After a Ctrl-C: what the numbers printed cover, and that a base file was not written. */
+static void report_interrupt(const ppl_run *r, const ppl_plan *p, const ppl_args *a) {
+    char note[600] = "";
+    if (a->kld_base && !a->kl_divergence)
+        snprintf(note, sizeof note, "; '%s' not written (a base file holds every chunk)", a->kld_base);
+    fprintf(stderr, "gemma3: perplexity: interrupted after %d of %d chunks%s%s\n", r->chunks_done,
+            p->n_chunks, r->chunks_done ? ", the figures above cover those" : "", note);
+}
+
+/* The estimate so far: the whole text's, or the chunks scored before a Ctrl-C. */
+static void print_estimate(const ppl_run *r, const ppl_plan *p, int rc) {
+    char what[96];
+    snprintf(what, sizeof what, "Estimate over the first %d of %d chunks (interrupted)", r->chunks_done,
+             p->n_chunks);
+    if (!rc) print_final(r, "Final estimate");
+    else if (rc == CLI_EXIT_INTERRUPTED && r->chunks_done) print_final(r, what);
+}
+
 /* Saves (or compares with) the base file around the chunk loop. */
 static int run_and_report(ppl_run *r, const ppl_plan *p, const ppl_args *a, kld_reader *base,
                           const gemma3_model_info *info) {
@@ -317,11 +339,13 @@ static int run_and_report(ppl_run *r, const ppl_plan *p, const ppl_args *a, kld_
         kld_stats stats;
         if (kld_stats_init(&stats, (size_t)p->n_chunks * kld_rows_per_chunk(p->n_ctx)))
             return cli_fail("perplexity: out of memory");
-        if (!(rc = run_chunks(r, p, NULL, base, &stats))) {
+        rc = run_chunks(r, p, NULL, base, &stats);
+        if (!rc || (rc == CLI_EXIT_INTERRUPTED && r->chunks_done)) {
             printf("\n");
             kld_stats_print(&stats, stdout);
         }
         kld_stats_free(&stats);
+        if (rc == CLI_EXIT_INTERRUPTED) report_interrupt(r, p, a);
         return rc;
     }
     kld_writer w = {0};
@@ -332,10 +356,11 @@ static int run_and_report(ppl_run *r, const ppl_plan *p, const ppl_args *a, kld_
     }
     rc = run_chunks(r, p, a->kld_base ? &w : NULL, NULL, NULL);
     if (a->kld_base) {
-        int rc2 = kld_write_close(&w, rc == 0);
+        int rc2 = kld_write_close(&w, rc == 0); /* interrupted: discarded, nothing left behind */
         if (!rc) rc = rc2;
     }
-    if (!rc) print_final(r);
+    print_estimate(r, p, rc);
+    if (rc == CLI_EXIT_INTERRUPTED) report_interrupt(r, p, a);
     return rc;
 }
 
@@ -381,6 +406,8 @@ int cmd_perplexity(int argc, char **argv) {
     }
     r.full_rows = a.kld_base != NULL;
     if ((rc = alloc_run(&r, &p)) || (rc = open_session(model, &mo, &r))) goto done;
+    cli_interrupt_catch(); /* Ctrl-C: stop at the next chunk or layer, report what was scored */
+    cli_interrupt_watch(r.s);
     rc = run_and_report(&r, &p, &a, &base, &info);
     if (!rc && mo.verbose) print_verbose(&r, &mo);
 done:

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -418,8 +419,14 @@ int gemma3_sampler_params_load_hf(const char *path, gemma3_sampler_params *param
                                   int (*keep)(size_t offset, void *ctx), void *ctx) {
     if (!path || !params) return g3_error(GEMMA3_ERR_ARG, "generation config: NULL argument");
     if (access(path, F_OK) != 0 && errno == ENOENT) return GEMMA3_OK; /* a loop is ELOOP */
+    /* a file of the checkpoint: a FIFO or a device is refused at once, never waited on */
+    char *text;
+    size_t len;
+    int rc = g3_read_file_ex(path, G3_JSON_SIDE_MAX, 1, &text, &len);
+    if (rc != GEMMA3_OK) return rc;
     cJSON *root;
-    int rc = g3_json_load(path, &root);
+    rc = g3_json_parse(text, len, path, &root);
+    free(text);
     if (rc != GEMMA3_OK) return rc;
     gemma3_sampler_params p = *params; /* untouched unless the whole file reads */
     rc = hf_read(path, root, &p, keep, ctx);

@@ -202,6 +202,61 @@ static double compare_ref(const golden *g, const float *got, const char *what) {
     return max_err;
 }
 
+/* Sliding-window rings of other sizes, cut back and fed again: every row must be the plain
+ * run's `ref` (a ring of W slots, never cut, held to the golden by the caller), bit for bit, so
+ * the golden holds for them too. Rings of W + extra slots (extra 0, 1, 3) wrap several times
+ * over the tokens; a ring of n_ctx = n slots never wraps (the full-cache path). After each chunk
+ * the cache is cut back as far as the rings allow, gemma3_session_truncate_min: pos - extra - 1
+ * once a ring has wrapped, 4 tokens when nothing limits it; one token further is refused and
+ * changes nothing. The cut tokens are then fed again, their rows overwriting the first ones. */
+static void check_ring_cuts(const gemma3_model *m, const mode *md, const char *isa, const golden *g,
+                            const float *ref, float *out, const char *what) {
+    gemma3_model_info info;
+    gemma3_model_get_info(m, &info);
+    const int n = g->n_tokens, V = g->n_vocab, W = info.sliding_window;
+    const struct { int n_ctx, extra; } rings[] = {{0, 0}, {0, 1}, {n, 3}, {n, n}};
+    const int chunks[] = {5, 3, 9, 1, 7, 2};
+    for (size_t r = 0; r < sizeof rings / sizeof rings[0]; r++) {
+        gemma3_session_params sp = gemma3_session_default_params();
+        sp.exact = md->exact, sp.kv_type = md->kv_type, sp.isa = isa, sp.n_threads = 1;
+        sp.n_ctx = rings[r].n_ctx, sp.n_swa_extra = rings[r].extra;
+        gemma3_session *s = NULL;
+        if (gemma3_session_init(m, &sp, &s) != GEMMA3_OK) {
+            CHECK_MSG(0, "%s: session_init: %s", what, gemma3_last_error());
+            continue;
+        }
+        const int slots = W + rings[r].extra < gemma3_session_n_ctx(s) ? W + rings[r].extra : gemma3_session_n_ctx(s);
+        int cuts = 0, ok = 1;
+        memset(out, 0, (size_t)n * V * sizeof(float));
+        for (int i = 0, pos = 0; pos < n && ok; i++) {
+            int step = chunks[i % 6] < n - pos ? chunks[i % 6] : n - pos;
+            ok = gemma3_session_forward(s, g->tokens + pos, step, out + (size_t)pos * V) == GEMMA3_OK;
+            pos += step;
+            int least = gemma3_session_truncate_min(s);
+            /* pos - slots: the oldest position the ring still holds; the cut's query needs W - 1 more */
+            int want = pos > slots ? pos - slots + W - 1 : 0;
+            CHECK_MSG(least == (want < pos ? want : pos), "%s, ring %d: truncate_min %d at %d, not %d",
+                      what, slots, least, pos, want < pos ? want : pos);
+            int to = least > pos - 4 ? least : pos - 4;
+            if (!ok || to <= 0 || to >= pos) continue;
+            if (to > 1 && to == least)
+                CHECK_EQ_INT(gemma3_session_truncate(s, to - 1), GEMMA3_ERR_UNSUPPORTED);
+            CHECK_EQ_INT(gemma3_session_pos(s), pos);
+            ok = gemma3_session_truncate(s, to) == GEMMA3_OK &&
+                 gemma3_session_forward(s, g->tokens + to, pos - to, out + (size_t)to * V) == GEMMA3_OK;
+            cuts++;
+        }
+        CHECK_MSG(ok, "%s, ring %d: %s", what, slots, gemma3_last_error());
+        CHECK(cuts >= 6);
+        int bad = -1;
+        for (int t = 0; t < n && bad < 0; t++)
+            if (memcmp(out + (size_t)t * V, ref + (size_t)t * V, (size_t)V * sizeof(float)) != 0) bad = t;
+        CHECK_MSG(bad < 0, "%s: ring of %d slots cut back %d times: position %d differs from the plain run",
+                  what, slots, cuts, bad);
+        gemma3_session_free(s);
+    }
+}
+
 static void test_checkpoint(const golden *g) {
     char dir[512];
     snprintf(dir, sizeof dir, GOLDEN "/%s", g->name);
@@ -262,6 +317,7 @@ static void test_checkpoint(const golden *g) {
                 check_forward_last(s, g->tokens, n, a, c, V, g3_kernels_get((g3_isa)ii), what);
                 gemma3_session_free(s);
             }
+            check_ring_cuts(m, md, isas[ii], g, a, c, what);
         }
     }
     free(a);
@@ -404,6 +460,45 @@ static int eval_dir(const char *dir, const int32_t *tokens, int n, float *out) {
     return rc == GEMMA3_OK ? 0 : -1;
 }
 
+static void remove_scratch(const char *tmpl) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", tmpl);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
+    unlink(path);
+    rmdir(tmpl);
+}
+
+/* A scratch checkpoint for a config variant of golden g: tmpl (a mkdtemp template) made, with
+ * g's weights linked in; *text g's config.json (malloc'd). 0, or -1 after a skip or failure. */
+static int scratch_checkpoint(const golden *g, char *tmpl, char **text) {
+    char path[600], cwd[512], target[700];
+    size_t len = 0;
+    *text = NULL;
+    if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
+        CHECK_SKIP("%s: a config variant: mkdtemp or getcwd failed", g->name);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
+    snprintf(target, sizeof target, "%s/" GOLDEN "/%s/model.safetensors", cwd, g->name);
+    CHECK(symlink(target, path) == 0);
+    snprintf(path, sizeof path, GOLDEN "/%s/config.json", g->name);
+    CHECK(g3_read_file(path, text, &len) == GEMMA3_OK);
+    if (!*text) remove_scratch(tmpl);
+    return *text ? 0 : -1;
+}
+
+/* Writes text as tmpl's config.json; 0 or -1. */
+static int write_config(const char *tmpl, const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", tmpl);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    CHECK_MSG(ok, "cannot write %s", path);
+    return ok ? 0 : -1;
+}
+
 /* Attention softcapping, s <- cap * tanh(s / cap). transformers' Gemma 3 ignores
  * attn_logit_softcapping (it stays null in every released config), so no HF golden can hold it.
  * On tiny-knobs' weights: cap 1.0 (inside the score range: it moves the logits by ~1.5) against
@@ -412,39 +507,27 @@ static int eval_dir(const char *dir, const int32_t *tokens, int n, float *out) {
  * exact mode; and self-consistency: a cap far above every score (1e4; |s| is O(1) here,
  * c*tanh(s/c) - s ~ s^3/(3c^2) ~ 1e-9) gives the uncapped logits, a cap of 0.5 moves them. */
 static void test_attn_softcap(const golden *g) {
-    char tmpl[] = "/tmp/g3-softcap-XXXXXX", path[600], cwd[512];
+    char tmpl[] = "/tmp/g3-softcap-XXXXXX", src[600], *text = NULL;
     const int n = 16, V = g->n_vocab;
-    if (!mkdtemp(tmpl) || !getcwd(cwd, sizeof cwd)) {
-        CHECK_SKIP("attention softcap check: mkdtemp or getcwd failed");
+    if (scratch_checkpoint(g, tmpl, &text) != 0) {
+        free(text);
         return;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    char target[700];
-    snprintf(target, sizeof target, "%s/" GOLDEN "/%s/model.safetensors", cwd, g->name);
-    CHECK(symlink(target, path) == 0);
-    char src[600], *text = NULL;
-    size_t len = 0;
-    snprintf(src, sizeof src, GOLDEN "/%s/config.json", g->name);
-    CHECK(g3_read_file(src, &text, &len) == GEMMA3_OK);
     const char *key = "\"attn_logit_softcapping\": null";
-    char *at = text ? strstr(text, key) : NULL;
-    CHECK_MSG(at != NULL, "%s has no null attn_logit_softcapping", src);
+    char *at = strstr(text, key);
+    CHECK_MSG(at != NULL, "%s has no null attn_logit_softcapping", g->name);
     float *base = malloc((size_t)n * V * sizeof(float)), *x = malloc((size_t)n * V * sizeof(float));
     snprintf(src, sizeof src, GOLDEN "/%s", g->name);
     if (at && base && x && eval_dir(src, g->tokens, n, base) == 0) {
         static const double caps[] = {1e4, 0.5, 1.0};
-        char *ref = NULL;
+        char *ref = NULL, variant[4096];
         size_t ref_len = 0;
         CHECK(g3_read_file(GOLDEN "/tiny-knobs-acap1.logits.f32", &ref, &ref_len) == GEMMA3_OK);
         CHECK_EQ_INT(ref_len, (size_t)n * V * sizeof(float));
         for (int ci = 0; ci < 3; ci++) {
-            snprintf(path, sizeof path, "%s/config.json", tmpl);
-            FILE *f = fopen(path, "w");
-            CHECK(f != NULL);
-            if (!f) break;
-            fprintf(f, "%.*s\"attn_logit_softcapping\": %.1f%s", (int)(at - text), text, caps[ci],
-                    at + strlen(key));
-            fclose(f);
+            snprintf(variant, sizeof variant, "%.*s\"attn_logit_softcapping\": %.1f%s", (int)(at - text), text,
+                     caps[ci], at + strlen(key));
+            if (write_config(tmpl, variant) != 0) break;
             if (eval_dir(tmpl, g->tokens, n, x) != 0) continue;
             double d = 0;
             for (size_t i = 0; i < (size_t)n * V; i++) d = fmax(d, fabs((double)x[i] - base[i]));
@@ -467,11 +550,86 @@ static void test_attn_softcap(const golden *g) {
     free(base);
     free(x);
     free(text);
-    snprintf(path, sizeof path, "%s/config.json", tmpl);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", tmpl);
-    unlink(path);
-    rmdir(tmpl);
+    remove_scratch(tmpl);
+}
+
+/* Config defaults: the golden's config.json with every key that affects the logits and holds
+ * transformers' Gemma3TextConfig default removed (configuration_gemma3.py: rope_theta 1e6,
+ * rope_local_base_freq 1e4, rms_norm_eps 1e-6, sliding_window_pattern 6 and the layer_types it
+ * gives, both softcaps and rope_scaling null, hidden_activation gelu_pytorch_tanh). HF builds the
+ * same model from either file, so the golden logits hold for it: exact mode within 1e-3, and the
+ * same bits as the full config. A key is removed only where its value is that default; the
+ * three RoPE / norm keys must be among them (every golden sets them). */
+typedef struct hf_default {
+    const char *key;
+    double value; /* for numbers */
+    int is_null;  /* null is the default */
+} hf_default;
+
+static const hf_default hf_defaults[] = {
+    {"rope_theta", 1e6, 0}, {"rope_local_base_freq", 1e4, 0}, {"rms_norm_eps", 1e-6, 0},
+    {"sliding_window_pattern", 6, 0}, {"attn_logit_softcapping", 0, 1},
+    {"final_logit_softcapping", 0, 1}, {"rope_scaling", 0, 1},
+};
+
+/* Removes from obj the keys whose values are HF's defaults; returns how many. */
+static int strip_hf_defaults(cJSON *obj) {
+    int removed = 0;
+    for (size_t i = 0; i < sizeof hf_defaults / sizeof hf_defaults[0]; i++) {
+        const hf_default *d = &hf_defaults[i];
+        cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, d->key);
+        if (!it || (d->is_null ? !cJSON_IsNull(it) : !(cJSON_IsNumber(it) && it->valuedouble == d->value)))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, d->key);
+        removed += i < 3; /* the RoPE and norm keys */
+    }
+    cJSON *act = cJSON_GetObjectItemCaseSensitive(obj, "hidden_activation");
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_pytorch_tanh") == 0)
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "hidden_activation");
+    /* layer_types: removed where the default pattern (every 6th layer full) gives it */
+    cJSON *lt = cJSON_GetObjectItemCaseSensitive(obj, "layer_types"), *e;
+    int i = 0, same = cJSON_IsArray(lt) && !cJSON_GetObjectItemCaseSensitive(obj, "_sliding_window_pattern");
+    cJSON_ArrayForEach(e, lt) {
+        const char *want = (i + 1) % 6 == 0 ? "full_attention" : "sliding_attention";
+        same = same && cJSON_IsString(e) && strcmp(e->valuestring, want) == 0;
+        i++;
+    }
+    if (same) cJSON_DeleteItemFromObjectCaseSensitive(obj, "layer_types");
+    return removed;
+}
+
+static void test_config_defaults(const golden *g) {
+    char tmpl[] = "/tmp/g3-defaults-XXXXXX", src[600], *text = NULL;
+    const int n = g->n_tokens, V = g->n_vocab;
+    if (scratch_checkpoint(g, tmpl, &text) != 0) {
+        free(text);
+        return;
+    }
+    cJSON *root = cJSON_Parse(text);
+    cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    int removed = strip_hf_defaults(tc ? tc : root);
+    CHECK_MSG(removed == 3, "%s: %d of rope_theta, rope_local_base_freq, rms_norm_eps at HF's default",
+              g->name, removed);
+    char *stripped = root ? cJSON_Print(root) : NULL;
+    float *full = malloc((size_t)n * V * sizeof(float)), *x = malloc((size_t)n * V * sizeof(float));
+    snprintf(src, sizeof src, GOLDEN "/%s", g->name);
+    if (stripped && full && x && write_config(tmpl, stripped) == 0 && eval_dir(src, g->tokens, n, full) == 0 &&
+        eval_dir(tmpl, g->tokens, n, x) == 0) {
+        char what[128];
+        snprintf(what, sizeof what, "%s defaults", g->name);
+        double err = compare_ref(g, x, what);
+        CHECK_MSG(err <= 1e-3, "%s: max |logit - ref| %.3g > 1e-3", what, err);
+        CHECK_MSG(memcmp(x, full, (size_t)n * V * sizeof(float)) == 0,
+                  "%s: the config without its default keys gives other logits", what);
+        printf("%-34s config defaults: max |logit - HF fp32| = %.3e, %zu bytes of config\n", g->name,
+               err, strlen(stripped));
+    }
+    free(full);
+    free(x);
+    cJSON_free(stripped);
+    cJSON_Delete(root);
+    free(text);
+    remove_scratch(tmpl);
 }
 
 int main(void) {
@@ -489,6 +647,7 @@ int main(void) {
         test_greedy(&g);
         if (i == 0) test_session_edges(&g);
         if (i == 2) test_attn_softcap(&g);
+        test_config_defaults(&g);
         free(g.logits);
     }
     return check_report();

@@ -18,6 +18,7 @@
  *   viable prefix (or, once ended, a complete match) for it.
  * - The 262,144-piece tokenizer with grammars/json.gbnf along a document: the mask of the trie
  *   walk, of the per-token scan and of one-token checks agree, cached or not. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -444,6 +445,20 @@ static void test_json_schema(void) {
          "\"additionalProperties\": true}",
          {"{}", "{\"b\": 1, \"x\": [null]}", "{\"x\": \"s\", \"y\": {}}", "{\"a\": 1, \"b\": 2}"},
          {"{, \"x\": 1}", "{\"b\": 1,, \"x\": 1}", "{\"b\": 1 \"x\": 1}", "{\"x\": 1,}"}},
+        /* an additional member never has a declared name (in any spelling): a declared member
+         * of the wrong type, or twice, does not slip through as an additional one */
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}, \"ab\": {\"type\": \"integer\"}, "
+         "\"q\\\"k\": {\"type\": \"integer\"}, \"t\\u0001\": {\"type\": \"integer\"}}, "
+         "\"additionalProperties\": true}",
+         {"{\"b\": \"x\"}", "{\"a\": 1, \"abc\": \"x\"}", "{\"aa\": \"s\", \"\": 1}",
+          "{\"q\": 1, \"q\\\"kk\": true, \"\\\"\": 2}", "{\"t\": 1, \"t\\u0002\": 2, \"t\\u0001x\": 3}",
+          "{\"ab\": 1, \"b\": [], \"a\\n\": 2}", "{\"\xc3\xa9" "a\": 1}"},
+         {"{\"a\": \"x\"}", "{\"ab\": \"x\"}", "{\"a\": 1, \"a\": 2}", "{\"b\": 1, \"a\": 1}",
+          "{\"q\\\"k\": \"s\"}", "{\"\\u0061\": \"x\"}", "{\"t\\u0001\": \"x\"}", "{\"a\\/\": 1}"}},
+        {"{\"properties\": {\"a\": {\"type\": \"integer\"}}, \"additionalProperties\": "
+         "{\"type\": \"integer\"}}",
+         {"{\"a\": 1}", "{\"b\": 1, \"c\": 2}", "{\"a\": 1, \"aa\": 2}"},
+         {"{\"a\": 1, \"a\": 2}", "{\"b\": 1, \"a\": 2}", "{\"a\": 1, \"b\": 2, \"a\": 3}"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gemma3_grammar *g = schema_grammar(cases[i].schema);
@@ -520,6 +535,76 @@ static void test_json_schema(void) {
 
 /* Integer bounds, checked against every integer in a window: the grammar matches v exactly when
  * lo <= v <= hi. And the string formats. */
+/* A generated document under the schema of test_schema_generation: declared members (a, ab)
+ * integers, each at most once; additional members strings of at most 3 characters. 1 if so. */
+static int valid_extra_doc(const char *doc, char *why, size_t n) {
+    cJSON *root = cJSON_Parse(doc);
+    int ok = cJSON_IsObject(root), seen[2] = {0};
+    if (!ok) snprintf(why, n, "not a JSON object");
+    for (const cJSON *m = root ? root->child : NULL; ok && m; m = m->next) {
+        int d = strcmp(m->string, "a") == 0 ? 0 : strcmp(m->string, "ab") == 0 ? 1 : -1;
+        if (d >= 0) {
+            ok = cJSON_IsNumber(m) && m->valuedouble == floor(m->valuedouble) && !seen[d]++;
+        } else {
+            size_t chars = 0;
+            for (const char *p = cJSON_IsString(m) ? m->valuestring : ""; *p; p++)
+                chars += ((unsigned char)*p & 0xC0) != 0x80;
+            ok = cJSON_IsString(m) && chars <= 3;
+        }
+        if (!ok) snprintf(why, n, "member '%s'", m->string);
+    }
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* Generation under a schema with additionalProperties, the logits pushing towards documents it
+ * forbids (a declared name as an additional member with a string value, a declared member twice):
+ * every document drawn, greedy or at temperature 1, is one the schema allows. */
+static void test_schema_generation(void) {
+    gemma3_grammar *g = schema_grammar(
+        "{\"properties\": {\"a\": {\"type\": \"integer\"}, \"ab\": {\"type\": \"integer\"}}, "
+        "\"additionalProperties\": {\"type\": \"string\", \"maxLength\": 3}}");
+    CHECK(g != NULL);
+    if (!g) return;
+    static const char *const pushed[] = {"{\"a\": \"x\"}", "{\"ab\": \"xy\"}", "{\"b\": \"x\", \"a\": \"y\"}",
+                                         "{\"a\": 1, \"a\": \"z\"}", "{\"a\": 1, \"ab\": 2, \"ab\": 3}"};
+    int drawn = 0, finished = 0, bad = 0;
+    for (size_t t = 0; t < sizeof pushed / sizeof pushed[0]; t++)
+        for (int run = 0; run < 21; run++) {
+            gemma3_sampler_params sp = gemma3_sampler_default_params();
+            sp.seed = (uint32_t)run;
+            sp.temperature = run == 0 ? 0.0f : 1.0f;
+            sp.top_k = 0;
+            sp.top_p = 1.0f;
+            gemma3_sampler *s;
+            if (gemma3_sampler_init(&sp, 257, &s) != GEMMA3_OK) continue;
+            gemma3_grammar_reset(g);
+            char doc[320];
+            size_t len = 0, want = strlen(pushed[t]);
+            for (int step = 0; step < 300 && !gemma3_grammar_finished(g); step++) {
+                float logits[257];
+                for (int i = 0; i < 257; i++) logits[i] = rng_f();
+                logits['"'] += 3, logits['}'] += 3, logits['1'] += 2, logits[byte_end] += 6;
+                if (len < want) logits[(unsigned char)pushed[t][len]] += 8;
+                int32_t id = gemma3_grammar_sample(g, s, logits, step);
+                if (id < 0 || gemma3_grammar_accept(g, id) != GEMMA3_OK) break;
+                if (id != byte_end && len + 1 < sizeof doc) doc[len++] = (char)id;
+            }
+            doc[len] = '\0';
+            gemma3_sampler_free(s);
+            drawn++;
+            if (!gemma3_grammar_finished(g)) continue;
+            finished++;
+            char why[128];
+            if (!valid_extra_doc(doc, why, sizeof why) && bad++ < 5)
+                fprintf(stderr, "pushed towards %s, drew %s: %s\n", pushed[t], doc, why);
+        }
+    printf("schema generation: %d of %d draws ended, %d of them break the schema\n", finished, drawn, bad);
+    CHECK_MSG(bad == 0, "%d of %d drawn documents break the schema", bad, finished);
+    CHECK_MSG(finished * 10 >= drawn * 9, "only %d of %d draws ended", finished, drawn);
+    gemma3_grammar_free(g);
+}
+
 static void test_json_integers(void) {
     static const struct {
         const char *bounds;
@@ -1436,6 +1521,7 @@ int main(void) {
     timed("shipped", test_shipped);
     timed("json_schema", test_json_schema);
     timed("json_integers", test_json_integers);
+    timed("schema_generation", test_schema_generation);
     timed("distribution", test_distribution);
     timed("bans", test_bans);
     timed("scale", test_scale);

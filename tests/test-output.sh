@@ -73,6 +73,30 @@ $G3 $EVAL --dump-logits "$TMP/x.bin" 2>/dev/null
 ln -s kl.real "$TMP/kl.link"
 $G3 perplexity -m "$M" --tokens "$(seq -s, 100 140)" -c 8 --kl-divergence-base "$TMP/kl.link" >/dev/null 2>&1
 [ -L "$TMP/kl.link" ] && [ -s "$TMP/kl.real" ] && ok || bad "--kl-divergence-base through a symlink"
+# quantize -o FILE.gguf goes through the same rule: a link stays a link, a FIFO's reader gets the
+# file, a device node stays one, a stale temporary is removed
+mkdir "$TMP/gg"
+$G3 quantize -m "$M" -o "$TMP/gg/ref.gguf" --type q8_0 2>/dev/null || bad "quantize -o ref.gguf"
+echo old >"$TMP/gg/real.gguf"
+ln -s real.gguf "$TMP/gg/link.gguf"
+: >"$TMP/gg/real.gguf.tmp.4194301"
+$G3 quantize -m "$M" -o "$TMP/gg/link.gguf" --type q8_0 2>/dev/null
+[ -L "$TMP/gg/link.gguf" ] && cmp -s "$TMP/gg/real.gguf" "$TMP/gg/ref.gguf" && [ ! -e "$TMP/gg/real.gguf.tmp.4194301" ] &&
+    ok || bad "quantize -o LINK.gguf: link replaced, its file not the GGUF, or the stale temporary left"
+mkfifo "$TMP/gg/fifo.gguf"
+$TO cat "$TMP/gg/fifo.gguf" >"$TMP/gg/from-fifo" &
+$TO $G3 quantize -m "$M" -o "$TMP/gg/fifo.gguf" --type q8_0 2>"$TMP/err"
+rc=$?
+[ -p "$TMP/gg/fifo.gguf" ] || echo x >"$TMP/gg/fifo.gguf" 2>/dev/null
+wait
+[ $rc -eq 0 ] && [ -p "$TMP/gg/fifo.gguf" ] && cmp -s "$TMP/gg/from-fifo" "$TMP/gg/ref.gguf" && ok ||
+    bad "quantize -o FIFO.gguf: exit $rc, fifo kept: $([ -p "$TMP/gg/fifo.gguf" ] && echo yes || echo no); $(cat "$TMP/err")"
+if [ -n "$FULL" ]; then
+    ln -s "$FULL" "$TMP/gg/full.gguf"
+    expect_error "quantize -o a full device" 1 "No space left on device" \
+        $G3 quantize -m "$M" -o "$TMP/gg/full.gguf" --type q8_0
+    [ -c "$FULL" ] && [ -L "$TMP/gg/full.gguf" ] && ok || bad "quantize -o replaced the device node or its link"
+fi
 
 # ---- a KL base file's rows are checked as they are read ------------------------------------------
 KL="perplexity -m $M --tokens $(seq -s, 100 140) -c 8"
@@ -195,11 +219,67 @@ printf 'Hi\n' | $G3 chat -m "$M" -t 2 -n 8 -s 5 >"$TMP/want" 2>/dev/null
 if python3 tests/interrupt_prefill.py "$TMP/long.txt" "$TMP/want" -- $G3 chat -m "$M" -t 1 -n 8 -s 5 >"$TMP/int.out" 2>&1
 then ok; else bad "Ctrl-C in a prefill: $(cat "$TMP/int.out")"; fi
 
+# ---- Ctrl-C in perplexity and bench: stopped within 0.5 s inside a pass of ~2 s (33M parameters,
+# vocabulary 4096, 1 thread), the figures so far printed, no base file left, ended by SIGINT ----
+# (a sanitizer build runs some 20 times slower: shorter passes and a bound of 3 s, still well
+# inside a pass, which the session cuts between layers of its 512-token chunks)
+STOP=0.5 CHUNK=3000 PP=2048 JSON_PP=4096 JSON_DELAY=1.5
+case "$G3_BUILD" in *san*) STOP=3 CHUNK=1000 PP=256 JSON_PP=2048 JSON_DELAY=8 ;; esac
+NCH=$((12000 / CHUNK))
+S="$TMP/slow"
+"$GEN" tiny "$S" --seed 3 --vocab 4096 --hidden 512 --intermediate 2048 --layers 8 --heads 8 \
+    --kv-heads 2 --head-dim 64 >/dev/null 2>&1 || bad "gen-checkpoint for the Ctrl-C checks"
+IDS=$(python3 -c "print(','.join(str(2 + (i * 37) % 4000) for i in range(12000)))")
+# interrupted RUN_ARGS...: tests/interrupt_run.py, its verdict line in $TMP/int.out
+interrupted() {
+    python3 tests/interrupt_run.py "$@" >"$TMP/int.out" 2>&1
+}
+if interrupted '[1]' 0.3 $STOP "$TMP/o" "$TMP/e" -- $G3 perplexity -m "$S" --tokens "$IDS" -c $CHUNK -t 1 &&
+    k=$(sed -n "s/^Estimate over the first \([0-9]*\) of $NCH chunks (interrupted): PPL = [0-9.]* +\/- [0-9.]*\$/\1/p" "$TMP/o") &&
+    [ -n "$k" ] && [ "$k" -lt $NCH ] && ! grep -q "Final estimate" "$TMP/o" &&
+    grep -q "^gemma3: perplexity: interrupted after $k of $NCH chunks, the figures above cover those\$" "$TMP/e"
+then ok; else bad "Ctrl-C in perplexity: $(cat "$TMP/int.out") $(cat "$TMP/o" "$TMP/e")"; fi
+mkdir "$TMP/kb"
+if interrupted '[1]' 0.3 $STOP "$TMP/o" "$TMP/e" -- $G3 perplexity -m "$S" --tokens "$IDS" -c $CHUNK -t 1 \
+    --kl-divergence-base "$TMP/kb/base.kld" &&
+    grep -q "interrupted after [0-9]* of $NCH chunks.*; '$TMP/kb/base.kld' not written" "$TMP/e" &&
+    [ -z "$(ls -A "$TMP/kb")" ]
+then ok; else bad "Ctrl-C in perplexity writing a KL base: $(cat "$TMP/int.out") $(tail -c 300 "$TMP/e"); left: $(ls -A "$TMP/kb")"; fi
+if interrupted '| gemma3' 0.3 $STOP "$TMP/o" "$TMP/e" -- $G3 bench -m "$S" -p $PP -n 0 -d 0,$PP -r 3 -t 1 &&
+    [ "$(grep -c '^| gemma3 33M BF16 ' "$TMP/o")" -eq 1 ] && grep -q "^load $S: " "$TMP/o" &&
+    grep -q "^gemma3: bench: interrupted: 1 row measured, the test in progress dropped\$" "$TMP/e"
+then ok; else bad "Ctrl-C in bench: $(cat "$TMP/int.out") $(cat "$TMP/o" "$TMP/e")"; fi
+# -o json prints its array at the end: the rows measured before the Ctrl-C
+if interrupted '' $JSON_DELAY $STOP "$TMP/o" "$TMP/e" -- $G3 bench -m "$S" -p 16,$JSON_PP -n 0 -r 3 -t 1 -o json &&
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (len(r) == 1 and r[0]['test'] == 'pp16'))" "$TMP/o"
+then ok; else bad "Ctrl-C in bench -o json: $(cat "$TMP/int.out") $(head -c 300 "$TMP/o") $(cat "$TMP/e")"; fi
+
 # ---- inputs: a FIFO weight file, an oversized config, a softcap that is 0 as a float; -t capped ---
 mkdir "$TMP/fm"
 cp "$M/config.json" "$M/tokenizer.model" "$TMP/fm/"
 mkfifo "$TMP/fm/model.safetensors"
 expect_error "a FIFO as model.safetensors" 1 "$TMP/fm/model.safetensors: not a regular file" $TO $G3 info -m "$TMP/fm"
+# every other file of a checkpoint, and the files read back (a KL base, a saved chat): a FIFO
+# with no writer is refused at once, never waited on ($TO: a hang is a failure, not a stuck run)
+rm "$TMP/fm/model.safetensors"
+ln -s "$M/model.safetensors" "$TMP/fm/model.safetensors"
+rm "$TMP/fm/tokenizer.model" && mkfifo "$TMP/fm/tokenizer.model"
+expect_error "a FIFO as tokenizer.model" 1 "$TMP/fm/tokenizer.model: not a regular file" $TO $G3 info -m "$TMP/fm"
+rm "$TMP/fm/tokenizer.model" && cp "$M/tokenizer.model" "$TMP/fm/" && mkfifo "$TMP/fm/generation_config.json"
+expect_error "a FIFO as generation_config.json" 1 "$TMP/fm/generation_config.json: not a regular file" \
+    $TO $G3 -m "$TMP/fm" -p hi -n 1
+expect_error "a FIFO beside the weights to quantize" 1 "$TMP/fm/generation_config.json: not a regular file" \
+    $TO $G3 quantize -m "$TMP/fm" -o "$TMP/fm-q8" --type q8_0
+[ ! -e "$TMP/fm-q8" ] && ok || bad "quantize from a checkpoint with a FIFO left $TMP/fm-q8"
+rm "$TMP/fm/generation_config.json"
+mkfifo "$TMP/fifo-in"
+expect_error "a FIFO as the KL base read back" 1 "fifo-in' is not a regular file" \
+    $TO $G3 perplexity -m "$M" --tokens "$(seq -s, 100 140)" -c 8 --kl-divergence --kl-divergence-base "$TMP/fifo-in"
+expect_error "a FIFO as the chat to resume" 1 "fifo-in: not a regular file" \
+    $TO $G3 chat -m "$M" --resume "$TMP/fifo-in" </dev/null
+printf '/load %s\n' "$TMP/fifo-in" | $TO $G3 chat -m "$M" --commands >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "/load: .*fifo-in: not a regular file" "$TMP/err" && ok || bad "/load of a FIFO: exit $rc: $(head -c 200 "$TMP/err")"
 sed 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 1e-300/' "$M/config.json" >"$TMP/fm/config.json"
 expect_error "a softcap of 1e-300" 1 "attn_logit_softcapping: 1e-300 is not a positive number" $G3 info -m "$TMP/fm"
 head -c 2000000 /dev/zero >"$TMP/fm/config.json"
