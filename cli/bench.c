@@ -244,7 +244,7 @@ static void model_label(const gemma3_model_info *info, char *buf, size_t n) {
     else snprintf(size, sizeof size, "%.0fM", p / 1e6);
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (info->n_layers == named[i].n_layers) snprintf(size, sizeof size, "%s", named[i].size);
-    snprintf(buf, n, "gemma3 %s %s", size, type);
+    snprintf(buf, n, "gemma3 %s %s", size, info->weight_mix_label ? info->weight_mix_label : type);
 }
 
 /* The CPU's name as /proc/cpuinfo gives it ("" where it does not). */

@@ -8,7 +8,9 @@
 #     OUTDIR     default tests/data/quant
 #
 # Writes k-input.bf16 (ROWS x COLS little-endian bf16, the rows described in the generator
-# below: bf16 like a checkpoint's weights, and half the bytes of float32), and k-q4_k.bin, k-q5_k.bin, k-q6_k.bin (ROWS x COLS/256 blocks of 144, 176, 210 bytes).
+# below: bf16 like a checkpoint's weights, and half the bytes of float32); k-q4_k.bin,
+# k-q5_k.bin, k-q6_k.bin (ROWS x COLS/256 blocks of 144, 176, 210 bytes); k-q8_k.bin, the
+# activation blocks (Q8_K, quantize_row_q8_K_ref: 292 bytes per 256) of the last 16 rows.
 # The small C program below is a fixture generator only (it links llama.cpp's libggml-base);
 # tests/test-quant-k.c holds quant-k.c to its output byte for byte.
 set -eu
@@ -23,6 +25,9 @@ cat >"$TMP/gen.c" <<'CEOF'
 #include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
+
+/* ggml-base's (ggml-quants.h, an internal header): the K-quants' activation blocks */
+void quantize_row_q8_K_ref(const float *x, void *y, int64_t k);
 
 #define ROWS 64
 #define COLS 2048 /* a real row length (1B's q_proj input is 1152, 4B's hidden 2560; 2048 = 8 super-blocks) */
@@ -83,10 +88,15 @@ int main(int argc, char **argv) {
         if (!(f = fopen(path, "wb")) || fwrite(q, n, 1, f) != 1 || fclose(f)) return 1;
         free(q);
     }
+    /* the activation blocks (Q8_K, 292 bytes each) of the last 16 rows: every kind, the edge row */
+    static unsigned char q8k[16 * COLS / 256 * 292];
+    quantize_row_q8_K_ref(x + (ROWS - 16) * COLS, q8k, 16 * COLS);
+    snprintf(path, sizeof path, "%s/k-q8_k.bin", argv[1]);
+    if (!(f = fopen(path, "wb")) || fwrite(q8k, sizeof q8k, 1, f) != 1 || fclose(f)) return 1;
     return 0;
 }
 CEOF
 cc -O2 -std=gnu11 -I"$LLAMA/ggml/include" "$TMP/gen.c" -o "$TMP/gen" -L"$LLAMA/build/bin" -lggml-base -lm \
     -Wl,-rpath,"$LLAMA/build/bin"
 "$TMP/gen" "$OUT"
-echo "wrote $OUT/k-input.bf16 k-q4_k.bin k-q5_k.bin k-q6_k.bin (llama.cpp $(git -C "$LLAMA" rev-parse --short=9 HEAD 2>/dev/null || echo '?'))"
+echo "wrote $OUT/k-input.bf16 k-q4_k.bin k-q5_k.bin k-q6_k.bin k-q8_k.bin (llama.cpp $(git -C "$LLAMA" rev-parse --short=9 HEAD 2>/dev/null || echo '?'))"
