@@ -12,7 +12,8 @@ TOK=models/wordnet-gemma/tokenizer.model
     --heads 4 --kv-heads 1 --head-dim 64 --qpas 64 --seed 3 --tokenizer "$TOK" >/dev/null || bad "gen deep"
 "$GEN" tiny "$TMP/narrow" --layers 8 --hidden 256 --intermediate 1152 --vocab 4096 \
     --heads 4 --kv-heads 1 --head-dim 64 --qpas 64 --seed 4 --tokenizer "$TOK" >/dev/null || bad "gen narrow"
-for pair in deep:q4_k_m deep:q5_k_m deep:q4_k_s deep:q5_k_s deep:q6_k narrow:q6_k; do
+for pair in deep:q4_k_m deep:q5_k_m deep:q4_k_s deep:q5_k_s deep:q6_k narrow:q4_k_m narrow:q5_k_m narrow:q4_k_s \
+    narrow:q5_k_s narrow:q6_k; do
     shape=${pair%%:*} r=${pair#*:}
     grep "^$shape $r " "$FIX" | cut -d' ' -f3- | sort >"$TMP/want"
     if ! "$G3" quantize -m "$TMP/$shape" -o "$TMP/$shape-$r.gguf" --type "$r" -t 2 2>"$TMP/err"; then
