@@ -79,6 +79,7 @@ LIB_SRCS += grammar-parse.c
 LIB_SRCS += speculative.c
 LIB_SRCS += outfile.c
 LIB_SRCS += gguf.c gguf-model.c
+LIB_SRCS += quant-k.c quant-mix.c
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_SRCS := $(wildcard tests/test-*.c)
 TOOL_SRCS := $(wildcard tools/*.c)

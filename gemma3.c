@@ -12,6 +12,8 @@
  * bit-identical for any thread count and for any split of a sequence into forward calls. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "gemma3.h"
 #include "gguf-model.h"
 #include "kernels.h"
+#include "quant-mix.h"
 #include "quant.h"
 #include "safetensors.h"
 #include "session-view.h"
@@ -76,22 +79,36 @@ int gemma3_model_load(const char *dir, gemma3_model **out) { return gemma3_model
 
 /* The public enum is the type table's index (quant.h): no conversion. */
 const char *gemma3_weight_type_name(enum gemma3_weight_type type) {
+    if (g3_mix_is_recipe((int)type)) return g3_mix_name((int)type);
     return type == GEMMA3_WEIGHTS_AS_STORED ? "as-stored" : g3_wtype_name(type);
 }
 
 int gemma3_weight_type_parse(const char *name) {
     int t = g3_wtype_parse(name);
+    if (t < 0) t = g3_mix_parse(name);
     if (t < 0)
         return g3_error(GEMMA3_ERR_ARG, "weight type '%s' is not one of %s", name ? name : "(null)",
-                        g3_wtype_list(0));
+                        gemma3_weight_type_list(0));
     return t;
 }
 
 int gemma3_weight_type_is_quantized(enum gemma3_weight_type type) {
-    return g3_wtype_is_block((int)type);
+    return g3_wtype_is_block((int)type) || g3_mix_is_recipe((int)type);
 }
 
-const char *gemma3_weight_type_list(int quantized_only) { return g3_wtype_list(quantized_only); }
+/* The type table's names, then the recipes'. Written once, before any thread could ask. */
+static char weight_type_lists[2][512];
+
+static void make_weight_type_lists(void) {
+    for (int q = 0; q < 2; q++)
+        snprintf(weight_type_lists[q], sizeof weight_type_lists[q], "%s%s", g3_wtype_list(q), g3_mix_list());
+}
+
+const char *gemma3_weight_type_list(int quantized_only) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_weight_type_lists);
+    return weight_type_lists[quantized_only != 0];
+}
 
 /* The layout of quantized matrices: x8 where the sessions' quantized kernels prefer it. */
 static g3_layout quant_layout(enum gemma3_repack repack, const char *isa) {
@@ -110,7 +127,7 @@ int gemma3_model_load_ex(const char *dir, const gemma3_model_params *params, gem
     int n_threads = params ? params->n_threads : 0;
     if (n_threads > 0) n_threads = gemma3_threads_cap(n_threads);
     int rc = GEMMA3_OK;
-    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want))
+    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want) && !g3_mix_is_recipe(want))
         rc = g3_error(GEMMA3_ERR_ARG, "model: weight_type %d is not a gemma3_weight_type",
                       (int)params->weight_type);
     else if (n_threads < 0 || n_threads > 1024)
@@ -199,6 +216,8 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->weight_bytes = model->w.n_bytes_used;
     info->stored_bytes = model->w.n_bytes;
     info->weight_type = g3_wtype_name(model->w.wtype);
+    info->weight_mix = model->w.mix ? g3_mix_name(model->w.mix) : NULL;
+    info->weight_mix_label = model->w.mix ? g3_mix_ftype_name(model->w.mix) : NULL;
     info->quantize_seconds = model->w.quantize_seconds;
 }
 
@@ -278,6 +297,7 @@ struct gemma3_session {
     uint16_t *ffn_bf16; /* [T][I] gelu(gate) * up rounded to bf16 (written while x is read) */
     void *act_q;     /* quantized weights, default mode: the same two inputs as Q8 activation */
     void *ffn_q;     /*   rows (g3_act_row_bytes of max(H, qd) and of I per token); else empty */
+    void *act_qk, *ffn_qk; /* the same as Q8_K rows (per 256), for K-quant matrices */
     float *scores;   /* [n_threads][group][n_ctx] attention scores: a thread's query heads of one kv head */
     float *rope_cos, *rope_sin; /* [2 layer types][T][hd/2] for the chunk's positions */
     float *inv_freq; /* [2 layer types][hd/2] */
@@ -345,6 +365,8 @@ static void carve_scratch(gemma3_session *s, bump *b, int n_threads) {
     int qa = s->quant && !s->exact;
     s->act_q = bump_take(b, qa ? T * g3_act_row_bytes((int)widest) : 0);
     s->ffn_q = bump_take(b, qa ? T * g3_act_row_bytes((int)I) : 0);
+    s->act_qk = bump_take(b, qa ? T * g3_act_k_row_bytes((int)widest) : 0);
+    s->ffn_qk = bump_take(b, qa ? T * g3_act_k_row_bytes((int)I) : 0);
     const size_t group = (size_t)(c->n_heads / c->n_kv_heads);
     s->scores = bump_take(b, (size_t)n_threads * group * (size_t)s->n_ctx * sizeof(float));
     s->rope_cos = bump_take(b, 2 * T * half * sizeof(float));
@@ -591,17 +613,27 @@ typedef struct chunk {
     const float *in_f32;     /* the matmul input in exact mode */
     const uint16_t *in_bf16; /* the matmul input in the default mode, [T][n_in] (bf16 weights) */
     const void *in_q;        /* the same for quantized weights: T Q8 activation rows */
+    const void *in_qk;       /* and T Q8_K rows (K-quant weights) */
+    int formats;             /* which of those two the next matrices take (ACT_Q8 | ACT_Q8K) */
     size_t ld_in;
     int n_in, n_rows;
 } chunk;
 
+/* Which quantized activation rows matrix m takes: ACT_Q8 (blocks of 32) or ACT_Q8K (per 256,
+ * the K-quants'). */
+enum { ACT_Q8 = 1, ACT_Q8K = 2 };
+static int act_format(g3_matrix m) { return g3_wtype_get((int)m.type)->act_k ? ACT_Q8K : ACT_Q8; }
+
 /* The input of the next matmul(s): in exact mode the fp32 activations themselves; otherwise they
- * are rounded once, per element (bf16 weights: to bf16) or per block of 32 (quantized weights:
- * to Q8 activation blocks) by round_input_rows, so the rounding never depends on the split. */
-static void use_input(chunk *ck, const float *in, size_t ld, int n_in) {
+ * are rounded once, per element (bf16 weights: to bf16) or per block of 32 / 256 (quantized
+ * weights: to the activation rows `formats` names, those the next matrices take) by
+ * round_input_rows, so the rounding never depends on the split. */
+static void use_input(chunk *ck, const float *in, size_t ld, int n_in, int formats) {
     ck->in_f32 = in;
     ck->in_bf16 = ck->s->act_bf16;
     ck->in_q = ck->s->act_q;
+    ck->in_qk = ck->s->act_qk;
+    ck->formats = formats;
     ck->ld_in = ld;
     ck->n_in = n_in;
 }
@@ -609,11 +641,16 @@ static void use_input(chunk *ck, const float *in, size_t ld, int n_in) {
 static void round_input_rows(const chunk *ck, int t0, int t1) {
     const gemma3_session *s = ck->s;
     if (s->exact) return;
-    const size_t qrow = g3_act_row_bytes(ck->n_in);
+    const int n_in = ck->n_in;
+    const size_t row = g3_act_row_bytes(n_in), row_k = g3_act_k_row_bytes(n_in);
     for (int t = t0; t < t1; t++) {
         const float *in = ck->in_f32 + (size_t)t * ck->ld_in;
-        if (s->quant) s->qkern->quantize_act((char *)s->act_q + (size_t)t * qrow, ck->n_in, in, 0, ck->n_in);
-        else s->kern->to_bf16(s->act_bf16 + (size_t)t * ck->n_in, in, ck->n_in);
+        if (!s->quant) {
+            s->kern->to_bf16(s->act_bf16 + (size_t)t * n_in, in, n_in);
+            continue;
+        }
+        if (ck->formats & ACT_Q8) s->qkern->quantize_act((char *)s->act_q + (size_t)t * row, n_in, in, 0, n_in);
+        if (ck->formats & ACT_Q8K) g3_quantize_act_k(s->qkern, (char *)s->act_qk + (size_t)t * row_k, in, 0, n_in);
     }
 }
 
@@ -683,7 +720,7 @@ static void rows_embed(const chunk *ck, int t0, int t1) {
 /* Y[t*ldy + r] = W[r] . input[t] for r in [r0, r1), all tokens of the chunk, by the kernel the
  * backend has for W. */
 static void matmul_rows(const chunk *ck, float *Y, size_t ldy, g3_matrix W, int r0, int r1) {
-    const g3_matmul_in x = {ck->in_f32, ck->ld_in, ck->in_bf16, ck->in_q, ck->T, ck->n_in};
+    const g3_matmul_in x = {ck->in_f32, ck->ld_in, ck->in_bf16, ck->in_q, ck->T, ck->n_in, ck->in_qk};
     g3_matmul(&ck->s->backend, Y, ldy, W, &x, r0, r1);
 }
 
@@ -853,16 +890,19 @@ static void task_gate_up(void *ctx, int ith, int nth) {
     const g3_layer_weights *lw = &s->model->w.layers[ck->layer];
     const int I = s->cfg->intermediate_size;
     int lo, hi;
-    g3_split(I, ith, nth, s->quant ? G3_QK : row_grain(ck), &lo, &hi);
+    /* down_proj's input is quantized here, by whole blocks: of 256 for a K-quant down_proj */
+    const int down_k = s->quant && act_format(lw->w_down) == ACT_Q8K;
+    g3_split(I, ith, nth, down_k ? g3_wtype_get((int)lw->w_down.type)->block : s->quant ? G3_QK : row_grain(ck), &lo, &hi);
     if (lo >= hi) return;
     matmul_rows(ck, s->gate, (size_t)I, lw->w_gate, lo, hi);
     matmul_rows(ck, s->up, (size_t)I, lw->w_up, lo, hi);
-    const size_t qrow = g3_act_row_bytes(I);
+    const size_t qrow = g3_act_row_bytes(I), qrow_k = g3_act_k_row_bytes(I);
     for (int t = 0; t < ck->T; t++) {
         float *g = s->gate + (size_t)t * I + lo;
         s->kern->gelu_tanh_mul(g, g, s->up + (size_t)t * I + lo, hi - lo);
         if (s->exact) continue;
-        if (s->quant) s->qkern->quantize_act((char *)s->ffn_q + (size_t)t * qrow, I, g, lo, hi);
+        if (down_k) g3_quantize_act_k(s->qkern, (char *)s->ffn_qk + (size_t)t * qrow_k, g, lo, hi);
+        else if (s->quant) s->qkern->quantize_act((char *)s->ffn_q + (size_t)t * qrow, I, g, lo, hi);
         else s->kern->to_bf16(s->ffn_bf16 + (size_t)t * I + lo, g, hi - lo);
     }
 }
@@ -924,9 +964,9 @@ static int forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0
         /* (2.11 of the layer before: h += RMSNorm(m, 1 + post_feedforward_layernorm))
          * 2.1 x = RMSNorm(h, 1 + input_layernorm) */
         ck.res_w = l > 0 ? w->layers[l - 1].post_ffn_norm : NULL, ck.norm_w = lw->attn_norm;
-        use_input(&ck, s->x, (size_t)H, H);
+        use_input(&ck, s->x, (size_t)H, H, act_format(lw->wq) | act_format(lw->wk) | act_format(lw->wv));
         run_units(&ck, rows_sublayer_input, T);
-        /* 2.2-2.4 q, k, v; QK-norm; RoPE */
+        /* 2.2-2.4 q, k, v; QK-norm; RoPE (sliding: theta 10k; full: rope_theta / factor) */
         g3_pool_run(s->pool, task_qkv, &ck);
         run_units(&ck, heads_qk_norm_rope, T * (c->n_heads + c->n_kv_heads));
         /* 2.6 attention over the ring (earlier positions) and the chunk itself */
@@ -935,7 +975,7 @@ static int forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0
         store_kv(s, l, p0, T);
         /* 2.7 a = concat_h(o) Wo^T */
         if (s->quant) {
-            use_input(&ck, s->att, (size_t)qd, qd);
+            use_input(&ck, s->att, (size_t)qd, qd, act_format(lw->wo));
             run_units(&ck, round_input_rows, T);
         } else {
             ck.in_f32 = s->att, ck.in_bf16 = s->act_bf16; /* bf16 copy made by attention */
@@ -945,12 +985,13 @@ static int forward_chunk(gemma3_session *s, const int32_t *tokens, int T, int p0
         /* 2.8 h = h + RMSNorm(a, 1 + post_attention_layernorm)
          * 2.9 x = RMSNorm(h, 1 + pre_feedforward_layernorm) */
         ck.res_w = lw->post_attn_norm, ck.norm_w = lw->pre_ffn_norm;
-        use_input(&ck, s->x, (size_t)H, H);
+        use_input(&ck, s->x, (size_t)H, H, act_format(lw->w_gate) | act_format(lw->w_up));
         run_units(&ck, rows_sublayer_input, T);
         /* 2.10 m = (gelu_tanh(x Wgate^T) * (x Wup^T)) Wdown^T */
         g3_pool_run(s->pool, task_gate_up, &ck);
         ck.in_f32 = s->gate, ck.in_bf16 = s->ffn_bf16; /* bf16 / Q8 copy made by task_gate_up */
         ck.in_q = s->ffn_q;
+        ck.in_qk = s->ffn_qk;
         ck.ld_in = (size_t)c->intermediate_size, ck.n_in = c->intermediate_size;
         run_matmul(&ck, s->proj, (size_t)H, lw->w_down, H);
     }
@@ -974,7 +1015,7 @@ static void lm_head(gemma3_session *s, int t0, int n, float *dst, size_t ld) {
     const g3_config *c = s->cfg;
     const int H = c->hidden_size;
     chunk ck = {.s = s, .T = n};
-    use_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    use_input(&ck, s->x + (size_t)t0 * H, (size_t)H, H, act_format(s->model->w.lm_head));
     run_units(&ck, round_input_rows, n);
     run_matmul(&ck, dst, ld, s->model->w.lm_head, c->vocab_size);
     softcap_logits(c, dst, ld, n, c->vocab_size);
@@ -1051,7 +1092,7 @@ static int chunk_logprobs(gemma3_session *s, int t0, int T, int p0, const int32_
                           double *logprob) {
     const int H = s->cfg->hidden_size, ns = n_strips(s->cfg);
     score_job job = {.ck = {.s = s, .T = T - t0}, .next = next};
-    use_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H);
+    use_input(&job.ck, s->x + (size_t)t0 * H, (size_t)H, H, act_format(s->model->w.lm_head));
     run_units(&job.ck, round_input_rows, T - t0);
     g3_pool_run(s->pool, task_score_strips, &job);
     for (int t = t0; t < T; t++) {

@@ -88,7 +88,20 @@ enum gemma3_weight_type {
     GEMMA3_WEIGHTS_Q4_1 = 4,
     GEMMA3_WEIGHTS_Q5_0 = 5,
     GEMMA3_WEIGHTS_Q5_1 = 6,
-    GEMMA3_WEIGHTS_COUNT /* one past the last type (the library's type table has a row per value) */
+    /* llama.cpp's K-quants: super-blocks of 256 weights with 6-bit (Q4_K, Q5_K) or 8-bit (Q6_K)
+     * sub-block scales */
+    GEMMA3_WEIGHTS_Q4_K = 7,
+    GEMMA3_WEIGHTS_Q5_K = 8,
+    GEMMA3_WEIGHTS_Q6_K = 9,
+    GEMMA3_WEIGHTS_COUNT, /* one past the last type (the library's type table has a row per value) */
+    /* llama-quantize's K-quant mixes: recipes, not types. Each matrix gets one of the types above,
+     * chosen as llama-quantize chooses without an importance matrix (quant-mix.h); accepted where
+     * a weight type is (quantize --type, -q); a model reports the type most of its matrices have
+     * (gemma3_model_info.weight_type) and the recipe (weight_mix). */
+    GEMMA3_WEIGHTS_Q4_K_M = 64,
+    GEMMA3_WEIGHTS_Q5_K_M = 65,
+    GEMMA3_WEIGHTS_Q4_K_S = 66,
+    GEMMA3_WEIGHTS_Q5_K_S = 67,
 };
 /* "bf16", "q8_0", "q4_0" ("as-stored" for GEMMA3_WEIGHTS_AS_STORED, "?" if invalid). */
 const char *gemma3_weight_type_name(enum gemma3_weight_type type);
@@ -188,6 +201,9 @@ typedef struct gemma3_model_info {
     const char *tensor_prefix;  /* of the text model's tensors ("model.", ...); "" from a peek */
     char layer_types[GEMMA3_MAX_LAYERS + 1]; /* per layer: 'S' sliding window, 'F' full */
     int64_t stored_bytes;       /* the text-model weights in the files' own types (F32 4 bytes) */
+    /* llama-quantize's recipe the matrices follow ("q4_k_m" ...) and llama-bench's name of it
+     * ("Q4_K - Medium"); NULL when they are one type */
+    const char *weight_mix, *weight_mix_label;
 } gemma3_model_info;
 void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info);
 /* The configuration fields of gemma3_model_info from DIR/config.json alone, checked as a load

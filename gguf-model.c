@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "quant-mix.h"
 #include "tokenizer.h"
 #include "util.h"
 #include "weights.h"
@@ -277,7 +278,8 @@ static const char *supported_types(void) {
 /* The one quantized type of the file's matrices (0 = none), refusing types the engine does not
  * run and files that mix a quantized type with another type. */
 static int matrix_type(const g3_gguf *g, uint32_t *qtype) {
-    const g3_gguf_tensor *first = NULL;
+    const g3_gguf_tensor *first = NULL, *first_q = NULL;
+    int64_t count[64] = {0};
     char hf[160];
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const g3_gguf_tensor *t = &g->tensors[i];
@@ -287,13 +289,18 @@ static int matrix_type(const g3_gguf *g, uint32_t *qtype) {
                             g->label, t->name, g3_ggml_type_name(t->type), supported_types());
         if (t->n_dims < 2) continue;
         if (!first) first = t;
-        if ((is_quantized(t->type) || is_quantized(first->type)) && t->type != first->type)
-            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: tensor %s is %s but %s is %s: one type for "
-                            "every quantized matrix is supported (llama-quantize --pure writes that)",
-                            g->label, t->name, g3_ggml_type_name(t->type), first->name,
-                            g3_ggml_type_name(first->type));
+        if (is_quantized(t->type) && !first_q) first_q = t;
+        if (is_quantized(t->type) != is_quantized(first->type))
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: tensor %s is %s but %s is %s: quantized matrices "
+                            "beside float ones are not supported", g->label, t->name,
+                            g3_ggml_type_name(t->type), first->name, g3_ggml_type_name(first->type));
+        if (is_quantized(t->type) && t->type < 64) count[t->type]++;
     }
-    *qtype = first && is_quantized(first->type) ? first->type : 0;
+    /* a mix (llama-quantize's Q4_K_M ...): the file's type is its most frequent block type, the
+     * others are named per tensor (add_gguf_tensors) */
+    *qtype = first_q ? first_q->type : 0;
+    for (uint32_t t = 0; t < 64; t++)
+        if (count[t] > count[*qtype]) *qtype = t;
     return GEMMA3_OK;
 }
 
@@ -328,11 +335,21 @@ static int add_gguf_tensors(g3_st *st, const uint8_t *buf, size_t size, const ch
     if (rc != GEMMA3_OK) return rc;
     uint32_t qtype = 0;
     if ((rc = check_arch(g)) == GEMMA3_OK) rc = matrix_type(g, &qtype);
-    char hf[160];
-    for (int64_t i = 0; i < g->n_tensors && rc == GEMMA3_OK; i++)
-        if (hf_name(g->tensors[i].name, hf, sizeof hf))
-            rc = add_view(st, &g->tensors[i], hf, label);
+    char hf[160], key[200];
+    for (int64_t i = 0; i < g->n_tensors && rc == GEMMA3_OK; i++) {
+        const g3_gguf_tensor *t = &g->tensors[i];
+        if (!hf_name(t->name, hf, sizeof hf)) continue;
+        rc = add_view(st, t, hf, label);
+        if (rc == GEMMA3_OK && qtype && t->n_dims == 2 && t->type != qtype) { /* a mix */
+            snprintf(key, sizeof key, "gemma3.quant.%s", hf);
+            rc = g3_st_add_metadata(st, key, g3_wtype_name((g3_wtype)g3_wtype_from_ggml(t->type)));
+        }
+    }
     if (rc == GEMMA3_OK) rc = g3_st_add_metadata(st, "gemma3.norms", "plus_one");
+    uint32_t ftype = 0; /* llama-quantize's recipe, by the file's general.file_type */
+    if (rc == GEMMA3_OK && qtype && g3_gguf_get_u32(g, "general.file_type", 0, &ftype) == GEMMA3_OK &&
+        g3_mix_from_ftype(ftype) > 0)
+        rc = g3_st_add_metadata(st, "gemma3.mix", g3_mix_name(g3_mix_from_ftype(ftype)));
     if (rc == GEMMA3_OK && qtype)
         rc = g3_st_add_metadata(st, "gemma3.quant", g3_wtype_name((g3_wtype)g3_wtype_from_ggml(qtype)));
     g3_gguf_free(g);
@@ -634,7 +651,8 @@ typedef struct out_tensor {
 
 static int list_tensors(const g3_config *c, const g3_weights *w, uint32_t mtype, out_tensor *t) {
     int n = 0;
-#define MAT(nm, m, cols, rows) t[n++] = (out_tensor){"", (m).data, mtype, {cols, rows}, 2}, snprintf(t[n - 1].name, 64, "%s", nm)
+    (void)mtype; /* each matrix its own type (a mix: Q4_K with Q6_K, fallbacks) */
+#define MAT(nm, m, cols, rows) t[n++] = (out_tensor){"", (m).data, g3_wtype_get((m).type)->ggml_type, {cols, rows}, 2}, snprintf(t[n - 1].name, 64, "%s", nm)
 #define NORM(nm, p, len) t[n++] = (out_tensor){"", p, G3_GGML_F32, {len, 1}, 1}, snprintf(t[n - 1].name, 64, "%s", nm)
     const int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
@@ -700,7 +718,7 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
     if (rc == GEMMA3_OK) rc = g3_gguf_writer_new(path, &w);
     if (rc == GEMMA3_OK) {
-        put_config(w, cfg, g3_wtype_get(wts->wtype)->gguf_file_type);
+        put_config(w, cfg, wts->mix ? g3_mix_ftype(wts->mix) : g3_wtype_get(wts->wtype)->gguf_file_type);
         rc = put_vocab(w, tok, cfg->vocab_size, path);
     }
     if (rc == GEMMA3_OK) rc = write_tensors(w, t, list_tensors(cfg, wts, g3_wtype_get(wts->wtype)->ggml_type, t));
@@ -719,9 +737,9 @@ int g3_gguf_model_write(const char *src, g3_wtype type, int n_threads, const cha
 
 int gemma3_quantize_gguf(const char *src, const char *path, enum gemma3_weight_type type, int n_threads) {
     if (!src || !path) return g3_error(GEMMA3_ERR_ARG, "quantize: no model or output given");
-    if (!g3_wtype_get((int)type))
+    if (!g3_wtype_get((int)type) && !g3_mix_is_recipe((int)type))
         return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not one of %s",
-                        gemma3_weight_type_name(type), g3_wtype_list(0));
+                        gemma3_weight_type_name(type), gemma3_weight_type_list(0));
     if (n_threads < 0 || n_threads > 1024)
         return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
     return g3_gguf_model_write(src, type, n_threads, path);

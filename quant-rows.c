@@ -246,23 +246,25 @@ AVX512 static int quantize_avx512(g3_wtype t, const void *src, int src_bf16, voi
 
 #endif /* x86 */
 
-/* Without AVX2: the reference itself, a block at a time from a widened copy. */
+/* Without AVX2, and for the K-quants everywhere: the reference itself, a block at a time from a
+ * widened copy. */
 static int quantize_ref(g3_wtype t, const void *src, int src_bf16, void *row, int64_t n) {
     if (!src_bf16) {
         if (g3_first_nonfinite(src, (size_t)n) >= 0) return 0;
         g3_quantize_row(t, src, row, n);
         return 1;
     }
-    const size_t block = g3_wtype_row_bytes(t, G3_QK);
-    for (int64_t b = 0; b < n / G3_QK; b++) {
-        float x[G3_QK];
-        for (int j = 0; j < G3_QK; j++) {
+    const int qk = g3_wtype_get((int)t)->block; /* at most 256 */
+    const size_t block = g3_wtype_row_bytes(t, qk);
+    for (int64_t b = 0; b < n / qk; b++) {
+        float x[256];
+        for (int j = 0; j < qk; j++) {
             uint16_t h;
-            memcpy(&h, (const uint16_t *)src + b * G3_QK + j, sizeof h);
+            memcpy(&h, (const uint16_t *)src + b * qk + j, sizeof h);
             x[j] = g3_bf16_to_f32(h);
         }
-        if (g3_first_nonfinite(x, G3_QK) >= 0) return 0;
-        g3_quantize_row(t, x, (char *)row + (size_t)b * block, G3_QK);
+        if (g3_first_nonfinite(x, (size_t)qk) >= 0) return 0;
+        g3_quantize_row(t, x, (char *)row + (size_t)b * block, qk);
     }
     return 1;
 }

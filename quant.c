@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/kquant.h"
 #include "kernels/quant-impl.h"
+#include "quant-k.h"
 #include "util.h"
 
 /* ---- names and sizes ------------------------------------------------------------------------ */
@@ -71,6 +73,19 @@ size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in) {
     return tr ? (size_t)(n_in / tr->block) * tr->block_bytes : 0;
 }
 
+int g3_wtype_has_x8(g3_wtype t) { return g3_wtype_is_block((int)t) && wtypes[t].x8; }
+
+int g3_wtype_block_nonfinite(g3_wtype t, const void *block) {
+    const g3_wtype_traits *tr = g3_wtype_get((int)t);
+    const int n = tr->n_f16 ? tr->n_f16 : 1;
+    for (int i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)block + tr->f16_at[i], 2);
+        if ((h & tr->nonfinite_mask) == tr->nonfinite_mask) return 1;
+    }
+    return 0;
+}
+
 /* ---- the matrix entry point ---------------------------------------------------------------- */
 
 void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
@@ -89,8 +104,14 @@ void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3
     } else {
         g3_matmul_q_fn f = (x8 ? be->q->matmul_q_x8 : be->q->matmul_q)[t];
         if (!f) f = (x8 ? g3_quant_scalar.matmul_q_x8 : g3_quant_scalar.matmul_q)[t];
-        f(Y, ldy, W.data, x->q, x->n_tok, x->n_in, r0, r1);
+        f(Y, ldy, W.data, wtypes[t].act_k ? x->qk : x->q, x->n_tok, x->n_in, r0, r1);
     }
+}
+
+size_t g3_act_k_row_bytes(int n_in) { return g3_kq_act_row_bytes(n_in); }
+
+void g3_quantize_act_k(const g3_quant_kernels *k, void *dst, const float *x, int k0, int k1) {
+    (k->quantize_act_k ? k->quantize_act_k : g3_quant_scalar.quantize_act_k)(dst, x, k0, k1);
 }
 
 /* ---- fp16 ----------------------------------------------------------------------------------- */
@@ -307,6 +328,12 @@ static void dequantize_lowbit(g3_wtype t, const void *row, float *y, int64_t n) 
 static void dequantize_q4_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q4_1, row, y, n); }
 static void dequantize_q5_0(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_0, row, y, n); }
 static void dequantize_q5_1(const void *row, float *y, int64_t n) { dequantize_lowbit(GEMMA3_WEIGHTS_Q5_1, row, y, n); }
+static void quantize_q4_K(const float *x, void *row, int64_t n) { g3_quantize_row_q4_K(x, row, n); }
+static void quantize_q5_K(const float *x, void *row, int64_t n) { g3_quantize_row_q5_K(x, row, n); }
+static void quantize_q6_K(const float *x, void *row, int64_t n) { g3_quantize_row_q6_K(x, row, n); }
+static void dequantize_q4_K(const void *row, float *y, int64_t n) { g3_dequantize_row_q4_K(row, y, n); }
+static void dequantize_q5_K(const void *row, float *y, int64_t n) { g3_dequantize_row_q5_K(row, y, n); }
+static void dequantize_q6_K(const void *row, float *y, int64_t n) { g3_dequantize_row_q6_K(row, y, n); }
 
 static void dequantize_bf16(const void *row, float *y, int64_t n) {
     const uint16_t *h = row;
@@ -343,6 +370,20 @@ static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT] = {
                        .block_bytes = sizeof(g3_block_q5_1), .quantize_row = quantize_q5_1,
                        .dequantize_row = dequantize_q5_1, .nonfinite_mask = F16_NONFINITE,
                        .ggml_type = 7, .gguf_file_type = 9},
+    /* K-quants (quant-k.h); file types: llama.cpp's Q4_K_S, Q5_K_S, Q6_K */
+    [GEMMA3_WEIGHTS_Q4_K] = {.name = "q4_k", .name_upper = "Q4_K", .block = G3_QK_K,
+                       .block_bytes = sizeof(g3_block_q4_K), .quantize_row = quantize_q4_K,
+                       .dequantize_row = dequantize_q4_K, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 12, .gguf_file_type = 14, .n_f16 = 2, .f16_at = {0, 2}, .act_k = 1},
+    [GEMMA3_WEIGHTS_Q5_K] = {.name = "q5_k", .name_upper = "Q5_K", .block = G3_QK_K,
+                       .block_bytes = sizeof(g3_block_q5_K), .quantize_row = quantize_q5_K,
+                       .dequantize_row = dequantize_q5_K, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 13, .gguf_file_type = 16, .n_f16 = 2, .f16_at = {0, 2}, .act_k = 1},
+    [GEMMA3_WEIGHTS_Q6_K] = {.name = "q6_k", .name_upper = "Q6_K", .block = G3_QK_K,
+                       .block_bytes = sizeof(g3_block_q6_K), .quantize_row = quantize_q6_K,
+                       .dequantize_row = dequantize_q6_K, .nonfinite_mask = F16_NONFINITE,
+                       .ggml_type = 14, .gguf_file_type = 18, .n_f16 = 1,
+                       .f16_at = {offsetof(g3_block_q6_K, d)}, .act_k = 1},
 };
 
 void g3_quantize_row(g3_wtype t, const float *x, void *row, int64_t n) {
@@ -656,12 +697,17 @@ static void matmul_q_f32_x8_scalar(g3_wtype wtype, float *Y, size_t ldy, const v
 const g3_quant_kernels g3_quant_scalar = {
     .name = "scalar",
     .quantize_act = quantize_act_scalar,
+    .quantize_act_k = g3_kq_quantize_act_scalar,
     .matmul_q = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_scalar,
                  [GEMMA3_WEIGHTS_Q4_1] = matmul_q4_1_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q5_0_scalar,
-                 [GEMMA3_WEIGHTS_Q5_1] = matmul_q5_1_scalar},
+                 [GEMMA3_WEIGHTS_Q5_1] = matmul_q5_1_scalar,
+                 [GEMMA3_WEIGHTS_Q4_K] = g3_kq_matmul_q4_K_scalar, [GEMMA3_WEIGHTS_Q5_K] = g3_kq_matmul_q5_K_scalar,
+                 [GEMMA3_WEIGHTS_Q6_K] = g3_kq_matmul_q6_K_scalar},
     .matmul_q_f32 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_scalar,
                      [GEMMA3_WEIGHTS_Q4_1] = matmul_q_f32_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q_f32_scalar,
-                     [GEMMA3_WEIGHTS_Q5_1] = matmul_q_f32_scalar},
+                     [GEMMA3_WEIGHTS_Q5_1] = matmul_q_f32_scalar,
+                     [GEMMA3_WEIGHTS_Q4_K] = g3_kq_matmul_f32, [GEMMA3_WEIGHTS_Q5_K] = g3_kq_matmul_f32,
+                     [GEMMA3_WEIGHTS_Q6_K] = g3_kq_matmul_f32},
     .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar},
     .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
                         [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},

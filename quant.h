@@ -82,6 +82,13 @@ typedef struct g3_wtype_traits {
     /* In a GGUF: ggml's type id of its tensors (GGML_TYPE_*, gguf.h's G3_GGML_*), and llama.cpp's
      * general.file_type for a file whose matrices all have it (LLAMA_FTYPE_*). */
     uint32_t ggml_type, gguf_file_type;
+    /* Where a block keeps its fp16 scales, for the load check: n_f16 of them at byte offsets
+     * f16_at[] (0: one, the block's first two bytes). Q4_K / Q5_K: d and dmin; Q6_K: d, last. */
+    int n_f16;
+    uint16_t f16_at[2];
+    /* 1: its kernels take Q8_K activation rows (g3_matmul_in.qk: per 256 values, as llama.cpp
+     * feeds its K-quants), 0: the Q8 rows of blocks of 32 (g3_matmul_in.q) */
+    int act_k;
 } g3_wtype_traits;
 
 /* The row of type t; NULL if t is no type. */
@@ -98,8 +105,12 @@ const char *g3_wtype_name_upper(g3_wtype t);
 int g3_wtype_parse(const char *name);
 /* The names of every type, or of the block types alone, in order, joined by ", ". */
 const char *g3_wtype_list(int blocks_only);
-/* Bytes of one row of n_in weights (n_in a multiple of G3_QK for the block types). */
+/* Bytes of one row of n_in weights (n_in a multiple of the type's block for the block types). */
 size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in);
+/* 1 if block type t has x8-layout kernels (Q8_0, Q4_0); the others stay in rows. */
+int g3_wtype_has_x8(g3_wtype t);
+/* 1 if one of block type t's fp16 scales in the block at p is NaN or infinite. */
+int g3_wtype_block_nonfinite(g3_wtype t, const void *block);
 
 /* llama.cpp's reference quantizers (quantize_row_q8_0_ref / quantize_row_q4_0_ref rounding),
  * n a multiple of G3_QK. Byte-identical blocks for the same float input. */
@@ -145,6 +156,9 @@ uint16_t g3_f32_to_f16(float f);
 
 /* Bytes of one quantized activation row of n_in values (n_in a multiple of G3_QK). */
 size_t g3_act_row_bytes(int n_in);
+/* Bytes of one Q8_K activation row (the K-quants' input, kernels/kquant.h) of n_in values
+ * (n_in / 256 blocks of 292 bytes). */
+size_t g3_act_k_row_bytes(int n_in);
 
 typedef void (*g3_matmul_q_fn)(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                int n_in, int r0, int r1);
@@ -165,6 +179,9 @@ typedef struct g3_quant_kernels {
      * bytes) = x[0 .. k1 - k0) quantized; k0 and k1 multiples of G3_QK. A row may be quantized in
      * parts (by the threads that produce them) with the same bytes as in one call. */
     void (*quantize_act)(void *dst, int n_row, const float *x, int k0, int k1);
+    /* The same into a Q8_K activation row (kernels/kquant.h: g3_block_q8_K per 256 values; k0, k1
+     * multiples of 256), for the K-quants; NULL: the scalar table's (g3_quantize_act_k). */
+    void (*quantize_act_k)(void *dst, const float *x, int k0, int k1);
     /* matmul_q[t]: Y[t*ldy + r] = sum_k W[r][k] * X[t][k] for t < n_tok, r0 <= r < r1, where W is
      * rows of type t (row r at W + r * g3_wtype_row_bytes(t, n_in)) and X holds n_tok quantized
      * activation rows of g3_act_row_bytes(n_in) bytes each. */
@@ -209,12 +226,16 @@ typedef struct g3_matmul_in {
     const uint16_t *bf16;
     const void *q;
     int n_tok, n_in;
+    const void *qk; /* Q8_K activation rows (g3_kq_act_row_bytes(n_in) apart): K-quant weights */
 } g3_matmul_in;
 
 /* Y[t*ldy + r] = W[r] . x[t] for t < n_tok, r0 <= r < r1, by the kernel for W's type and layout
  * and the backend's precision (the caller need not know which ran). */
 void g3_matmul(const g3_backend *be, float *Y, size_t ldy, g3_matrix W, const g3_matmul_in *x,
                int r0, int r1);
+
+/* Elements [k0, k1) of a Q8_K activation row quantized by table k (or the scalar table's). */
+void g3_quantize_act_k(const g3_quant_kernels *k, void *dst, const float *x, int k0, int k1);
 
 /* The table for an ISA level (the same levels as g3_kernels_get): the best variant the CPU has
  * at that level (AMX, else VNNI, where present); NULL if the CPU cannot run the level. */

@@ -111,9 +111,9 @@ int gemma3_quantize_ex(const char *src_dir, const char *dst_dir, enum gemma3_wei
                        int n_threads, int flags) {
     if (!src_dir || !dst_dir) return g3_error(GEMMA3_ERR_ARG, "quantize: no directory given");
     const int wt = (int)type;
-    if (!g3_wtype_is_block(wt))
+    if (!gemma3_weight_type_is_quantized(type)) /* a block type or a recipe */
         return g3_error(GEMMA3_ERR_ARG, "quantize: weight type %s is not one of %s",
-                        gemma3_weight_type_name(type), g3_wtype_list(1));
+                        gemma3_weight_type_name(type), gemma3_weight_type_list(1));
     if (n_threads < 0 || n_threads > 1024)
         return g3_error(GEMMA3_ERR_ARG, "quantize: n_threads %d is out of range [0, 1024]", n_threads);
     char src[4096], dst[4096];

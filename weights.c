@@ -17,6 +17,8 @@
  *     HF's (1 + w.float()); never in bf16 (docs/forward-pass.md §3). */
 #include "weights.h"
 
+#include "quant-mix.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,8 @@ typedef struct binding {
     const g3_tensor *t;     /* found in pass 1 */
     size_t arena_offset;    /* for converted / copied data, (size_t)-1 if used in place */
     size_t used_bytes;      /* bytes as used (matrix: bf16 or blocks; norm: as stored) */
+    g3_wtype qtype;         /* a matrix's type as bound: BF16, or its blocks' (per tensor: a mix) */
+    g3_layout layout;       /* and its layout (x8 only for the types that have x8 kernels) */
 } binding;
 
 static const char *const prefixes[] = {"model.", "language_model.model.", "model.language_model."};
@@ -73,7 +77,9 @@ static void add_norm(binding *b, int *n, const char *prefix, const char *name, i
 
 /* Finds and checks one tensor; adds the arena bytes it needs (none when used in place). */
 static int check_binding(const char *dir, binding *b, const g3_st *st, enum source src,
-                         g3_wtype qtype, g3_layout layout, size_t *arena_bytes) {
+                         size_t *arena_bytes) {
+    const g3_wtype qtype = b->qtype;
+    const g3_layout layout = b->layout;
     char want[64], got[160];
     const g3_tensor *t = g3_st_find(st, b->name);
     if (!t)
@@ -322,13 +328,14 @@ static void repack_tensor(g3_pool *pool, const g3_st *st, const g3_tensor *t, g3
 }
 
 /* Returns -1, or (quantizing) the first non-finite source element, which stops the load. */
-static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_wtype qtype,
-                            g3_layout layout, g3_pool *pool, quant_scratch scratch,
-                            int64_t *first_bad, const g3_st *st) {
+static int64_t fill_binding(binding *b, uint8_t *arena, enum source src, g3_pool *pool,
+                            quant_scratch scratch, int64_t *first_bad, const g3_st *st) {
     const g3_tensor *t = b->t;
+    const g3_wtype qtype = b->qtype;
+    const g3_layout layout = b->layout;
     if (b->kind == BIND_MATRIX) {
         b->dst_m->type = qtype; /* BF16 for a plain checkpoint */
-        b->dst_m->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
+        b->dst_m->layout = layout;
     }
     if (b->arena_offset == (size_t)-1) {
         b->dst_m->data = t->data;
@@ -455,9 +462,10 @@ static int plan(const char *dir, const g3_st *st, const g3_config *cfg, g3_weigh
 static int resolve_source(const char *dir, const g3_st *st, int want, enum source *src,
                           g3_wtype *qtype) {
     const char *q = g3_st_metadata(st, "gemma3.quant");
+    const int base = g3_mix_base(want); /* a recipe: its base type */
     if (!q) {
-        *src = g3_wtype_is_block(want) ? SRC_QUANTIZE : SRC_PLAIN;
-        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)want : GEMMA3_WEIGHTS_BF16;
+        *src = g3_wtype_is_block(base) ? SRC_QUANTIZE : SRC_PLAIN;
+        *qtype = *src == SRC_QUANTIZE ? (g3_wtype)base : GEMMA3_WEIGHTS_BF16;
         return GEMMA3_OK;
     }
     int t = g3_wtype_parse(q);
@@ -465,13 +473,74 @@ static int resolve_source(const char *dir, const g3_st *st, int want, enum sourc
         return g3_error(GEMMA3_ERR_FORMAT,
                         "%s: __metadata__ gemma3.quant '%.40s' is not a known weight type (%s)",
                         dir, q, g3_wtype_list(1));
-    if (want != GEMMA3_WEIGHTS_AS_STORED && want != t)
+    const char *mix = g3_st_metadata(st, "gemma3.mix");
+    if (want != GEMMA3_WEIGHTS_AS_STORED && want != t && !(mix && g3_mix_parse(mix) == want))
         return g3_error(GEMMA3_ERR_UNSUPPORTED,
                         "%s: the checkpoint is quantized to %s; it cannot be loaded as %s (no "
                         "requantization: quantize the original checkpoint instead)",
                         dir, q, g3_wtype_name((g3_wtype)want));
     *src = SRC_QFILE;
     *qtype = (g3_wtype)t;
+    return GEMMA3_OK;
+}
+
+/* What a matrix is in the model, for llama-quantize's recipes: its role and layer. */
+static g3_role matrix_role(const char *name, int *layer) {
+    const char *p = strstr(name, "layers.");
+    *layer = p ? atoi(p + 7) : 0;
+    if (strstr(name, "embed_tokens.")) return G3_ROLE_TOKEN_EMBD;
+    if (strstr(name, "lm_head.")) return G3_ROLE_OUTPUT;
+    if (strstr(name, ".v_proj.")) return G3_ROLE_ATTN_V;
+    if (strstr(name, ".o_proj.")) return G3_ROLE_ATTN_OUTPUT;
+    if (strstr(name, ".down_proj.")) return G3_ROLE_FFN_DOWN;
+    return G3_ROLE_OTHER;
+}
+
+/* The quantizing choice: what a recipe asks (quant-mix.h), or the type asked for; both with
+ * llama-quantize's fallback where the type's blocks do not divide the row. */
+typedef struct mix_plan {
+    int want;      /* a block type or a recipe */
+    int n_layers;
+    int tied;      /* no lm_head: the embedding is the head */
+} mix_plan;
+
+/* 1 if the plan has no LM head of its own (the embedding is the head). */
+static int plan_tied(const binding *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (b[i].kind == BIND_MATRIX && strstr(b[i].name, "lm_head.")) return 0;
+    return 1;
+}
+
+/* A matrix's type and layout: BF16 rows for a plain checkpoint; quantizing, mix's choice; a
+ * quantized file's own (the file's gemma3.quant, or gemma3.quant.NAME for a tensor of a mix).
+ * Layout x8 only for a type with x8 kernels. */
+static int bind_type(const char *dir, const g3_st *st, enum source src, g3_wtype qtype, g3_layout layout,
+                     const mix_plan *mix, binding *b) {
+    b->qtype = src == SRC_PLAIN ? GEMMA3_WEIGHTS_BF16 : qtype;
+    if (b->kind != BIND_MATRIX || src == SRC_PLAIN) {
+        b->layout = G3_LAYOUT_ROWS;
+        return GEMMA3_OK;
+    }
+    if (src == SRC_QFILE) {
+        char key[200];
+        snprintf(key, sizeof key, "gemma3.quant.%s", b->name);
+        const char *q = g3_st_metadata(st, key);
+        const int t = q ? g3_wtype_parse(q) : (int)qtype;
+        if (!g3_wtype_is_block(t))
+            return g3_error(GEMMA3_ERR_FORMAT, "%s: __metadata__ %s '%.40s' is not a known block type (%s)",
+                            dir, key, q, g3_wtype_list(1));
+        b->qtype = (g3_wtype)t;
+    } else {
+        int layer;
+        const g3_role role = matrix_role(b->name, &layer);
+        const int t = g3_mix_choose(mix->want, role, layer, mix->n_layers, b->shape[1], mix->tied);
+        if (t < 0)
+            return g3_error(GEMMA3_ERR_UNSUPPORTED, "%s: tensor %s: %lld columns are not a multiple of %d, "
+                            "cannot be %s (and llama-quantize's fallback type is not built)", dir, b->name,
+                            (long long)b->shape[1], g3_wtype_get((int)qtype)->block, g3_wtype_name(qtype));
+        b->qtype = (g3_wtype)t;
+    }
+    b->layout = g3_wtype_has_x8(b->qtype) ? layout : G3_LAYOUT_ROWS;
     return GEMMA3_OK;
 }
 
@@ -494,7 +563,7 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
  * threads, or mapped and faulted in on them. */
 static int open_source(const char *dir, g3_st_load load, int want, g3_layout *layout, int n_threads,
                        int populate, g3_weights *w, enum source *src, g3_wtype *qtype) {
-    const int may_quantize = g3_wtype_is_block(want);
+    const int may_quantize = g3_wtype_is_block(g3_mix_base(want));
     const int lazy = may_quantize || *layout == G3_LAYOUT_X8;
     g3_st *st;
     int rc = lazy ? g3_model_open_st(dir, G3_ST_LOAD_MMAP, 0, 0, &st)
@@ -519,7 +588,7 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout *la
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                         g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
-    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want))
+    if (want != GEMMA3_WEIGHTS_AS_STORED && !g3_wtype_get(want) && !g3_mix_is_recipe(want))
         return g3_error(GEMMA3_ERR_ARG, "%s: weight type %d is not one of %s", dir, want,
                         g3_wtype_list(0));
     enum source src = SRC_PLAIN;
@@ -527,18 +596,26 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     int rc = open_source(dir, load, want, &layout, n_threads, populate, w, &src, &qtype);
     if (rc != GEMMA3_OK && !w->st) return rc;
     g3_st *st = w->st;
-    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8;
+    /* a quantized file is repacked into x8 where its type has x8 kernels (K-quants: in place) */
+    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8 && g3_wtype_has_x8(qtype);
+    if (src == SRC_QFILE && !repack) layout = G3_LAYOUT_ROWS;
     binding *b = NULL;
     int n = 0;
     if (rc == GEMMA3_OK) rc = plan(dir, st, cfg, w, &b, &n);
 
     size_t arena_bytes = 0, max_cols = 0;
+    size_t row_max = 0; /* the largest quantized row, for the x8 group buffers */
+    const mix_plan mix = {src == SRC_QUANTIZE ? want : 0, cfg->n_layers, plan_tied(b, n)};
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-        rc = check_binding(dir, &b[i], st, src, qtype, layout, &arena_bytes);
-        if (b[i].kind == BIND_MATRIX && (size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
+        rc = bind_type(dir, st, src, qtype, layout, &mix, &b[i]);
+        if (rc == GEMMA3_OK) rc = check_binding(dir, &b[i], st, src, &arena_bytes);
+        if (b[i].kind != BIND_MATRIX) continue;
+        if ((size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
+        const size_t rb = g3_wtype_row_bytes(b[i].qtype, b[i].shape[1]);
+        if (rb > row_max) row_max = rb;
     }
     g3_pool *pool = NULL;
-    quant_scratch scratch = {NULL, NULL, g3_wtype_row_bytes(qtype, (int64_t)max_cols)};
+    quant_scratch scratch = {NULL, NULL, row_max};
     size_t scratch_bytes = 0;
     int64_t *first_bad = NULL;
     if (rc == GEMMA3_OK && (src == SRC_QUANTIZE || repack)) {
@@ -572,9 +649,9 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     }
     if (rc == GEMMA3_OK) {
         for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-            int64_t bad = fill_binding(&b[i], w->owned, src, qtype, layout, pool, scratch, first_bad, st);
+            int64_t bad = fill_binding(&b[i], w->owned, src, pool, scratch, first_bad, st);
             if (bad >= 0) {
-                rc = bad_source_error(dir, b[i].name, bad, b[i].shape[1], qtype);
+                rc = bad_source_error(dir, b[i].name, bad, b[i].shape[1], b[i].qtype);
                 break;
             }
             w->n_params += b[i].t->n_elements;
@@ -586,11 +663,15 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
                 if (b[i].kind == BIND_MATRIX)
                     w->n_params += b[i].shape[0] * b[i].shape[1] - b[i].t->n_elements;
         w->wtype = qtype;
-        w->layout = src == SRC_PLAIN ? G3_LAYOUT_ROWS : layout;
+        const char *file_mix = src == SRC_QFILE ? g3_st_metadata(st, "gemma3.mix") : NULL;
+        w->mix = g3_mix_is_recipe(mix.want) ? mix.want : file_mix && g3_mix_parse(file_mix) > 0 ? g3_mix_parse(file_mix) : 0;
+        w->layout = src == SRC_PLAIN || !g3_wtype_has_x8(qtype) ? G3_LAYOUT_ROWS : layout;
         if (!w->lm_head.data) w->lm_head = w->embed;
         if (src == SRC_QUANTIZE) w->quantize_seconds = g3_now() - t0;
         if (repack) w->repack_seconds = g3_now() - t0;
-        if (src == SRC_QUANTIZE || repack) {
+        int in_place = 0; /* a matrix of a mix left in the file's rows while others are repacked */
+        for (int i = 0; i < n; i++) in_place |= b[i].kind == BIND_MATRIX && b[i].arena_offset == (size_t)-1;
+        if ((src == SRC_QUANTIZE || repack) && !in_place) {
             /* nothing points into the files any more */
             g3_st_close(w->st);
             w->st = NULL;
@@ -614,9 +695,10 @@ typedef struct scan_job {
     int64_t *first_bad; /* [nth] row * cols + element (BF16) or row * blocks + block; -1 none */
 } scan_job;
 
-/* Is the element (a plain type) or block scale (a block type's fp16 d) at p a NaN or an
- * infinity? mask: the type's nonfinite_mask. */
-static int bad_at(const uint8_t *p, uint16_t mask) {
+/* Is the element (a plain type) or a block scale (a block type's fp16 scales: the block at p,
+ * or in the x8 layout its scale at p) a NaN or an infinity? mask: the type's nonfinite_mask. */
+static int bad_at(const uint8_t *p, g3_wtype type, int plain, uint16_t mask) {
+    if (!plain) return g3_wtype_block_nonfinite(type, p);
     uint16_t h;
     memcpy(&h, p, 2);
     return (h & mask) == mask;
@@ -640,10 +722,10 @@ static void task_scan(void *ctx, int ith, int nth) {
         const uint8_t *row =
             j->data + (x8 ? g3_x8_scale_offset(j->type, j->cols, r, 0) : (size_t)r * rb);
         int any = 0;
-        for (int64_t e = 0; e < per_row; e++) any |= bad_at(row + e * step, mask);
+        for (int64_t e = 0; e < per_row; e++) any |= bad_at(row + e * step, j->type, plain, mask);
         if (!any) continue;
         for (int64_t e = 0; e < per_row; e++)
-            if (bad_at(row + e * step, mask)) {
+            if (bad_at(row + e * step, j->type, plain, mask)) {
                 j->first_bad[ith] = r * per_row + e;
                 return;
             }
@@ -729,8 +811,8 @@ int g3_weights_check(const char *dir, const g3_config *cfg, const g3_weights *w,
 #define WRITE_CHUNK_BYTES ((size_t)16 << 20) /* quantized bytes per write: bounds the buffer */
 
 /* The written file's tensors: matrices as U8 rows of blocks, norms as stored (NULL: no memory). */
-static g3_st_entry *quantized_entries(const binding *b, int n, g3_wtype type) {
-    g3_st_entry *entries = calloc((size_t)n, sizeof *entries);
+static g3_st_entry *quantized_entries(const binding *b, int n) {
+    g3_st_entry *entries = calloc((size_t)(n > 0 ? n : 1), sizeof *entries);
     for (int i = 0; entries && i < n; i++) {
         const g3_tensor *t = b[i].t;
         g3_st_entry *e = &entries[i];
@@ -739,7 +821,7 @@ static g3_st_entry *quantized_entries(const binding *b, int n, g3_wtype type) {
             e->dtype = G3_DTYPE_U8;
             e->n_dims = 2;
             e->shape[0] = b[i].shape[0];
-            e->shape[1] = (int64_t)g3_wtype_row_bytes(type, b[i].shape[1]);
+            e->shape[1] = (int64_t)g3_wtype_row_bytes(b[i].qtype, b[i].shape[1]);
         } else {
             e->dtype = t->dtype;
             e->n_dims = t->n_dims;
@@ -751,7 +833,7 @@ static g3_st_entry *quantized_entries(const binding *b, int n, g3_wtype type) {
 
 int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wtype type,
                                int n_threads, const char *path) {
-    if (!g3_wtype_is_block(type))
+    if (!g3_wtype_is_block(type) && !g3_mix_is_recipe((int)type))
         return g3_error(GEMMA3_ERR_ARG, "%s: cannot quantize to %s (%s)", src_dir,
                         g3_wtype_name(type), g3_wtype_list(1));
     g3_weights *w = calloc(1, sizeof *w); /* only the destinations of the plan */
@@ -772,15 +854,17 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
                       src_dir, q);
     if (rc == GEMMA3_OK) rc = plan(src_dir, st, cfg, w, &b, &n);
     size_t arena_dummy = 0, max_cols = 0, max_row = 0;
+    const mix_plan mix = {(int)type, cfg->n_layers, plan_tied(b, n)};
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
-        rc = check_binding(src_dir, &b[i], st, SRC_QUANTIZE, type, G3_LAYOUT_ROWS, &arena_dummy);
+        rc = bind_type(src_dir, st, SRC_QUANTIZE, (g3_wtype)g3_mix_base(type), G3_LAYOUT_ROWS, &mix, &b[i]);
+        if (rc == GEMMA3_OK) rc = check_binding(src_dir, &b[i], st, SRC_QUANTIZE, &arena_dummy);
         if (b[i].kind == BIND_MATRIX) {
             if ((size_t)b[i].shape[1] > max_cols) max_cols = (size_t)b[i].shape[1];
-            size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
+            size_t rb = g3_wtype_row_bytes(b[i].qtype, b[i].shape[1]);
             if (rb > max_row) max_row = rb;
         }
     }
-    if (rc == GEMMA3_OK && !(entries = quantized_entries(b, n, type)))
+    if (rc == GEMMA3_OK && !(entries = quantized_entries(b, n)))
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", src_dir);
     if (n_threads <= 0) n_threads = g3_n_cpus();
     size_t chunk_rows = max_row ? WRITE_CHUNK_BYTES / max_row : 1;
@@ -792,24 +876,41 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     if (rc == GEMMA3_OK && !(buf = g3_alloc_aligned(chunk_rows * max_row + rowbuf_bytes)))
         rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory for a %zu-byte write buffer", path,
                       chunk_rows * max_row + rowbuf_bytes);
-    /* norms as stored: a GGUF source's hold 1 + w, and the file says so */
-    const char *meta[6] = {"format", "pt", "gemma3.quant", g3_wtype_name(type), "gemma3.norms", "plus_one"};
-    const int n_meta = rc == GEMMA3_OK && g3_st_metadata(st, "gemma3.norms") ? 3 : 2;
-    if (rc == GEMMA3_OK) rc = g3_st_writer_create(path, entries, n, meta, n_meta, &wr);
+    /* norms as stored: a GGUF source's hold 1 + w, and the file says so; a matrix whose type is
+     * not the file's (a fallback, a mix) is named by gemma3.quant.NAME */
+    const char **meta = rc == GEMMA3_OK ? calloc((size_t)(8 + 2 * n), sizeof *meta) : NULL;
+    char *keys = meta ? calloc((size_t)n, sizeof b[0].name + 16) : NULL;
+    if (rc == GEMMA3_OK && !keys) rc = g3_error(GEMMA3_ERR_NOMEM, "%s: out of memory", path);
+    int n_meta = 0;
+    if (rc == GEMMA3_OK) {
+        const char *base[8] = {"format", "pt", "gemma3.quant", g3_wtype_name((g3_wtype)g3_mix_base(type)),
+                               "gemma3.norms", "plus_one", "gemma3.mix", g3_mix_name((int)type)};
+        n_meta = g3_st_metadata(st, "gemma3.norms") ? 3 : 2;
+        memcpy(meta, base, 6 * sizeof *meta);
+        if (g3_mix_is_recipe((int)type)) meta[2 * n_meta] = base[6], meta[2 * n_meta++ + 1] = base[7];
+        for (int i = 0; i < n; i++) {
+            if (b[i].kind != BIND_MATRIX || b[i].qtype == type) continue;
+            char *k = keys + (size_t)i * (sizeof b[0].name + 16);
+            snprintf(k, sizeof b[0].name + 16, "gemma3.quant.%s", b[i].name);
+            meta[2 * n_meta] = k;
+            meta[2 * n_meta++ + 1] = g3_wtype_name(b[i].qtype);
+        }
+        rc = g3_st_writer_create(path, entries, n, meta, n_meta, &wr);
+    }
     float *rowbuf = buf ? (float *)(void *)(buf + chunk_rows * max_row) : NULL;
     for (int i = 0; i < n && rc == GEMMA3_OK; i++) {
         const g3_tensor *t = b[i].t;
         if (b[i].kind == BIND_NORM) {
             rc = g3_st_writer_append(wr, t->data, t->n_bytes);
         } else {
-            size_t rb = g3_wtype_row_bytes(type, b[i].shape[1]);
+            size_t rb = g3_wtype_row_bytes(b[i].qtype, b[i].shape[1]);
             for (int64_t r = 0; r < b[i].shape[0] && rc == GEMMA3_OK; r += (int64_t)chunk_rows) {
                 int64_t r1 = r + (int64_t)chunk_rows < b[i].shape[0] ? r + (int64_t)chunk_rows : b[i].shape[0];
-                quant_job j = {t, type, G3_LAYOUT_ROWS, b[i].shape[1], r, r1, buf, {rowbuf, NULL, 0},
+                quant_job j = {t, b[i].qtype, G3_LAYOUT_ROWS, b[i].shape[1], r, r1, buf, {rowbuf, NULL, 0},
                                g3_quantize_row_best(), first_bad};
                 g3_pool_run(pool, task_quantize, &j);
                 int64_t bad = job_first_bad(&j, pool);
-                if (bad >= 0) rc = bad_source_error(src_dir, b[i].name, bad, b[i].shape[1], type);
+                if (bad >= 0) rc = bad_source_error(src_dir, b[i].name, bad, b[i].shape[1], b[i].qtype);
                 if (rc == GEMMA3_OK) rc = g3_st_writer_append(wr, buf, (size_t)(r1 - r) * rb);
                 g3_tensor piece = *t; /* these rows' source pages are done with */
                 piece.data = (const uint8_t *)t->data + (size_t)r * (t->n_bytes / (size_t)b[i].shape[0]);
@@ -828,6 +929,8 @@ int g3_weights_write_quantized(const char *src_dir, const g3_config *cfg, g3_wty
     g3_pool_free(pool);
     free(first_bad);
     free(entries);
+    free(meta);
+    free(keys);
     free(b);
     g3_st_close(st);
     free(w);

@@ -30,7 +30,9 @@ typedef struct g3_layer_weights {
 } g3_layer_weights;
 
 typedef struct g3_weights {
-    g3_wtype wtype;           /* the type of every matrix, the embedding and the head included */
+    g3_wtype wtype;           /* the type of every matrix, the embedding and the head included
+                               * (a mix: the type most matrices have, each matrix its own) */
+    int mix;                  /* llama-quantize's recipe the mix follows (quant-mix.h), or 0 */
     g3_matrix embed;          /* [V][H] */
     g3_matrix lm_head;        /* [V][H]; the embedding's view when tied (same data) */
     const float *final_norm;  /* [H] 1 + model.norm */

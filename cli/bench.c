@@ -143,7 +143,8 @@ static const cli_option bench_options[] = {
     {"-ctk, --cache-type-k, --kv-type", "LIST", CLI_CUSTOM, .parse = parse_kv_types,
      .help = "KV cache types: f32, bf16", .default_text = "bf16; f32 with --exact"},
     {"-q, --quant", "LIST", CLI_CUSTOM, .parse = parse_quants,
-     .help = "weight types: bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (quantized at load)", .default_text = "as stored"},
+     .help = "weight types: bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the mixes q4_k_m, q5_k_m, q4_k_s, q5_k_s (quantized at load)",
+     .default_text = "as stored"},
     {"-o, --output", "FORMAT", CLI_CHOICE, offsetof(bench_args, format),
      .choices = "md|json|jsonl|csv|sql", .help = "md, json, jsonl, csv or sql"},
     {"--draft", "LIST", CLI_CUSTOM, .parse = parse_drafts,
@@ -244,7 +245,7 @@ static void model_label(const gemma3_model_info *info, char *buf, size_t n) {
     else snprintf(size, sizeof size, "%.0fM", p / 1e6);
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (info->n_layers == named[i].n_layers) snprintf(size, sizeof size, "%s", named[i].size);
-    snprintf(buf, n, "gemma3 %s %s", size, type);
+    snprintf(buf, n, "gemma3 %s %s", size, info->weight_mix_label ? info->weight_mix_label : type);
 }
 
 /* The CPU's name as /proc/cpuinfo gives it ("" where it does not). */

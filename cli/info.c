@@ -100,7 +100,8 @@ static void print_text(const char *dir, const gemma3_model_info *m, int ctx, int
     printf("bos / pad / eos:      %d / %d / [%s]\n", m->bos_id, m->pad_id, eos);
     printf("layer types:          %s\n", layers);
     printf("parameters:           %lld (%.3f B)\n", (long long)m->n_params, (double)m->n_params / 1e9);
-    printf("weight type:          %s\n", m->weight_type);
+    printf("weight type:          %s%s%s%s\n", m->weight_type, m->weight_mix ? " (mix: " : "",
+           m->weight_mix ? m->weight_mix : "", m->weight_mix ? ")" : "");
     printf("load mode (default):  %s (files %.2f GB, memory available %.2f GB, fits up to 3/4)\n",
            fits_in_memory(m) ? "read, or mmap where the page cache holds the files in 2 MiB folios"
                              : "mmap, the files do not fit",

@@ -64,7 +64,7 @@ static const cli_option model_options[] = {
     {"-m, --model", "DIR", CLI_TEXT, M(model_dir),
      .help = "Gemma 3 checkpoint directory (config.json, *.safetensors, tokenizer.model)"},
     {"-q, --quant", "TYPE", CLI_CUSTOM, .parse = parse_quant,
-     .help = "weights as bf16, q8_0, q4_0, q4_1, q5_0 or q5_1 (quantized at load from a BF16 checkpoint)",
+     .help = "weights as bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or llama-quantize's mixes q4_k_m, q5_k_m, q4_k_s, q5_k_s (quantized at load from a BF16 checkpoint)",
      .default_text = "as stored"},
     {"-t, --threads", "N", CLI_INT, M(sp.n_threads), 1, 1024, .help = "threads",
      .default_text = "all CPUs"},

@@ -29,7 +29,8 @@ static const cli_option quantize_options[] = {
     {"-o, --output", "OUTDIR", CLI_TEXT, A(dst),
      .help = "where the quantized checkpoint goes (created; config and tokenizer copied); a name "
              "ending in .gguf writes one GGUF file that llama.cpp loads"},
-    {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type, .help = "q8_0, q4_0, q4_1, q5_0 or q5_1 (or bf16 for a .gguf)"},
+    {"--type", "TYPE", CLI_CUSTOM, .parse = parse_type,
+     .help = "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or llama-quantize's mixes q4_k_m, q5_k_m, q4_k_s, q5_k_s (or bf16 for a .gguf)"},
     {"-t, --threads", "N", CLI_INT, A(n_threads), 1, 1024, .help = "threads",
      .default_text = "all CPUs"},
     {"--force", NULL, CLI_SWITCH, A(force), .value = 1,
@@ -40,9 +41,12 @@ static const cli_option quantize_options[] = {
 static const cli_group quantize_group = CLI_GROUP("quantize", quantize_options);
 
 static const cli_command quantize_command = {
-    "usage: gemma3 quantize -m DIR -o OUTDIR|FILE.gguf --type q8_0|q4_0|q4_1|q5_0|q5_1 [-t N]\n"
-    "Writes every matrix of the checkpoint in DIR as llama.cpp's Q8_0 or Q4_0 blocks\n"
-    "(safetensors, U8 [rows, bytes per row], metadata \"gemma3.quant\"); norms stay as stored.\n",
+    "usage: gemma3 quantize -m DIR -o OUTDIR|FILE.gguf --type TYPE [-t N]\n"
+    "Writes every matrix of the checkpoint in DIR as llama.cpp's blocks of TYPE (q8_0, q4_0, q4_1,\n"
+    "q5_0, q5_1, q4_k, q5_k, q6_k), or as llama-quantize's mix of them (q4_k_m, q5_k_m, q4_k_s,\n"
+    "q5_k_s: per tensor, as llama-quantize chooses without an importance matrix): safetensors,\n"
+    "U8 [rows, bytes per row], metadata \"gemma3.quant\" (and \"gemma3.quant.NAME\" per tensor of\n"
+    "another type); norms stay as stored.\n",
     "quantize: unknown option '%s' (try gemma3 quantize --help)",
     {&quantize_group, NULL},
 };

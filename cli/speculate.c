@@ -39,7 +39,7 @@ static const cli_option spec_options[] = {
     {"--draft-p-min, --spec-draft-p-min", "P", CLI_FLOAT, S(p.draft_p_min), 0, 1,
      .help = "the draft model stops drafting when its greedy token's probability is below P"},
     {"-qd, --quant-draft", "TYPE", CLI_CUSTOM, .parse = parse_draft_quant,
-     .help = "the draft's weight type: bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (default: as the model's -q)"},
+     .help = "the draft's weight type: bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m ... (default: as the model's -q)"},
     {"-td, --threads-draft, --spec-draft-threads", "N", CLI_INT, S(draft_threads), 0, 4096,
      .help = "the draft's threads (0: as -t)"},
     {"--no-spec-adaptive", NULL, CLI_SWITCH, S(p.adaptive), .value = 0,

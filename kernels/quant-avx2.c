@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kquant.h"
 #include "kernels/quant-impl.h"
 #include "kernels/simd.h"
 

@@ -97,10 +97,15 @@ static void test_types(void) {
     CHECK(g3_wtype_get(-1) == NULL && g3_wtype_get(GEMMA3_WEIGHTS_AS_STORED) == NULL &&
           g3_wtype_get(GEMMA3_WEIGHTS_COUNT) == NULL);
     CHECK_EQ_INT(g3_wtype_from_ggml(0), -1); /* F32: converted at load, not a weight type */
-    CHECK_EQ_INT(gemma3_weight_type_parse("q5_k"), GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(gemma3_weight_type_parse("q3_k"), GEMMA3_ERR_ARG);
     CHECK(strcmp(gemma3_weight_type_name(GEMMA3_WEIGHTS_AS_STORED), "as-stored") == 0);
-    CHECK(strcmp(gemma3_weight_type_list(0), "bf16, q8_0, q4_0, q4_1, q5_0, q5_1") == 0);
-    CHECK(strcmp(gemma3_weight_type_list(1), "q8_0, q4_0, q4_1, q5_0, q5_1") == 0);
+    CHECK(strcmp(gemma3_weight_type_list(0), "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m, q4_k_s, q5_k_s") == 0);
+    CHECK(strcmp(gemma3_weight_type_list(1), "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m, q4_k_s, q5_k_s") == 0);
+    CHECK(strcmp(g3_wtype_list(1), "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k") == 0);
+    /* the recipes: names, parsing, quantized, never a row of the type table */
+    CHECK_EQ_INT(gemma3_weight_type_parse("q4_k_m"), GEMMA3_WEIGHTS_Q4_K_M);
+    CHECK(strcmp(gemma3_weight_type_name(GEMMA3_WEIGHTS_Q5_K_S), "q5_k_s") == 0);
+    CHECK(gemma3_weight_type_is_quantized(GEMMA3_WEIGHTS_Q5_K_M) && !g3_wtype_get(GEMMA3_WEIGHTS_Q4_K_M));
 }
 
 /* g3_matmul runs the scalar table's kernel for an entry a table leaves NULL (a type that lands
@@ -113,7 +118,8 @@ static void test_null_entry_fallback(void) {
     for (int i = 0; i < ROWS * N_IN; i++) w[i] = (float)((i * 37) % 23) - 11.0f;
     for (int i = 0; i < N_IN; i++) x[i] = (float)((i * 13) % 7) * 0.25f - 0.5f;
     for (int t = 1; t < GEMMA3_WEIGHTS_COUNT; t++) {
-        if (!g3_wtype_is_block(t)) continue;
+        /* blocks of 32 (the K-quants' rows are 256 long: tests/test-quant-k.c runs their fallback) */
+        if (!g3_wtype_is_block(t) || g3_wtype_get(t)->block != G3_QK) continue;
         const size_t rb = g3_wtype_row_bytes((g3_wtype)t, N_IN);
         unsigned char *m = malloc(rb * ROWS), xq[2 * N_IN];
         for (int r = 0; r < ROWS; r++) g3_quantize_row((g3_wtype)t, w + r * N_IN, m + r * rb, N_IN);

@@ -3,8 +3,8 @@
 # (tests/data/gguf, written by tools/make-gguf-fixtures.sh) against llama.cpp's own outputs on the
 # same files (llama-outputs.txt): perplexity within 0.1% for BF16 (0.5% quantized), KL
 # statistics against the BF16 file within their printed uncertainty, the same greedy
-# continuations; the file we do not run (llama-quantize's Q4_0 mix: token_embd in Q6_K) refused in one line
-# naming a tensor and its type; errors for bad -m paths; info on a GGUF.
+# continuations (llama-quantize's mixes too: Q4_0 with a Q6_K embedding, Q4_K_M, Q5_K_M, Q6_K);
+# errors for bad -m paths; info on a GGUF.
 . tests/lib.sh
 F=tests/data/gguf
 O=$F/llama-outputs.txt
@@ -25,7 +25,8 @@ ours() {
 within() { python3 -c "import sys; a,b,r=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=r*b else 1)" "$@"; }
 
 # perplexity: every file we run
-for f in wordnet-bf16.gguf wordnet-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q8_0.gguf; do
+for f in wordnet-bf16.gguf wordnet-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q8_0.gguf \
+    wordnet-mixed.gguf wordnet-q4_k_m.gguf wordnet-q5_k_m.gguf wordnet-q6_k.gguf; do
     theirs=$(sed -n "s/^ppl $f \([0-9.]*\) .*/\1/p" "$O")
     # llama-perplexity printed no estimate for the F16 file when the fixtures were made; it is the
     # BF16 file converted by llama-quantize, so it is held to llama.cpp's BF16 estimate (to 0.5%)
@@ -36,11 +37,15 @@ for f in wordnet-bf16.gguf wordnet-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf 
         skip "$f: llama-perplexity printed no final estimate when the fixtures were made"
     elif [ -z "$mine" ]; then
         bad "$f: no perplexity (llama.cpp '$theirs', ours '$mine')"
-    elif within "$mine" "$theirs" "$(case $f in *bf16*) echo 0.001 ;; *) echo 0.005 ;; esac)"; then
+    # K-quant mixes: 1%. Their activations are rounded to 8 bits where llama.cpp rounds them, but
+    # from slightly different hidden states, so the roundings that flip are independent noise:
+    # with a mean KL of 0.006-0.05 to BF16 over ~450 scored tokens the two runs' mean NLL differ
+    # by about 0.005 (0.5% of PPL) at one sigma. The KL statistics below are the sharper check.
+    elif within "$mine" "$theirs" "$(case $f in *bf16*) echo 0.001 ;; *_k*) echo 0.01 ;; *) echo 0.005 ;; esac)"; then
         echo "$f: PPL ours $mine, llama.cpp $theirs"
         ok
     else
-        bad "$f: PPL ours $mine, llama.cpp $theirs: more than 0.1% (BF16) / 0.5% (quantized) apart"
+        bad "$f: PPL ours $mine, llama.cpp $theirs: more than 0.1% (BF16) / 0.5% (quantized) / 1% (K-quants) apart"
     fi
 done
 
@@ -48,7 +53,8 @@ done
 "$G3" perplexity -m "$F/wordnet-bf16.gguf" -f "$TEXT" -c 128 -b 128 -t 2 \
     --kl-divergence-base "$TMP/base.kld" >/dev/null 2>&1 || bad "KL base"
 # (not F16: we widen F16 weights back to the BF16 they came from, llama.cpp computes in F16)
-for f in wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf; do
+for f in wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf wordnet-mixed.gguf wordnet-q4_k_m.gguf \
+    wordnet-q5_k_m.gguf wordnet-q6_k.gguf; do
     set -- $(sed -n "s/^kl $f //p" "$O")
     "$G3" perplexity -m "$F/$f" -f "$TEXT" -c 128 -b 128 -t 2 --kl-divergence-base "$TMP/base.kld" \
         --kl-divergence >"$TMP/kl" 2>&1
@@ -74,7 +80,9 @@ done
 grep '^greedy ' "$O" | while IFS="$(printf '\t')" read -r head cont; do
     f=$(echo "$head" | cut -d' ' -f2)
     p=$(echo "$head" | cut -d' ' -f3-)
-    mine=$("$G3" generate -m "$F/$f" --raw -p "$p" -n 24 --temp 0 -t 2 2>/dev/null |
+    # f32 cache, as for perplexity: llama.cpp's is f16; with our bf16 default, llama-quantize's
+    # Q4_K_M file turns at a near tie ("a couple" + "t" instead of " of") 7 tokens in
+    mine=$("$G3" generate -m "$F/$f" --raw -p "$p" -n 24 --temp 0 -t 2 --kv-type f32 2>/dev/null |
         sed ':a;N;$!ba;s/\n/\\n/g')
     cont=${cont% \[end of text\]} # llama completion's mark of the end of generation (EOS)
     if [ -n "$cont" ] && [ "$mine" = "$cont" ]; then
@@ -92,7 +100,7 @@ fail=$((fail + n_bad))
 [ "$n_ok" -gt 0 ] || bad "no greedy continuation compared"
 
 # the files we do not run: one line naming a tensor and its type
-expect_error "mixed" 1 "tensor token_embd.weight: type Q6_K is not supported" "$G3" generate -m "$F/wordnet-mixed.gguf" -p x -n 1
+
 expect_error "not a gguf" 1 "not-here.gguf" "$G3" generate -m "$TMP/not-here.gguf" -p x -n 1
 head -c 1000 "$F/wordnet-q8_0.gguf" >"$TMP/cut.gguf"
 expect_error "truncated" 1 "cut.gguf" "$G3" generate -m "$TMP/cut.gguf" -p x -n 1

@@ -392,7 +392,16 @@ static void test_binding(void) {
     CHECK(g3_model_config_load(tmp("iq4.gguf"), &cfg) == GEMMA3_OK);
     expect_model_fail("iq4.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor blk.0.attn_q.weight: type IQ4_NL is not supported");
     expect_model_fail("q81.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor token_embd.weight: type Q8_1 is not supported");
-    expect_model_fail("mixed.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "tensor blk.0.attn_q.weight is Q4_0 but token_embd.weight is Q8_0");
+    /* a mix of block types (what llama-quantize writes by default) binds: the file's type is the
+     * most frequent, the others named per tensor */
+    g3_st *mst = NULL;
+    CHECK_MSG(g3_model_open_st(tmp("mixed.gguf"), G3_ST_LOAD_MMAP, 1, 0, &mst) == GEMMA3_OK, "%s", gemma3_last_error());
+    const char *mq = mst ? g3_st_metadata(mst, "gemma3.quant") : NULL;
+    const char *me = mst ? g3_st_metadata(mst, "gemma3.quant.model.embed_tokens.weight") : NULL;
+    CHECK(mq && strcmp(mq, "q4_0") == 0 && me && strcmp(me, "q8_0") == 0);
+    CHECK(mst && !g3_st_metadata(mst, "gemma3.quant.model.layers.0.self_attn.q_proj.weight"));
+    g3_st_close(mst);
+
     expect_model_fail("mixed2.gguf", 1, GEMMA3_ERR_UNSUPPORTED, "is BF16 but token_embd.weight is Q8_0");
     gemma3_model *m = NULL;
     CHECK(gemma3_model_load(tmp("iq4.gguf"), &m) == GEMMA3_ERR_UNSUPPORTED && !m &&
@@ -532,8 +541,9 @@ static void same_logits(const char *dir, enum gemma3_weight_type dir_type, const
 }
 
 /* Our GGUF of the bundled model holds llama.cpp's tensors byte for byte: the converter's (BF16,
- * norms 1 + w in F32) and llama-quantize --pure's blocks (Q8_0, Q4_0, Q5_0). */
-static void same_tensors(const char *ours, const char *theirs) {
+ * norms 1 + w in F32) and llama-quantize --pure's blocks (Q8_0, Q4_0, Q5_0); with `typed`, those of
+ * theirs that have our file's block type (llama-quantize's mixes: its Q4_K tensors in Q4_K_M). */
+static void same_tensors_ex(const char *ours, const char *theirs, int typed) {
     size_t na = 0, nb = 0;
     uint8_t *a = read_all(ours, &na), *b = access(theirs, F_OK) == 0 ? read_all(theirs, &nb) : NULL;
     if (!b) {
@@ -543,18 +553,64 @@ static void same_tensors(const char *ours, const char *theirs) {
     }
     g3_gguf *ga = NULL, *gb = NULL;
     CHECK(a && g3_gguf_parse(a, na, ours, &ga) == GEMMA3_OK && g3_gguf_parse(b, nb, theirs, &gb) == GEMMA3_OK);
-    int same = ga && gb && ga->n_tensors == gb->n_tensors;
+    int same = ga && gb && ga->n_tensors == gb->n_tensors, n_same = 0;
     for (int64_t i = 0; same && i < ga->n_tensors; i++) {
         const g3_gguf_tensor *x = &ga->tensors[i], *y = g3_gguf_find_tensor(gb, x->name);
+        if (typed && (!y || y->type != x->type || x->n_dims < 2)) continue;
         same = y && x->type == y->type && x->n_dims == y->n_dims && memcmp(x->ne, y->ne, sizeof x->ne) == 0 &&
                x->n_bytes == y->n_bytes && memcmp(x->data, y->data, x->n_bytes) == 0;
+        n_same += same;
         if (!same) fprintf(stderr, "%s: tensor %s differs from %s's\n", ours, x->name, theirs);
     }
-    CHECK(same);
+    CHECK_MSG(same && n_same >= (typed ? 5 : 1), "%s vs %s: %d tensors compared", ours, theirs, n_same);
     g3_gguf_free(ga);
     g3_gguf_free(gb);
     free(a);
     free(b);
+}
+
+
+/* A copy of src with the 16 bits at byte `at` of tensor `name`'s data set to bits. */
+static void corrupt_copy(const char *src, const char *dst, const char *name, size_t at, uint16_t bits) {
+    size_t n = 0;
+    uint8_t *img = read_all(src, &n);
+    g3_gguf *g = NULL;
+    const g3_gguf_tensor *t = img && g3_gguf_parse(img, n, src, &g) == GEMMA3_OK ? g3_gguf_find_tensor(g, name) : NULL;
+    CHECK_MSG(t && at + 2 <= t->n_bytes, "%s: no tensor %s", src, name);
+    if (t) {
+        memcpy((uint8_t *)img + ((const uint8_t *)t->data - img) + at, &bits, 2);
+        FILE *f = fopen(dst, "wb");
+        CHECK(f && fwrite(img, 1, n, f) == n && fclose(f) == 0);
+    }
+    g3_gguf_free(g);
+    free(img);
+}
+
+/* A K-quant GGUF with a NaN or infinite super-block scale (d, Q4_K's dmin, Q6_K's d at the
+ * block's end) is refused by --check-tensors in one line naming the tensor, row and block. */
+static void bad_kquant_scales(void) {
+    static const struct { enum gemma3_weight_type type; size_t block, at; } cases[] = {
+        {GEMMA3_WEIGHTS_Q4_K, 144, 0}, {GEMMA3_WEIGHTS_Q4_K, 144, 2}, {GEMMA3_WEIGHTS_Q5_K, 176, 2},
+        {GEMMA3_WEIGHTS_Q6_K, 210, 208}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[32], dst[32];
+        snprintf(src, sizeof src, "ours-%s.gguf", gemma3_weight_type_name(cases[i].type));
+        snprintf(dst, sizeof dst, "bad-%zu.gguf", i);
+        /* row 3, super-block 1 of blk.1.ffn_down (1024 columns: 4 super-blocks a row) */
+        corrupt_copy(tmp(src), tmp(dst), "blk.1.ffn_down.weight", (3 * 4 + 1) * cases[i].block + cases[i].at,
+                     i % 2 ? 0x7e00 : 0xfc00);
+        gemma3_model_params mp = {0};
+        mp.check_tensors = 1;
+        mp.n_threads = 2;
+        gemma3_model *m = NULL;
+        const int rc = gemma3_model_load_ex(tmp(dst), &mp, &m);
+        char want[160];
+        snprintf(want, sizeof want, "model.layers.1.mlp.down_proj.weight: row 3, block 1: the %s scale is not finite",
+                 gemma3_weight_type_name(cases[i].type));
+        CHECK_MSG(rc == GEMMA3_ERR_FORMAT && !m && strstr(gemma3_last_error(), want) && one_line(gemma3_last_error()),
+                  "%s: rc %d '%s'", dst, rc, gemma3_last_error());
+        gemma3_model_free(m);
+    }
 }
 
 /* llama-quantize --pure's Q4_1 / Q5_0 / Q5_1 blocks of the bundled model's real rows (slices kept
@@ -633,16 +689,38 @@ int main(void) {
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     logits_repack = GEMMA3_REPACK_AUTO;
     /* our own GGUFs: the same logits back, the same vocabulary; a failed write leaves nothing */
-    static const enum gemma3_weight_type types[4] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0,
-                                                     GEMMA3_WEIGHTS_Q5_0};
-    for (int i = 0; i < 4; i++) {
+    static const enum gemma3_weight_type types[7] = {GEMMA3_WEIGHTS_BF16, GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0,
+                                                     GEMMA3_WEIGHTS_Q5_0, GEMMA3_WEIGHTS_Q4_K, GEMMA3_WEIGHTS_Q5_K,
+                                                     GEMMA3_WEIGHTS_Q6_K};
+    /* llama-quantize's files holding each K type (its Q4_K_M / Q5_K_M mixes, its Q6_K) */
+    static const char *const k_files[3] = {"q4_k_m", "q5_k_m", "q6_k"};
+    for (int i = 0; i < 7; i++) {
         char name[32];
         snprintf(name, sizeof name, "ours-%s.gguf", gemma3_weight_type_name(types[i]));
         CHECK_MSG(gemma3_quantize_gguf(WORDNET, tmp(name), types[i], 2) == GEMMA3_OK, "%s", gemma3_last_error());
         same_logits(WORDNET, types[i], tmp(name), GEMMA3_WEIGHTS_AS_STORED);
         char theirs[64];
-        snprintf(theirs, sizeof theirs, FIX "/wordnet-%s.gguf", gemma3_weight_type_name(types[i]));
-        same_tensors(tmp(name), theirs);
+        snprintf(theirs, sizeof theirs, FIX "/wordnet-%s.gguf", i < 4 ? gemma3_weight_type_name(types[i]) : k_files[i - 4]);
+        same_tensors_ex(tmp(name), theirs, i >= 4);
+    }    bad_kquant_scales();
+    /* llama-quantize's mixes made by us from the bundled model: its files, tensor for tensor
+     * (every type and byte), and quantizing at load with the recipe gives the same logits */
+    static const enum gemma3_weight_type recipes[3] = {GEMMA3_WEIGHTS_Q4_K_M, GEMMA3_WEIGHTS_Q5_K_M, GEMMA3_WEIGHTS_Q6_K};
+    for (int i = 0; i < 3; i++) {
+        char name[32], theirs[64];
+        snprintf(name, sizeof name, "mix-%s.gguf", gemma3_weight_type_name(recipes[i]));
+        snprintf(theirs, sizeof theirs, FIX "/wordnet-%s.gguf", k_files[i]);
+        CHECK_MSG(gemma3_quantize_gguf(WORDNET, tmp(name), recipes[i], 2) == GEMMA3_OK, "%s", gemma3_last_error());
+        same_tensors_ex(tmp(name), theirs, 0);
+        same_logits(WORDNET, recipes[i], theirs, GEMMA3_WEIGHTS_AS_STORED);
+    }
+    /* llama-quantize's Q4_0 mix (token_embd Q6_K) in the x8 layout (avx2): its Q4_0 matrices
+     * repacked, the Q6_K one read in place from the file, which must stay mapped */
+    if (access(FIX "/wordnet-mixed.gguf", F_OK) == 0 && g3_isa_parse("avx2") <= (int)g3_isa_detect()) {
+        int v = 0;
+        float *mx = logits_of(FIX "/wordnet-mixed.gguf", GEMMA3_WEIGHTS_AS_STORED, 0, "avx2", &v);
+        CHECK(mx && g3_first_nonfinite(mx, (size_t)N_TOK * v) < 0);
+        free(mx);
     }
     CHECK(gemma3_quantize_gguf(WORDNET, tmp("no/such/dir/x.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_IO);
     CHECK(gemma3_quantize_gguf(tmp("llama.gguf"), tmp("y.gguf"), GEMMA3_WEIGHTS_Q8_0, 2) == GEMMA3_ERR_UNSUPPORTED &&

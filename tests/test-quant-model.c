@@ -430,7 +430,7 @@ static void test_weights_internal(void) {
     CHECK(w.lm_head.data == w.embed.data);
     CHECK(((uintptr_t)w.layers[2].wq.data & 63u) == 0);
     g3_weights_free(&w);
-    CHECK_EQ_INT(g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_MMAP, 7, G3_LAYOUT_ROWS, 1, &w), GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(g3_weights_load_ex(GOLDEN "/tiny-causal", &c, G3_ST_LOAD_MMAP, GEMMA3_WEIGHTS_COUNT, G3_LAYOUT_ROWS, 1, &w), GEMMA3_ERR_ARG);
 }
 
 /* ---- other layouts: untied head, sharded multimodal source, F32 source ----------------------- */
@@ -797,7 +797,7 @@ static void test_quantize_errors(void) {
     const char *src = GOLDEN "/tiny-causal";
     struct stat sb;
     CHECK_EQ_INT(gemma3_quantize(src, tmp("x"), GEMMA3_WEIGHTS_BF16, 1), GEMMA3_ERR_ARG);
-    CHECK_EQ_INT(gemma3_quantize(src, tmp("x"), (enum gemma3_weight_type)9, 1), GEMMA3_ERR_ARG);
+    CHECK_EQ_INT(gemma3_quantize(src, tmp("x"), GEMMA3_WEIGHTS_COUNT, 1), GEMMA3_ERR_ARG);
     CHECK(stat(tmp("x"), &sb) != 0);
     CHECK_EQ_INT(gemma3_quantize(src, src, GEMMA3_WEIGHTS_Q8_0, 1), GEMMA3_ERR_ARG);
     CHECK(strstr(gemma3_last_error(), "source"));

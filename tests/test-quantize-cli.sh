@@ -47,7 +47,7 @@ done
 
 # refusals: one line, exit 1 for a bad file, 2 for a bad flag
 expect_error "requantize" 1 "cannot be loaded as q8_0" "$G3" -m "$TMP/q4_0" -q q8_0 -p hi -n 1
-expect_error "bad -q" 2 "-q" "$G3" -m "$M" -q q6_k -p hi -n 1
+expect_error "bad -q" 2 "-q" "$G3" -m "$M" -q q3_k -p hi -n 1
 expect_error "bad --repack" 2 "--repack: 'x4' is not one of auto, none, x8" "$G3" -m "$M" -q q4_0 --repack x4 -p hi -n 1
 expect_error "bad --type" 2 "--type" "$G3" quantize -m "$M" -o "$TMP/x" --type bf16
 expect_error "quantize without -o" 2 "-o" "$G3" quantize -m "$M" --type q4_0

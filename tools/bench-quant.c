@@ -124,7 +124,7 @@ static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, con
     void *xq = malloc(g3_act_row_bytes(HID));
     printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
     for (int wt = GEMMA3_WEIGHTS_Q8_0; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
-        if (!g3_wtype_is_block(wt)) continue;
+        if (!g3_wtype_is_block(wt) || g3_wtype_get(wt)->block != G3_QK) continue; /* 1B rows: no K-quants */
         const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
     printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
     printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
     for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
+        if (g3_wtype_get(wt)->block > G3_QK) continue; /* the 1B's rows of 1152 are no K-quant's */
         size_t total = 0;
         for (int i = 0; i < n_mats; i++) total += mat_bytes((g3_wtype)wt, mats[i]);
         char *w = g3_alloc_aligned(total);
@@ -229,6 +230,7 @@ int main(int argc, char **argv) {
     const mat shapes[2] = {{FFN, HID}, {HID, FFN}};
     for (int s = 0; s < 2; s++)
         for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
+            if (g3_wtype_get(wt)->block > G3_QK) continue;
             const size_t bytes = mat_bytes((g3_wtype)wt, shapes[s]);
             char *w = g3_alloc_aligned(bytes);
             if (!w) return 1;
