@@ -471,7 +471,6 @@ void g3_dequantize_matrix_row(g3_wtype t, g3_layout layout, const void *m, int64
 
 /* ---- Q8 activations ------------------------------------------------------------------------- */
 
-size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * (G3_QK + 8); }
 
 /* d = amax / 127 and q = nearbyint(x * (127 / amax)) (round half to even, as SIMD conversions
  * do, so every table quantizes activations bit-identically: a max, one division, one multiply

@@ -154,8 +154,9 @@ size_t g3_x8_scale_offset(g3_wtype t, int64_t n_in, int64_t r, int64_t b);
 /* IEEE half <-> float, round-to-nearest-even (as F16C and ggml's software path). */
 uint16_t g3_f32_to_f16(float f);
 
-/* Bytes of one quantized activation row of n_in values (n_in a multiple of G3_QK). */
-size_t g3_act_row_bytes(int n_in);
+/* Bytes of one quantized activation row of n_in values (n_in a multiple of G3_QK). Inline: the
+ * kernels find a token's row with it inside their block loops (out of line it halved decode). */
+static inline size_t g3_act_row_bytes(int n_in) { return (size_t)(n_in / G3_QK) * (G3_QK + 8); }
 /* Bytes of one Q8_K activation row (the K-quants' input, kernels/kquant.h) of n_in values
  * (n_in / 256 blocks of 292 bytes). */
 size_t g3_act_k_row_bytes(int n_in);

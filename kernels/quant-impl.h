@@ -24,7 +24,8 @@ typedef struct act_row {
     const int32_t *c4;
 } act_row;
 
-static inline act_row act_row_at(const void *Xq, int n_in, int t) {
+/* always_inline: called per block step inside the target-attributed kernels */
+static inline __attribute__((always_inline)) act_row act_row_at(const void *Xq, int n_in, int t) {
     const char *p = (const char *)Xq + (size_t)t * g3_act_row_bytes(n_in);
     const int nb = n_in / G3_QK;
     return (act_row){.q = (const int8_t *)p,
