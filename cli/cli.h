@@ -94,6 +94,7 @@ typedef struct cli_option {
     int (*parse)(const char *flag, const char *value, void *group);
     unsigned given_bit;     /* OR'd into the group's `given` word when the option is given */
     const char *help;       /* one line */
+    const char *(*help_fn)(void); /* else the line built at run time (from the library's lists) */
     const char *default_text; /* printed as "(default ...)"; NULL: the initial value, if any */
     int optional_value;     /* the next argument is the value only when it does not begin '-' */
 } cli_option;

@@ -85,6 +85,39 @@ static int parse_breaker(const char *flag, const char *val, void *group) {
     return 0;
 }
 
+/* The samplers' names (letters: 1) in the library's order, from their descriptors
+ * (gemma3_sampler_info_get), for --help: "penalties, dry, ..." or "edsk...". */
+static const char *sampler_list(char *buf, size_t size, int letters) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < GEMMA3_SAMPLER_N_TYPES && len < size; t++) {
+        const gemma3_sampler_info *in = gemma3_sampler_info_get(t);
+        int k = letters ? snprintf(buf + len, size - len, "%c", in->letter)
+                        : snprintf(buf + len, size - len, "%s%s", t ? ", " : "", in->name);
+        len += k > 0 ? (size_t)k : 0;
+    }
+    return buf;
+}
+
+static const char *samplers_help(void) {
+    static char help[512];
+    char names[400];
+    if (!help[0])
+        snprintf(help, sizeof help, "chain by name, ';'-separated, or 'llama.cpp' or 'default': %s",
+                 sampler_list(names, sizeof names, 0));
+    return help;
+}
+
+static const char *sampling_seq_help(void) {
+    static char help[160];
+    char letters[GEMMA3_SAMPLER_N_TYPES + 1];
+    if (!help[0])
+        snprintf(help, sizeof help,
+                 "chain by letter, one per name of --samplers: %s (llama.cpp: %s)",
+                 sampler_list(letters, sizeof letters, 1), GEMMA3_SAMPLER_SEQ_LLAMA);
+    return help;
+}
+
 /* The ranges of the numeric flags are the library's own (gemma3_sampler_param_range). */
 #define P(field) offsetof(cli_sampling, params.field)
 static const cli_option sampling_options[] = {
@@ -139,12 +172,9 @@ static const cli_option sampling_options[] = {
      .help = "add B to a logit: 15043+1, 15043-inf (repeatable)"},
     {"--ignore-eos", NULL, CLI_SWITCH, P(ignore_eos), .value = 1,
      .help = "never end on an end-of-generation token"},
-    {"--samplers", "LIST", CLI_CUSTOM, .parse = parse_chain,
-     .help = "chain by name, ';'-separated, or 'llama.cpp' (penalties;dry;top_n_sigma;top_k;"
-             "typ_p;top_p;min_p;xtc;temperature;epsilon_cutoff;eta_cutoff)"},
+    {"--samplers", "LIST", CLI_CUSTOM, .parse = parse_chain, .help_fn = samplers_help},
     {"--sampling-seq, --sampler-seq", "LETTERS", CLI_CUSTOM, .parse = parse_chain,
-     .help = "chain by letter (llama.cpp: " GEMMA3_SAMPLER_SEQ_LLAMA ")",
-     .default_text = GEMMA3_SAMPLER_SEQ_DEFAULT},
+     .help_fn = sampling_seq_help, .default_text = GEMMA3_SAMPLER_SEQ_DEFAULT},
     {"--sampler-mode", "MODE", CLI_CHOICE, P(mode), .choices = "cdf|gumbel",
      .help = "final draw: inverse CDF or Gumbel-max (same distribution)"},
 };
