@@ -69,11 +69,11 @@ endif
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
-                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling/passes.c \
-                       sampling/candidates.c sampling/rank.c sampling/descriptors.c \
-                       sampling/draw.c sampling/penalties.c sampling/cutoffs.c sampling/typical.c \
-                       sampling/test-hooks.c rng.c \
+                       tokenizer.c protobuf.c utf8.c chat.c sampling.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
+# the sampler's parts: every file of sampling/ (a sampler added there needs no line here)
+SAMPLING_SRCS := $(wildcard sampling/*.c)
+LIB_SRCS += $(SAMPLING_SRCS)
 LIB_SRCS += $(wildcard kernels/*.c)
 LIB_SRCS += grammar-parse.c
 LIB_SRCS += speculative.c
@@ -197,9 +197,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
-                            chat.c sampling.c sampling/passes.c sampling/candidates.c sampling/rank.c \
-                            sampling/descriptors.c sampling/draw.c sampling/penalties.c \
-                            sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
+                            chat.c sampling.c $(SAMPLING_SRCS) rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
 FUZZ_LIB_SRCS += grammar-parse.c
 FUZZ_LIB_SRCS += gguf.c
