@@ -123,12 +123,26 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The suites link TEST_LIB: the library with the sampler built again with its counters of which
+# path answered (-DG3_SAMPLER_STATS, sampling/state.h), which only the tests read; the command,
+# libgemma3.a and the tools (bench-sampling among them) have none.
+SAMPLER_SRCS := sampling.c $(SAMPLING_SRCS)
+STATS_OBJS := $(SAMPLER_SRCS:%.c=$(BUILD)/stats/%.o)
+TEST_LIB := $(BUILD)/libgemma3-tests.a
+$(BUILD)/stats/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DG3_SAMPLER_STATS -c $< -o $@
+
+$(TEST_LIB): $(filter-out $(SAMPLER_SRCS:%.c=$(BUILD)/%.o),$(LIB_OBJS)) $(STATS_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) $(OMP_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
+$(BUILD)/tests/%: tests/%.c $(TEST_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_LIB) $(LDLIBS)
 
 $(BUILD)/tools/%: tools/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -255,4 +269,4 @@ uninstall:
 clean:
 	rm -rf build gemma3 libgemma3.a
 
--include $(LIB_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(STATS_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)

@@ -26,8 +26,9 @@ struct g3_score_err {
 };
 
 /* Which path answered, counted for the tests (sampling/test-hooks.h) since init: a test that
- * checks a fast path also checks that it ran. G3_STAT adds; -DG3_SAMPLER_NO_STATS compiles the
- * block and its additions out (the hooks then read 0). */
+ * checks a fast path also checks that it ran. Compiled for the tests only: the suites link a
+ * library whose sampler is built with -DG3_SAMPLER_STATS (the Makefile's TEST_LIB); without it
+ * the block and G3_STAT's additions are left out and the hooks read 0. */
 struct g3_sampler_stats {
     int float_tier_draws;                /* CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws;   /* typical's answers from the rank view */
@@ -39,12 +40,12 @@ struct g3_sampler_stats {
     int top_p_coarse_draws; /* those the coarse sums decided */
     int xtc_winner_draws;   /* XTC's answers by the winner first, no Z */
 };
-#ifdef G3_SAMPLER_NO_STATS
-#define G3_STAT(s, field, n) ((void)sizeof(n))
-#define G3_STAT_READ(s, field) 0
-#else
+#ifdef G3_SAMPLER_STATS
 #define G3_STAT(s, field, n) ((s)->stats.field += (n))
 #define G3_STAT_READ(s, field) ((s)->stats.field)
+#else
+#define G3_STAT(s, field, n) ((void)sizeof(n))
+#define G3_STAT_READ(s, field) 0
 #endif
 
 /* What the candidate list is now (s->form); the transitions are in sampling/candidates.c. */
@@ -104,7 +105,7 @@ struct gemma3_sampler {
     int perturb_float_draw; /* the float tier's sums off by 0.9 of its error bound */
     int view_open;          /* g3_sampler_view_open */
     int skip_rough;         /* no rough sums (g3_sampler_skip_rough) */
-#ifndef G3_SAMPLER_NO_STATS
+#ifdef G3_SAMPLER_STATS
     struct g3_sampler_stats stats;
 #endif
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
