@@ -244,6 +244,14 @@ static void test_many_candidates(void) {
         l[n - 1] = 5.0f, l[n - 2] = 4.5f, l[n - 3] = 4.0f;
         p.top_k = 3;
         EXPECT_RANGE(p, l, n, n - 3, n);
+        p.top_k = 0;
+        /* top-p's nucleus (the last id alone) under a min_keep floor of 3: the floor's top-k
+         * in Gumbel mode is the radix selection, whose 16-way prefilter runs here */
+        p.top_p = 0.01f;
+        p.min_keep = 3;
+        EXPECT_RANGE(p, l, n, n - 3, n);
+        p.top_p = 1.0f;
+        p.min_keep = 0;
         p.top_k = 1;
         for (int mode = 0; mode < 2; mode++) {
             p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
