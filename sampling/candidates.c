@@ -779,9 +779,9 @@ float *g3_writable_logits(gemma3_sampler *s) {
 }
 
 /* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
- * (a copy only when one of them is not finite), then an owed division. Every reader of the
- * logits but top-k's heap and the Gumbel draw's checking pass (which check as they scan)
- * calls this first. */
+ * (a copy only when one of them is not finite); an owed division is made first, in a copy
+ * that applies them. Every reader of the logits but top-k's heap and the Gumbel draw's
+ * checking pass (which check as they scan) calls this first. */
 void g3_check_finite(gemma3_sampler *s) {
     g3_logits_pay_division(s);
     if (!g3_logits_unchecked(s)) return;
