@@ -61,7 +61,8 @@ enum g3_list_form {
  * (prepare in sampling.c); only the transitions at the end of sampling/candidates.c assign it:
  *
  *   RAW -> RAW_DIVIDING   temperature, last before a Gumbel draw over the whole vocabulary,
- *                         leaves its division to the draw's pass (g3_logits_owe_division)
+ *                         leaves its division to the draw's pass (g3_logits_owe_division):
+ *                         only then, so that no sampler but the draw meets this stage
  *   RAW -> CHECKED        a copy into s->own that applies the rules (g3_writable_logits,
  *                         prepare's logit bias), or top-k's heap, which checks as it scans
  *   RAW -> MAX_KNOWN      a pass that checks them all and finds the maximum on the way

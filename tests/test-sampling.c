@@ -331,6 +331,30 @@ static void test_temperature_left_to_gumbel_draw(void) {
     gemma3_sampler_free(s);
 }
 
+/* Temperature leaves its division to the Gumbel draw only when the draw comes next: with
+ * penalties after it (chain "te"), the presence penalty is taken from l / T, not l / T taken
+ * after it. A (l 1.35, in the history) against B (l 1), T 0.05, presence 2: l/T - 2 puts A 5
+ * nats ahead of B, while (l - 2)/T would put it 33 behind. */
+static void test_temperature_before_penalties(void) {
+    enum { V = 64, A = 5, B = 9 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = -30.0f;
+    l[A] = 1.35f;
+    l[B] = 1.0f;
+    gemma3_sampler_params p = plain();
+    p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
+    p.temperature = 0.05f;
+    p.presence_penalty = 2.0f;
+    CHECK(gemma3_sampler_chain_from_seq("te", &p) == GEMMA3_OK);
+    gemma3_sampler *s = make(&p, V);
+    if (!s) return;
+    CHECK(gemma3_sampler_accept(s, A) == GEMMA3_OK);
+    int hits = 0;
+    for (int pos = 0; pos < 50; pos++) hits += gemma3_sampler_sample(s, l, pos) == A;
+    CHECK_MSG(hits >= 45, "temperature then penalties: A drawn %d/50 (P(A) = 0.993)", hits);
+    gemma3_sampler_free(s);
+}
+
 static void test_temperature_and_order(void) {
     gemma3_sampler_params p = plain();
     float l[] = {0, -1, -2, -3};
@@ -1148,6 +1172,7 @@ int main(void) {
     test_min_p();
     test_temperature_and_order();
     test_temperature_left_to_gumbel_draw();
+    test_temperature_before_penalties();
     test_typical();
     test_top_n_sigma();
     test_xtc();
