@@ -69,11 +69,11 @@ endif
 ALL_CFLAGS = $(STD) $(CFLAGS) $(WARN) $(SAN_FLAGS) $(OMP_FLAGS) $(DEPFLAGS) -I.
 
 LIB_SRCS := $(wildcard util.c safetensors.c config.c weights.c gemma3.c kernels.c threads.c \
-                       tokenizer.c protobuf.c utf8.c chat.c sampling.c sampling/passes.c \
-                       sampling/candidates.c sampling/rank.c sampling/descriptors.c \
-                       sampling/draw.c sampling/penalties.c sampling/cutoffs.c sampling/typical.c \
-                       sampling/test-hooks.c rng.c \
+                       tokenizer.c protobuf.c utf8.c chat.c sampling.c rng.c \
                        quant.c quant-rows.c quantize-checkpoint.c state.c grammar.c json-schema.c)
+# the sampler's parts: every file of sampling/ (a sampler added there needs no line here)
+SAMPLING_SRCS := $(wildcard sampling/*.c)
+LIB_SRCS += $(SAMPLING_SRCS)
 LIB_SRCS += $(wildcard kernels/*.c)
 LIB_SRCS += grammar-parse.c
 LIB_SRCS += speculative.c
@@ -124,12 +124,26 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The suites link TEST_LIB: the library with the sampler built again with its counters of which
+# path answered (-DG3_SAMPLER_STATS, sampling/state.h), which only the tests read; the command,
+# libgemma3.a and the tools (bench-sampling among them) have none.
+SAMPLER_SRCS := sampling.c $(SAMPLING_SRCS)
+STATS_OBJS := $(SAMPLER_SRCS:%.c=$(BUILD)/stats/%.o)
+TEST_LIB := $(BUILD)/libgemma3-tests.a
+$(BUILD)/stats/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DG3_SAMPLER_STATS -c $< -o $@
+
+$(TEST_LIB): $(filter-out $(SAMPLER_SRCS:%.c=$(BUILD)/%.o),$(LIB_OBJS)) $(STATS_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) $(OMP_FLAGS) -o $@ $(CLI_OBJS) $(LIB) $(LDLIBS) $(EDIT_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
+$(BUILD)/tests/%: tests/%.c $(TEST_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_LIB) $(LDLIBS)
 
 $(BUILD)/tools/%: tools/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -198,9 +212,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz-*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
 FUZZ_LIB_SRCS := $(filter util.c safetensors.c threads.c config.c tokenizer.c protobuf.c utf8.c \
-                            chat.c sampling.c sampling/passes.c sampling/candidates.c sampling/rank.c \
-                            sampling/descriptors.c sampling/draw.c sampling/penalties.c \
-                            sampling/cutoffs.c sampling/typical.c sampling/test-hooks.c rng.c grammar.c json-schema.c,$(LIB_SRCS))
+                            chat.c sampling.c $(SAMPLING_SRCS) rng.c grammar.c json-schema.c,$(LIB_SRCS))
 FUZZ_LIB_SRCS += kernels/cpu.c
 FUZZ_LIB_SRCS += grammar-parse.c
 FUZZ_LIB_SRCS += gguf.c outfile.c
@@ -258,4 +270,4 @@ uninstall:
 clean:
 	rm -rf build gemma3 libgemma3.a
 
--include $(LIB_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(STATS_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) $(TOOL_BINS:=.d)

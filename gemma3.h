@@ -572,6 +572,9 @@ typedef struct gemma3_param_range {
     double min, max;             /* inclusive */
     double def;                  /* its value in gemma3_sampler_default_params */
     const char *hf_key;          /* its key in Hugging Face's generation_config.json, or NULL */
+    const char *flags;           /* the gemma3 command's spellings, "--temp, --temperature", or
+                                    NULL (llama.cpp's flags) */
+    const char *help;            /* one line for --help */
 } gemma3_param_range;
 /* The range of the field at `offset` in gemma3_sampler_params; NULL for a field without one. */
 const gemma3_param_range *gemma3_sampler_param_range(size_t offset);

@@ -632,8 +632,9 @@ static void keep_argmax(gemma3_sampler *s) {
     const float *l = s->logits;
     const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand; /* implicit: read as iota */
     s->form = G3_LIST_IDS;
-    if (s->max_known && s->id_order && s->n_cand == s->n_vocab) { /* the check's first max */
-        s->cand[0] = s->max_first;
+    /* the first maximum the check (or the dividing copy) found */
+    if (g3_logits_max_known(s) && s->id_order && s->n_cand == s->n_vocab) {
+        s->cand[0] = s->logits_state.max_first;
         s->n_cand = 1;
         s->sorted = 1;
         return;
@@ -676,8 +677,8 @@ static void keep_argmax(gemma3_sampler *s) {
 static void temperature(gemma3_sampler *s, float t, int draw_next) {
     if (t == 1.0f && s->p.dynatemp_range <= 0.0f) return;
     if (draw_next && g3_gumbel_mode(s) && t > 0.0f && s->p.dynatemp_range <= 0.0f &&
-        s->unchecked && g3_whole_list(s) && s->n_cand > 1) {
-        s->defer_divide = t;
+        g3_logits_unchecked(s) && g3_whole_list(s) && s->n_cand > 1) {
+        g3_logits_owe_division(s, t);
         return;
     }
     if (t <= 0.0f || s->p.dynatemp_range > 0.0f) g3_check_finite(s); /* else divide copies */
@@ -737,16 +738,13 @@ static void apply_mask(float *l, const uint32_t *allowed, int n) {
 static void prepare(gemma3_sampler *s, const float *logits, const uint32_t *allowed) {
     const gemma3_sampler_params *p = &s->p;
     int V = s->n_vocab;
-    s->logits = logits;
-    s->unchecked = 1;
-    s->defer_divide = 0;
-    g3_logits_rewritten(s);
+    g3_logits_start(s, logits);
     g3_cand_whole_vocabulary(s);
     if (p->n_logit_bias == 0 && !(p->ignore_eos && p->n_eos > 0) && !allowed) return;
     float *l = s->own;
     int clean = s->copy_check(l, logits, V);
     s->logits = l;
-    s->unchecked = 0;
+    g3_logits_checked(s);
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].token;
         float b = p->logit_bias[i].bias;

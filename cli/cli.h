@@ -109,6 +109,7 @@ typedef struct cli_option {
     int (*parse)(const char *flag, const char *value, void *group);
     unsigned given_bit;     /* OR'd into the group's `given` word when the option is given */
     const char *help;       /* one line */
+    const char *(*help_fn)(void); /* else the line built at run time (from the library's lists) */
     const char *default_text; /* printed as "(default ...)"; NULL: the initial value, if any */
     int optional_value;     /* the next argument is the value only when it does not begin '-' */
 } cli_option;
@@ -186,16 +187,12 @@ typedef struct cli_sampling {
     const char *dry_breakers[GEMMA3_SAMPLER_MAX_BREAKERS]; /* argv strings, not owned */
 } cli_sampling;
 enum {
-    CLI_SAMPLING_SET_TEMP = 1,
-    CLI_SAMPLING_SET_TOP_K = 2,
-    CLI_SAMPLING_SET_TOP_P = 4,
-    CLI_SAMPLING_SET_MIN_P = 8,
-    CLI_SAMPLING_SET_REPEAT_PENALTY = 16,
-    CLI_SAMPLING_SET_EOS = 32,
-    CLI_SAMPLING_SET_EPSILON = 64,
-    CLI_SAMPLING_SET_ETA = 128,
+    CLI_SAMPLING_SET_EOS = 1,
+    CLI_SAMPLING_SET_FIRST_PARAM = 2, /* and up: the flags of the parameters that have a
+                                       * generation_config.json key, one bit each */
 };
-extern const cli_group cli_sampling_group;
+/* Its rows are built by cli_sampling_init (from the library's sampler descriptors). */
+extern cli_group cli_sampling_group;
 
 /* Gemma defaults (gemma3_sampler_default_params), default breakers, nothing set. */
 void cli_sampling_init(cli_sampling *cs);

@@ -374,7 +374,7 @@ static void print_option(const cli_option *o, const void *dst, FILE *f) {
     default_text(o, dst, def, sizeof def);
     if (strlen(left) > 30) fprintf(f, "%s\n%30s", left, "");
     else fprintf(f, "%-30s", left);
-    fprintf(f, " %s", o->help);
+    fprintf(f, " %s", o->help_fn ? o->help_fn() : o->help);
     if (def[0]) fprintf(f, " (default %s)", def);
     fputc('\n', f);
 }

@@ -11,12 +11,6 @@
 
 _Static_assert(offsetof(cli_sampling, params) == 0, "the sampler range table uses params offsets");
 
-void cli_sampling_init(cli_sampling *cs) {
-    memset(cs, 0, sizeof *cs);
-    cs->params = gemma3_sampler_default_params();
-    cs->n_dry_breakers = -1;
-}
-
 /* "ID(+|-)BIAS", BIAS a number or inf: "15043+1", "15043-inf", "7-0.5". */
 static int parse_logit_bias(const char *flag, const char *val, gemma3_sampler_params *p) {
     char *end;
@@ -85,75 +79,117 @@ static int parse_breaker(const char *flag, const char *val, void *group) {
     return 0;
 }
 
-/* The ranges of the numeric flags are the library's own (gemma3_sampler_param_range). */
+/* The samplers' names (letters: 1) in the library's order, from their descriptors
+ * (gemma3_sampler_info_get), for --help: "penalties, dry, ..." or "edsk...". */
+static const char *sampler_list(char *buf, size_t size, int letters) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < GEMMA3_SAMPLER_N_TYPES && len < size; t++) {
+        const gemma3_sampler_info *in = gemma3_sampler_info_get(t);
+        int k = letters ? snprintf(buf + len, size - len, "%c", in->letter)
+                        : snprintf(buf + len, size - len, "%s%s", t ? ", " : "", in->name);
+        len += k > 0 ? (size_t)k : 0;
+    }
+    return buf;
+}
+
+static const char *samplers_help(void) {
+    static char help[512];
+    char names[400];
+    if (!help[0])
+        snprintf(help, sizeof help, "chain by name, ';'-separated, or 'llama.cpp' or 'default': %s",
+                 sampler_list(names, sizeof names, 0));
+    return help;
+}
+
+static const char *sampling_seq_help(void) {
+    static char help[160];
+    char letters[GEMMA3_SAMPLER_N_TYPES + 1];
+    if (!help[0])
+        snprintf(help, sizeof help,
+                 "chain by letter, one per name of --samplers: %s (llama.cpp: %s)",
+                 sampler_list(letters, sizeof letters, 1), GEMMA3_SAMPLER_SEQ_LLAMA);
+    return help;
+}
+
+/* The sampling group's rows: the seed, one row per sampler parameter that has a flag (its
+ * spellings, help line, range and default are the library's: gemma3_sampler_info_get), the
+ * samplers in the default chain's order and then the others, mirostat's (which replaces the
+ * chain), then the rows that parse text. Built once, by cli_sampling_init: a sampler added to
+ * the library shows here without a line of its own. A flag of a parameter with a
+ * generation_config.json key gets a bit of `set`, so that the file does not override it. */
 #define P(field) offsetof(cli_sampling, params.field)
-static const cli_option sampling_options[] = {
+static const cli_option first_options[] = {
     {"-s, --seed", "N", CLI_CUSTOM, .parse = parse_seed_flag,
      .help = "RNG seed, -1 = random (printed, to replay the run)", .default_text = "-1"},
-    {"--temp, --temperature", "N", CLI_SAMPLER, P(temperature), .given_bit = CLI_SAMPLING_SET_TEMP,
-     .help = "temperature, 0 = greedy"},
-    {"--top-k", "N", CLI_SAMPLER, P(top_k), .given_bit = CLI_SAMPLING_SET_TOP_K,
-     .help = "keep the k most likely tokens, 0 = off"},
-    {"--top-p", "N", CLI_SAMPLER, P(top_p), .given_bit = CLI_SAMPLING_SET_TOP_P,
-     .help = "smallest set with mass >= p, 1 = off"},
-    {"--min-p", "N", CLI_SAMPLER, P(min_p), .given_bit = CLI_SAMPLING_SET_MIN_P,
-     .help = "drop p < min_p * p_max, 0 = off"},
-    {"--typical, --typical-p", "N", CLI_SAMPLER, P(typical_p),
-     .help = "locally typical sampling, 1 = off"},
-    {"--top-nsigma, --top-n-sigma", "N", CLI_SAMPLER, P(top_n_sigma),
-     .help = "drop logits below max - n*sigma, -1 = off"},
-    {"--repeat-penalty", "N", CLI_SAMPLER, P(repeat_penalty),
-     .given_bit = CLI_SAMPLING_SET_REPEAT_PENALTY, .help = "penalise repeated tokens, 1 = off"},
-    {"--repeat-last-n", "N", CLI_SAMPLER, P(repeat_last_n),
-     .help = "tokens penalised, 0 = off, -1 = context"},
-    {"--frequency-penalty", "N", CLI_SAMPLER, P(frequency_penalty),
-     .help = "subtract N * count, 0 = off"},
-    {"--presence-penalty", "N", CLI_SAMPLER, P(presence_penalty),
-     .help = "subtract N once if present, 0 = off"},
-    {"--dry-multiplier", "N", CLI_SAMPLER, P(dry_multiplier),
-     .help = "DRY repetition penalty strength, 0 = off"},
-    {"--dry-base", "N", CLI_SAMPLER, P(dry_base), .help = "DRY exponential base, < 1 = off"},
-    {"--dry-allowed-length", "N", CLI_SAMPLER, P(dry_allowed_length),
-     .help = "repeats this long go unpenalised"},
-    {"--dry-penalty-last-n", "N", CLI_SAMPLER, P(dry_penalty_last_n),
-     .help = "DRY window, 0 = off, -1 = context"},
+};
+#define F(field) offsetof(gemma3_sampler_params, field)
+static const size_t mirostat_fields[] = {F(mirostat), F(mirostat_eta), F(mirostat_tau)};
+#undef F
+static const cli_option last_options[] = {
     {"--dry-sequence-breaker", "S", CLI_CUSTOM, .parse = parse_breaker,
      .help = "ends a DRY match (repeatable; 'none')", .default_text = "\\n : \" *"},
-    {"--epsilon, --epsilon-cutoff", "N", CLI_SAMPLER, P(epsilon_cutoff),
-     .given_bit = CLI_SAMPLING_SET_EPSILON, .help = "drop p < epsilon, 0 = off"},
-    {"--eta, --eta-cutoff", "N", CLI_SAMPLER, P(eta_cutoff), .given_bit = CLI_SAMPLING_SET_ETA,
-     .help = "drop p < min(eta, sqrt(eta) e^-entropy), 0 = off"},
-    {"--xtc-probability", "N", CLI_SAMPLER, P(xtc_probability),
-     .help = "chance of excluding the top choices, 0 = off"},
-    {"--xtc-threshold", "N", CLI_SAMPLER, P(xtc_threshold),
-     .help = "XTC probability threshold, > 0.5 = off"},
-    {"--dynatemp-range", "N", CLI_SAMPLER, P(dynatemp_range),
-     .help = "dynamic temperature T +- N by entropy, 0 = off"},
-    {"--dynatemp-exp", "N", CLI_SAMPLER, P(dynatemp_exponent),
-     .help = "dynamic temperature exponent"},
-    {"--mirostat", "N", CLI_SAMPLER, P(mirostat),
-     .help = "0 off, 1 mirostat, 2 mirostat 2.0 (replaces the chain)"},
-    {"--mirostat-lr", "N", CLI_SAMPLER, P(mirostat_eta), .help = "mirostat learning rate eta"},
-    {"--mirostat-ent", "N", CLI_SAMPLER, P(mirostat_tau), .help = "mirostat target entropy tau"},
     {"-l, --logit-bias", "ID(+|-)B", CLI_CUSTOM, .parse = parse_bias,
      .help = "add B to a logit: 15043+1, 15043-inf (repeatable)"},
     {"--ignore-eos", NULL, CLI_SWITCH, P(ignore_eos), .value = 1,
      .help = "never end on an end-of-generation token"},
-    {"--samplers", "LIST", CLI_CUSTOM, .parse = parse_chain,
-     .help = "chain by name, ';'-separated, or 'llama.cpp' (penalties;dry;top_n_sigma;top_k;"
-             "typ_p;top_p;min_p;xtc;temperature;epsilon_cutoff;eta_cutoff)"},
+    {"--samplers", "LIST", CLI_CUSTOM, .parse = parse_chain, .help_fn = samplers_help},
     {"--sampling-seq, --sampler-seq", "LETTERS", CLI_CUSTOM, .parse = parse_chain,
-     .help = "chain by letter (llama.cpp: " GEMMA3_SAMPLER_SEQ_LLAMA ")",
-     .default_text = GEMMA3_SAMPLER_SEQ_DEFAULT},
+     .help_fn = sampling_seq_help, .default_text = GEMMA3_SAMPLER_SEQ_DEFAULT},
     {"--sampler-mode", "MODE", CLI_CHOICE, P(mode), .choices = "cdf|gumbel",
      .help = "final draw: inverse CDF or Gumbel-max (same distribution)"},
 };
 #undef P
+/* room for 64 parameters' rows (test-cli-sampling finds a row missing) */
+enum { N_LAST = sizeof last_options / sizeof last_options[0],
+       MAX_OPTIONS = sizeof first_options / sizeof first_options[0] + 64 + N_LAST };
+static cli_option sampling_options[MAX_OPTIONS];
 
-const cli_group cli_sampling_group = {
+cli_group cli_sampling_group = {
     "sampling (llama.cpp's flags; defaults: generation_config.json, else Gemma's)",
-    sampling_options, sizeof sampling_options / sizeof sampling_options[0],
-    offsetof(cli_sampling, set)};
+    sampling_options, 0, offsetof(cli_sampling, set)};
+
+/* The row of a library parameter with a flag, at *n (none without a flag). */
+static void add_param_row(const gemma3_param_range *r, size_t *n, unsigned *next_bit) {
+    if (!r->flags || *n >= MAX_OPTIONS - N_LAST) return;
+    cli_option *o = &sampling_options[(*n)++];
+    *o = (cli_option){r->flags, "N", CLI_SAMPLER, offsetof(cli_sampling, params) + r->offset,
+                      .help = r->help};
+    if (r->hf_key && *next_bit) {
+        o->given_bit = *next_bit;
+        *next_bit <<= 1; /* 0 past the last bit: a later key would be overridden (none is) */
+    }
+}
+
+static void add_sampler_rows(int type, size_t *n, unsigned *next_bit) {
+    const gemma3_sampler_info *in = gemma3_sampler_info_get(type);
+    for (int k = 0; k < in->n_params; k++) add_param_row(&in->params[k], n, next_bit);
+}
+
+static void build_options(void) {
+    size_t n = 0;
+    unsigned next_bit = CLI_SAMPLING_SET_FIRST_PARAM;
+    int listed[GEMMA3_SAMPLER_N_TYPES] = {0};
+    for (size_t k = 0; k < sizeof first_options / sizeof first_options[0]; k++)
+        sampling_options[n++] = first_options[k];
+    gemma3_sampler_params chain;
+    gemma3_sampler_chain_from_seq(GEMMA3_SAMPLER_SEQ_DEFAULT, &chain);
+    for (int k = 0; k < chain.n_samplers; k++)
+        if (!listed[chain.samplers[k]]++) add_sampler_rows(chain.samplers[k], &n, &next_bit);
+    for (int t = 0; t < GEMMA3_SAMPLER_N_TYPES; t++)
+        if (!listed[t]++) add_sampler_rows(t, &n, &next_bit);
+    for (size_t k = 0; k < sizeof mirostat_fields / sizeof mirostat_fields[0]; k++)
+        add_param_row(gemma3_sampler_param_range(mirostat_fields[k]), &n, &next_bit);
+    for (size_t k = 0; k < N_LAST; k++) sampling_options[n++] = last_options[k];
+    cli_sampling_group.n_options = n;
+}
+
+void cli_sampling_init(cli_sampling *cs) {
+    if (cli_sampling_group.n_options == 0) build_options();
+    memset(cs, 0, sizeof *cs);
+    cs->params = gemma3_sampler_default_params();
+    cs->n_dry_breakers = -1;
+}
 
 int cli_sampling_flag(int argc, char **argv, int *i, cli_sampling *cs, int *matched) {
     return cli_parse_option(&cli_sampling_group, argc, argv, i, cs, matched);
@@ -171,7 +207,7 @@ static int given_on_command_line(size_t offset, void *ctx) {
     const cli_sampling *cs = ctx;
     if (offset == offsetof(gemma3_sampler_params, eos_ids))
         return (cs->set & CLI_SAMPLING_SET_EOS) != 0;
-    for (size_t i = 0; i < sizeof sampling_options / sizeof sampling_options[0]; i++)
+    for (size_t i = 0; i < cli_sampling_group.n_options; i++)
         if (sampling_options[i].offset == offsetof(cli_sampling, params) + offset)
             return (cs->set & sampling_options[i].given_bit) != 0;
     return 0;

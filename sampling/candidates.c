@@ -78,7 +78,7 @@ float g3_cand_max(const gemma3_sampler *s) {
         /* the list is 0..n-1: the maximum the dividing copy or the check found on its way
          * when nothing has written since, else 16 lanes, vectorised (g3_max_n_get: the same
          * value) */
-        if (s->max_known) return s->max_value;
+        if (g3_logits_max_known(s)) return s->logits_state.max;
         return s->max_n(l, n);
     }
     const int32_t *c = s->form == G3_LIST_VOCAB ? s->iota : s->cand;
@@ -642,8 +642,9 @@ void g3_cand_select_first(gemma3_sampler *s, int by_mass, int count, uint64_t ta
  * the pass that found the maximum saw, if it was this one over these logits, else the heap's
  * block scan (vectorised) skips the blocks of 16 with nothing >= lmax, that is without it. */
 int g3_first_max(const gemma3_sampler *s, const float *l, int n, float lmax) {
-    if (s->max_known && l == s->logits && n == s->n_vocab && lmax == s->max_value)
-        return s->max_first;
+    const struct g3_logits_state *ls = &s->logits_state;
+    if (g3_logits_max_known(s) && l == s->logits && n == s->n_vocab && lmax == ls->max)
+        return ls->max_first;
     uint32_t bad = 0; /* not asked: the draw's logits are checked */
     int j = s->block_scan(l, 0, n, lmax, &bad);
     while (l[j] != lmax) j++;
@@ -684,11 +685,11 @@ void g3_cand_top_k(gemma3_sampler *s, int k) {
     } else {
         /* the heap's scan is the call's first pass over the caller's logits when they are
          * unchecked: it checks them on the way, and runs again on the fixed copy if needed */
-        if (g3_cand_select_top(s, k) && s->unchecked) {
+        if (g3_cand_select_top(s, k) && g3_logits_unchecked(s)) {
             g3_writable_logits(s);
             g3_cand_select_top(s, k);
         }
-        s->unchecked = 0;
+        g3_logits_checked(s);
         g3_cand_keep_selected(s, k);
     }
 }
@@ -710,11 +711,50 @@ void g3_fix_non_finite(gemma3_sampler *s) {
         for (int i = 0; i < V; i++) l[i] = l[i] == INFINITY ? 0.0f : -INFINITY;
 }
 
+/* A call's start: the caller's vector, unchecked, nothing derived from it known. */
+void g3_logits_start(gemma3_sampler *s, const float *logits) {
+    s->logits = logits;
+    s->logits_state.stage = G3_LOGITS_RAW;
+    s->logits_state.divide = 0;
+    s->logits_state.view = 0;
+}
+
+/* The rules are applied (by a pass that did not find the maximum). */
+void g3_logits_checked(gemma3_sampler *s) {
+    if (s->logits_state.stage == G3_LOGITS_RAW) s->logits_state.stage = G3_LOGITS_CHECKED;
+}
+
+/* A pass read every logit, checked them and found their maximum mx, first at id `first`. */
+void g3_logits_max_found(gemma3_sampler *s, float mx, int first) {
+    s->logits_state.stage = G3_LOGITS_MAX_KNOWN;
+    s->logits_state.divide = 0;
+    s->logits_state.max = mx;
+    s->logits_state.max_first = first;
+}
+
+/* Temperature's division left to the Gumbel draw's pass over the caller's logits. */
+void g3_logits_owe_division(gemma3_sampler *s, float t) {
+    s->logits_state.stage = G3_LOGITS_RAW_DIVIDING;
+    s->logits_state.divide = t;
+}
+
+/* The owed division made now, the rules first (the draw's pass met a NaN or an infinity). */
+void g3_logits_pay_division(gemma3_sampler *s) {
+    if (s->logits_state.stage != G3_LOGITS_RAW_DIVIDING) return;
+    float t = s->logits_state.divide;
+    s->logits_state.stage = G3_LOGITS_RAW;
+    s->logits_state.divide = 0;
+    g3_divide_logits(s, t);
+}
+
+/* The rank view was built from the logits as they are. */
+void g3_logits_view_built(gemma3_sampler *s) { s->logits_state.view = 1; }
+
 /* What was derived from the working logits (the known maximum, the rank view) is stale once
- * the caller rewrites them: every writer of the logits calls this first. */
+ * a sampler rewrites them: every writer of the logits calls this first. */
 void g3_logits_rewritten(gemma3_sampler *s) {
-    s->max_known = 0;
-    s->view_valid = 0;
+    if (s->logits_state.stage == G3_LOGITS_MAX_KNOWN) s->logits_state.stage = G3_LOGITS_CHECKED;
+    s->logits_state.view = 0;
 }
 
 /* The working logits, writable. A call starts on the caller's vector, read-only and unchecked
@@ -725,33 +765,32 @@ void g3_logits_rewritten(gemma3_sampler *s) {
 float *g3_writable_logits(gemma3_sampler *s) {
     g3_logits_rewritten(s);
     if (s->logits == s->own) return s->own;
-    if (!s->unchecked && s->form != G3_LIST_VOCAB && s->n_cand <= s->n_vocab / 8) {
+    int unchecked = g3_logits_unchecked(s);
+    if (!unchecked && s->form != G3_LIST_VOCAB && s->n_cand <= s->n_vocab / 8) {
         for (int j = 0; j < s->n_cand; j++) s->own[s->cand[j]] = s->logits[s->cand[j]];
         s->logits = s->own;
         return s->own;
     }
     int clean = s->copy_check(s->own, s->logits, s->n_vocab);
     s->logits = s->own;
-    if (s->unchecked && !clean) g3_fix_non_finite(s);
-    s->unchecked = 0;
+    if (unchecked && !clean) g3_fix_non_finite(s);
+    g3_logits_checked(s);
     return s->own;
 }
 
 /* Applies the NaN/+inf rules if nobody has yet: one read-only pass over the caller's logits
- * (a copy only when one of them is not finite). Every reader of the logits but top-k's heap
- * (which checks as it scans) calls this first. */
+ * (a copy only when one of them is not finite); an owed division is made first, in a copy
+ * that applies them. Every reader of the logits but top-k's heap and the Gumbel draw's
+ * checking pass (which check as they scan) calls this first. */
 void g3_check_finite(gemma3_sampler *s) {
-    if (!s->unchecked) return;
+    g3_logits_pay_division(s);
+    if (!g3_logits_unchecked(s)) return;
     float mx;
     int first;
-    if (s->check_max(s->logits, s->n_vocab, &mx, &first)) { /* the maximum comes with the look */
-        s->unchecked = 0;
-        s->max_known = 1;
-        s->max_value = mx;
-        s->max_first = first;
-    } else {
+    if (s->check_max(s->logits, s->n_vocab, &mx, &first)) /* the maximum comes with the look */
+        g3_logits_max_found(s, mx, first);
+    else
         g3_writable_logits(s);
-    }
 }
 
 /* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
@@ -768,14 +807,12 @@ void g3_divide_logits(gemma3_sampler *s, float t) {
     float mx;
     int first;
     if (s->logits != s->own && s->id_order && s->n_cand == s->n_vocab &&
-        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) || !s->unchecked)) {
+        (s->copy_divide(s->own, s->logits, s->n_cand, t, &mx, &first) ||
+         !g3_logits_unchecked(s))) {
         /* checked logits have no NaN or +inf (-inf / t is -inf); unchecked ones that are not
          * all finite take the rules first, below */
         s->logits = s->own;
-        s->unchecked = 0;
-        s->max_known = 1;
-        s->max_value = mx;
-        s->max_first = first;
+        g3_logits_max_found(s, mx, first);
         return;
     }
     float *l = g3_writable_logits(s);

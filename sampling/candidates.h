@@ -33,6 +33,15 @@ void g3_cand_top_k(gemma3_sampler *s, int k);
 
 /* The list becomes the whole vocabulary, implicit (0..n_vocab-1, in id order). */
 void g3_cand_whole_vocabulary(gemma3_sampler *s);
+/* The logits' stages (enum g3_logits_stage): a call's start on the caller's vector; checked;
+ * checked with the maximum found (mx, first at id `first`); temperature's division owed to the
+ * Gumbel draw's pass, and made now (a no-op unless owed); the rank view built. */
+void g3_logits_start(gemma3_sampler *s, const float *logits);
+void g3_logits_checked(gemma3_sampler *s);
+void g3_logits_max_found(gemma3_sampler *s, float mx, int first);
+void g3_logits_owe_division(gemma3_sampler *s, float t);
+void g3_logits_pay_division(gemma3_sampler *s);
+void g3_logits_view_built(gemma3_sampler *s);
 /* What was derived from the working logits (the known maximum, the rank view) is stale once
  * a sampler rewrites them: every writer of the logits calls this first. */
 void g3_logits_rewritten(gemma3_sampler *s);

@@ -16,52 +16,77 @@
 
 /* ================================ the descriptors ============================================ */
 
-#define PARAM(field, is_int, min, max, def, hf_key) \
-    {#field, offsetof(gemma3_sampler_params, field), is_int, min, max, def, hf_key}
+#define PARAM(field, is_int, min, max, def, hf_key, flags, help) \
+    {#field, offsetof(gemma3_sampler_params, field), is_int, min, max, def, hf_key, flags, help}
 /* Bounds that keep every value meaningful; "off" values sit inside them (top_k 0, typical_p 1,
- * top_n_sigma -1, repeat_penalty 1). */
+ * top_n_sigma -1, repeat_penalty 1). The flags are llama.cpp's. */
 static const gemma3_param_range penalties_params[] = {
-    PARAM(repeat_penalty, 0, 0.01, 100, 1, "repetition_penalty"),
-    PARAM(repeat_last_n, 1, -1, INT_MAX, 64, NULL),
-    PARAM(frequency_penalty, 0, -2, 2, 0, NULL),
-    PARAM(presence_penalty, 0, -2, 2, 0, NULL),
+    PARAM(repeat_penalty, 0, 0.01, 100, 1, "repetition_penalty", "--repeat-penalty",
+          "penalise repeated tokens, 1 = off"),
+    PARAM(repeat_last_n, 1, -1, INT_MAX, 64, NULL, "--repeat-last-n",
+          "tokens penalised, 0 = off, -1 = context"),
+    PARAM(frequency_penalty, 0, -2, 2, 0, NULL, "--frequency-penalty",
+          "subtract N * count, 0 = off"),
+    PARAM(presence_penalty, 0, -2, 2, 0, NULL, "--presence-penalty",
+          "subtract N once if present, 0 = off"),
 };
 static const gemma3_param_range dry_params[] = {
-    PARAM(dry_multiplier, 0, 0, 100, 0, NULL),
-    PARAM(dry_base, 0, 0, 1000, 1.75, NULL),
-    PARAM(dry_allowed_length, 1, 0, 65536, 2, NULL),
-    PARAM(dry_penalty_last_n, 1, -1, INT_MAX, -1, NULL),
+    PARAM(dry_multiplier, 0, 0, 100, 0, NULL, "--dry-multiplier",
+          "DRY repetition penalty strength, 0 = off"),
+    PARAM(dry_base, 0, 0, 1000, 1.75, NULL, "--dry-base", "DRY exponential base, < 1 = off"),
+    PARAM(dry_allowed_length, 1, 0, 65536, 2, NULL, "--dry-allowed-length",
+          "repeats this long go unpenalised"),
+    PARAM(dry_penalty_last_n, 1, -1, INT_MAX, -1, NULL, "--dry-penalty-last-n",
+          "DRY window, 0 = off, -1 = context"),
 };
 static const gemma3_param_range top_n_sigma_params[] = {
-    PARAM(top_n_sigma, 0, -1, 100, -1, NULL),
+    PARAM(top_n_sigma, 0, -1, 100, -1, NULL, "--top-nsigma, --top-n-sigma",
+          "drop logits below max - n*sigma, -1 = off"),
 };
 /* Gemma 3's generation_config.json: T 1, top-k 64, top-p 0.95 */
-static const gemma3_param_range top_k_params[] = {PARAM(top_k, 1, 0, INT_MAX, 64, "top_k")};
-static const gemma3_param_range typical_params[] = {
-    PARAM(typical_p, 0, 0, INFINITY, 1, NULL),
+static const gemma3_param_range top_k_params[] = {
+    PARAM(top_k, 1, 0, INT_MAX, 64, "top_k", "--top-k", "keep the k most likely tokens, 0 = off"),
 };
-static const gemma3_param_range top_p_params[] = {PARAM(top_p, 0, 0, 1, 0.95, "top_p")};
-static const gemma3_param_range min_p_params[] = {PARAM(min_p, 0, 0, INFINITY, 0, "min_p")};
+static const gemma3_param_range typical_params[] = {
+    PARAM(typical_p, 0, 0, INFINITY, 1, NULL, "--typical, --typical-p",
+          "locally typical sampling, 1 = off"),
+};
+static const gemma3_param_range top_p_params[] = {
+    PARAM(top_p, 0, 0, 1, 0.95, "top_p", "--top-p", "smallest set with mass >= p, 1 = off"),
+};
+static const gemma3_param_range min_p_params[] = {
+    PARAM(min_p, 0, 0, INFINITY, 0, "min_p", "--min-p", "drop p < min_p * p_max, 0 = off"),
+};
 static const gemma3_param_range xtc_params[] = {
-    PARAM(xtc_probability, 0, 0, 1, 0, NULL),
-    PARAM(xtc_threshold, 0, 0, 1, 0.10, NULL),
+    PARAM(xtc_probability, 0, 0, 1, 0, NULL, "--xtc-probability",
+          "chance of excluding the top choices, 0 = off"),
+    PARAM(xtc_threshold, 0, 0, 1, 0.10, NULL, "--xtc-threshold",
+          "XTC probability threshold, > 0.5 = off"),
 };
 static const gemma3_param_range temperature_params[] = {
-    PARAM(temperature, 0, 0, 100, 1, "temperature"),
-    PARAM(dynatemp_range, 0, 0, 100, 0, NULL),
-    PARAM(dynatemp_exponent, 0, 0, 100, 1, NULL),
+    PARAM(temperature, 0, 0, 100, 1, "temperature", "--temp, --temperature",
+          "temperature, 0 = greedy"),
+    PARAM(dynatemp_range, 0, 0, 100, 0, NULL, "--dynatemp-range",
+          "dynamic temperature T +- N by entropy, 0 = off"),
+    PARAM(dynatemp_exponent, 0, 0, 100, 1, NULL, "--dynatemp-exp",
+          "dynamic temperature exponent"),
 };
 static const gemma3_param_range epsilon_params[] = {
-    PARAM(epsilon_cutoff, 0, 0, 1, 0, "epsilon_cutoff"),
+    PARAM(epsilon_cutoff, 0, 0, 1, 0, "epsilon_cutoff", "--epsilon, --epsilon-cutoff",
+          "drop p < epsilon, 0 = off"),
 };
-static const gemma3_param_range eta_params[] = {PARAM(eta_cutoff, 0, 0, 1, 0, "eta_cutoff")};
+static const gemma3_param_range eta_params[] = {
+    PARAM(eta_cutoff, 0, 0, 1, 0, "eta_cutoff", "--eta, --eta-cutoff",
+          "drop p < min(eta, sqrt(eta) e^-entropy), 0 = off"),
+};
 /* Not one sampler's: the floor several keep, mirostat (which replaces the chain), the window. */
 static const gemma3_param_range shared_params[] = {
-    PARAM(min_keep, 1, 0, INT_MAX, 0, NULL),
-    PARAM(mirostat, 1, 0, 2, 0, NULL),
-    PARAM(mirostat_tau, 0, 0, 100, 5, NULL),
-    PARAM(mirostat_eta, 0, 0, 1, 0.1, NULL),
-    PARAM(n_ctx, 1, 0, INT_MAX, 0, NULL),
+    PARAM(min_keep, 1, 0, INT_MAX, 0, NULL, NULL, NULL),
+    PARAM(mirostat, 1, 0, 2, 0, NULL, "--mirostat",
+          "0 off, 1 mirostat, 2 mirostat 2.0 (replaces the chain)"),
+    PARAM(mirostat_tau, 0, 0, 100, 5, NULL, "--mirostat-ent", "mirostat target entropy tau"),
+    PARAM(mirostat_eta, 0, 0, 1, 0.1, NULL, "--mirostat-lr", "mirostat learning rate eta"),
+    PARAM(n_ctx, 1, 0, INT_MAX, 0, NULL, NULL, NULL),
 };
 #undef PARAM
 

@@ -356,7 +356,7 @@ static int keep_gumbel(struct gumbel_kept *k, uint64_t key, const float *l, floa
 }
 
 /* The Gumbel draw over the whole vocabulary of unchecked logits, in one pass instead of the
- * check's (or temperature's dividing copy's, when it left its division here: defer_divide)
+ * check's (or temperature's dividing copy's, when it left its division here: RAW_DIVIDING)
  * and then the screen's; the next block's logits are fetched while this one is screened, so
  * the read of a vector that is not in cache hides behind the hashing. Each block is checked
  * (or divided into s->own) and its maximum taken, then screened relative to the maximum so
@@ -369,7 +369,7 @@ static int keep_gumbel(struct gumbel_kept *k, uint64_t key, const float *l, floa
  * NaN or an infinity (or should the passed tokens not fit). */
 static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
     const float *src = s->logits; /* the caller's; divided into s->own first when deferred */
-    float t = s->defer_divide, *dst = t > 0.0f ? s->own : NULL;
+    float t = s->logits_state.divide, *dst = t > 0.0f ? s->own : NULL;
     const float *l = dst ? dst : src;
     int n = s->n_vocab, block = s->check_block;
     struct gumbel_kept k = {s->ids_tmp, s->w, 0, n, -1, -INFINITY};
@@ -413,29 +413,18 @@ static int32_t draw_gumbel_checking(gemma3_sampler *s, int64_t pos) {
             best = k.ids[j];
         }
     }
-    if (dst) {
-        s->logits = dst;
-        s->defer_divide = 0;
-    }
-    s->unchecked = 0;
-    s->max_known = 1;
-    s->max_value = ref;
-    s->max_first = top;
+    if (dst) s->logits = dst;
+    g3_logits_max_found(s, ref, top);
     return best;
 }
 
 /* The Gumbel draw; the logits checked first (on the way, over a whole vocabulary). */
 int32_t g3_draw_gumbel(gemma3_sampler *s, int64_t pos) {
-    if (g3_whole_list(s) && s->unchecked) {
+    if (g3_whole_list(s) && g3_logits_unchecked(s)) {
         int32_t tok = draw_gumbel_checking(s, pos);
         if (tok != -2) return tok;
     }
-    if (s->defer_divide > 0.0f) { /* a NaN or an infinity: the rules, then the division */
-        float t = s->defer_divide;
-        s->defer_divide = 0;
-        g3_divide_logits(s, t);
-    }
-    g3_check_finite(s);
+    g3_check_finite(s); /* a NaN or an infinity: the rules, then the owed division */
     int32_t tok = g3_draw_gumbel_skipping(s, pos, NULL, 0, -1, NULL);
     if (tok != -3) return tok;
     /* typical's pending set: a token the bracket cannot tell could win, or the winner found

@@ -9,13 +9,13 @@
 #include "sampling/candidates.h"
 
 /* The view of s->logits (the whole vocabulary, checked) below lmax, with the moments when
- * asked: built once per set of logits (writable_logits and the temperature's division clear
- * view_valid), the moments added by a pass of their own when a view without them is asked for
- * them. Returns 0, building nothing, for a vocabulary over 2^20 tokens, whose sums of units
- * (below n 2^32) might not convert to double exactly: the callers' exact paths run. */
+ * asked: built once per set of logits (every rewrite clears logits_state.view), the moments
+ * added by a pass of their own when a view without them is asked for them. Returns 0,
+ * building nothing, for a vocabulary over 2^20 tokens, whose sums of units (below n 2^32)
+ * might not convert to double exactly: the callers' exact paths run. */
 static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
     if (s->n_vocab > (1 << 20)) return 0;
-    if (s->view_valid && s->view_lmax == lmax) {
+    if (s->logits_state.view && s->view_lmax == lmax) {
         if (moments && !s->view_has_moments)
             s->rank_view(s->logits, lmax, s->n_vocab, NULL, NULL, &s->view_moment);
         s->view_has_moments |= moments;
@@ -27,7 +27,7 @@ static int view_ensure(gemma3_sampler *s, float lmax, int moments) {
                  moments ? &s->view_moment : NULL);
     for (int b = 0; b < G3_VIEW_BUCKETS; b++) /* one rounding: the sum converts exactly */
         s->view_w[b] = s->view_scale[b] * (double)s->view_sum[b].unit;
-    s->view_valid = 1;
+    g3_logits_view_built(s);
     s->view_fine_valid = 0;
     s->view_has_moments = moments;
     s->view_lmax = lmax;
@@ -739,7 +739,7 @@ static int32_t draw_pending(gemma3_sampler *s, double u) {
  * view leaves the walk open, the fine tier's (the set taken again in them, which must end at
  * the same token). */
 int32_t g3_rank_draw_typical(gemma3_sampler *s, double u) {
-    if (!s->view_valid) return -1;
+    if (!s->logits_state.view) return -1;
     int n = s->n_vocab;
     struct dist_walk r;
     if (s->typ.pending) { /* the draw's walk from the bracket, else the set's crossing first */

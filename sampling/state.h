@@ -26,8 +26,9 @@ struct g3_score_err {
 };
 
 /* Which path answered, counted for the tests (sampling/test-hooks.h) since init: a test that
- * checks a fast path also checks that it ran. G3_STAT adds; -DG3_SAMPLER_NO_STATS compiles the
- * block and its additions out (the hooks then read 0). */
+ * checks a fast path also checks that it ran. Compiled for the tests only: the suites link a
+ * library whose sampler is built with -DG3_SAMPLER_STATS (the Makefile's TEST_LIB); without it
+ * the block and G3_STAT's additions are left out and the hooks read 0. */
 struct g3_sampler_stats {
     int float_tier_draws;                /* CDF draws the float tier answered */
     int typ_fast_sets, typ_fast_draws;   /* typical's answers from the rank view */
@@ -39,12 +40,12 @@ struct g3_sampler_stats {
     int top_p_coarse_draws; /* those the coarse sums decided */
     int xtc_winner_draws;   /* XTC's answers by the winner first, no Z */
 };
-#ifdef G3_SAMPLER_NO_STATS
-#define G3_STAT(s, field, n) ((void)sizeof(n))
-#define G3_STAT_READ(s, field) 0
-#else
+#ifdef G3_SAMPLER_STATS
 #define G3_STAT(s, field, n) ((s)->stats.field += (n))
 #define G3_STAT_READ(s, field) ((s)->stats.field)
+#else
+#define G3_STAT(s, field, n) ((void)sizeof(n))
+#define G3_STAT_READ(s, field) 0
 #endif
 
 /* What the candidate list is now (s->form); the transitions are in sampling/candidates.c. */
@@ -54,6 +55,44 @@ enum g3_list_form {
     G3_LIST_IDS,     /* s->cand[0..n_cand) written out, in the order `sorted` / `id_order` say */
     G3_LIST_WINDOW,  /* a stretch of the whole vocabulary's total order, not written (s->win) */
     G3_LIST_TYPICAL, /* typical's set of the whole vocabulary, not written (s->typ) */
+};
+
+/* What the working logits are now (s->logits_state.stage). A call starts at G3_LOGITS_RAW
+ * (prepare in sampling.c); only the transitions at the end of sampling/candidates.c assign it:
+ *
+ *   RAW -> RAW_DIVIDING   temperature, last before a Gumbel draw over the whole vocabulary,
+ *                         leaves its division to the draw's pass (g3_logits_owe_division):
+ *                         only then, so that no sampler but the draw meets this stage
+ *   RAW -> CHECKED        a copy into s->own that applies the rules (g3_writable_logits,
+ *                         prepare's logit bias), or top-k's heap, which checks as it scans
+ *   RAW -> MAX_KNOWN      a pass that checks them all and finds the maximum on the way
+ *                         (g3_check_finite, the dividing copy, the Gumbel draw's checking pass)
+ *   RAW_DIVIDING -> MAX_KNOWN  the Gumbel draw's pass divided and checked them all
+ *   RAW_DIVIDING -> RAW   the draw's pass met a NaN or an infinity: g3_check_finite takes
+ *                         the division back (g3_logits_pay_division) and divides in a copy,
+ *                         the rules first
+ *   MAX_KNOWN -> CHECKED  a sampler rewrote them (g3_logits_rewritten)
+ *
+ * Only RAW and RAW_DIVIDING are the caller's vector unchecked: every reader of the logits but
+ * top-k's heap and the Gumbel draw's checking pass (which check as they read) first calls
+ * g3_check_finite. The rank view (sampling/rank.c) is built from checked logits and is valid
+ * until they are rewritten (`view`). */
+enum g3_logits_stage {
+    G3_LOGITS_RAW,          /* the caller's vector, the NaN/+inf rules not applied yet */
+    G3_LOGITS_RAW_DIVIDING, /* the same, temperature's division (`divide`) owed: the Gumbel
+                             * draw's pass divides into s->own as it checks */
+    G3_LOGITS_CHECKED,      /* the rules applied: the caller's vector found clean, or s->own */
+    G3_LOGITS_MAX_KNOWN,    /* checked, and the largest of logits[0..n_vocab) known (`max`), with
+                             * the lowest id at it (`max_first`): found by the pass that read
+                             * them all, valid until a sampler rewrites them */
+};
+struct g3_logits_state {
+    enum g3_logits_stage stage;
+    float divide;  /* G3_LOGITS_RAW_DIVIDING: the temperature owed; else 0 */
+    float max;     /* G3_LOGITS_MAX_KNOWN */
+    int max_first; /* G3_LOGITS_MAX_KNOWN */
+    int view;      /* the rank view (s->view_*) holds these logits: set when built, cleared by
+                    * every rewrite */
 };
 
 struct gemma3_sampler {
@@ -67,7 +106,7 @@ struct gemma3_sampler {
     int perturb_float_draw; /* the float tier's sums off by 0.9 of its error bound */
     int view_open;          /* g3_sampler_view_open */
     int skip_rough;         /* no rough sums (g3_sampler_skip_rough) */
-#ifndef G3_SAMPLER_NO_STATS
+#ifdef G3_SAMPLER_STATS
     struct g3_sampler_stats stats;
 #endif
     g3_gumbel_screen_n_fn gumbel_screen_n; /* the best of g3_gumbel_screen_n_get */
@@ -93,21 +132,13 @@ struct gemma3_sampler {
     int hist_cap, hist_len, hist_head; /* head = next write slot */
 
     /* The state of one call: the working logits and the candidate list. A call starts on the
-     * caller's logits, unchecked, and the list G3_LIST_VOCAB (prepare in sampling.c); each
+     * caller's logits, G3_LOGITS_RAW, and the list G3_LIST_VOCAB (prepare in sampling.c); each
      * sampler rewrites logits and/or shrinks the list, through the transitions in
-     * sampling/candidates.c. The logits: `unchecked` (the NaN/+inf rules not applied yet),
-     * `max_known` (their maximum found on the way), `defer_divide` (temperature left to the
-     * Gumbel draw), `view_valid` (the rank view built from them). The list: `form`, and for a
+     * sampling/candidates.c. The logits: `logits_state` (above). The list: `form`, and for a
      * written list its order (`sorted`, `id_order`). Every buffer is [n_vocab]. */
     const float *logits; /* by token id: the caller's until a sampler writes, then own */
     float *own;          /* the writable copy (g3_writable_logits) */
-    int unchecked;       /* logits are the caller's, not yet checked for NaN and +-inf */
-    float defer_divide;  /* temperature's division, left to the Gumbel draw's pass (0: none) */
-    int max_known;       /* max_value is the largest of logits[0..n_vocab): set by the copy that
-                          * divides and by g3_check_finite (each finds the maximum on the way),
-                          * cleared by every change of the logits (g3_logits_rewritten) */
-    float max_value;
-    int max_first;       /* the lowest id at max_value, found by the same pass */
+    struct g3_logits_state logits_state;
     int32_t *cand; /* candidate ids, n_cand of them */
     int n_cand;
     enum g3_list_form form;
@@ -164,9 +195,9 @@ struct gemma3_sampler {
     } typ;
     /* The whole vocabulary bucketed by logit (sampling/rank.c), for the logits it was built
      * from while valid: bucket by token; per bucket the sum of units and the view weight; the
-     * sum of the tokens' g3_view_moment (when has_moments). */
+     * sum of the tokens' g3_view_moment (when has_moments). Valid while logits_state.view. */
     uint16_t *view_bucket; /* [n_vocab] */
-    int view_valid, view_has_moments;
+    int view_has_moments;
     int edge_bucket, edge_n; /* the bucket whose tokens s->pos_edge holds, sorted; -1: none */
     int edge_below;          /* how many tokens lie in earlier buckets */
     float view_lmax;
@@ -181,6 +212,16 @@ struct gemma3_sampler {
 
 static inline int g3_gumbel_mode(const gemma3_sampler *s) {
     return s->p.mode == GEMMA3_SAMPLER_MODE_GUMBEL;
+}
+
+/* The logits are still the caller's vector, the NaN/+inf rules not applied. */
+static inline int g3_logits_unchecked(const gemma3_sampler *s) {
+    return s->logits_state.stage <= G3_LOGITS_RAW_DIVIDING;
+}
+
+/* Their maximum over the whole vocabulary is known (logits_state.max). */
+static inline int g3_logits_max_known(const gemma3_sampler *s) {
+    return s->logits_state.stage == G3_LOGITS_MAX_KNOWN;
 }
 
 #endif

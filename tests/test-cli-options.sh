@@ -50,6 +50,24 @@ for c in $cmds; do
     done <"$TMP/$c"
 done
 
+# The rows whose text is built from the library's lists (the samplers' names and letters, from
+# their descriptors): docs/cli.md holds --help's text, so a sampler added shows in both.
+help_of() { # the help text of the option line "$1" (spellings and value) in generate --help
+    "$G3" generate --help | awk -v o="$1" '
+        found { sub(/^ +/, ""); print; exit }
+        { line = $0; sub(/^ +/, "", line) }
+        index(line, o) == 1 && (length(line) == length(o) || substr(line, length(o) + 1, 2) == "  ") {
+            rest = substr(line, length(o) + 1); sub(/^ +/, "", rest)
+            if (rest != "") { print rest; exit }
+            found = 1
+        }'
+}
+for row in "--samplers LIST" "--sampling-seq, --sampler-seq LETTERS"; do
+    want=$(help_of "$row")
+    got=$(grep -F "| \`$row\` | " "$REFERENCE" | sed 's/^| `[^`]*` | //; s/ |$//')
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then ok; else bad "$REFERENCE's $row: '$got', --help: '$want'"; fi
+done
+
 # The tables' count: at least every flag the model and sampling groups had before the tables
 for flag in -m -q -t -c -b --exact --kv-type --isa --mmap --no-mmap -v --temp --top-k --top-p \
     --min-p --seed --samplers --sampling-seq --sampler-mode --dry-sequence-breaker -l; do

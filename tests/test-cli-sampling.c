@@ -183,6 +183,9 @@ static void test_errors(void) {
 /* The CLI's ranges are the library's: every numeric flag accepts exactly what
  * gemma3_sampler_init accepts, at and just past each finite bound. */
 static void test_ranges_are_the_library_s(void) {
+    cli_sampling built;
+    cli_sampling_init(&built); /* builds the group's rows */
+    CHECK(cli_sampling_group.n_options > 0);
     for (size_t k = 0; k < cli_sampling_group.n_options; k++) {
         const cli_option *o = &cli_sampling_group.options[k];
         if (o->kind != CLI_SAMPLER) continue;
@@ -254,6 +257,62 @@ static void test_gen_config(void) {
     unlink(path);
 }
 
+/* The value of a parameter's field, as a double. */
+static double field_of(const gemma3_sampler_params *p, const gemma3_param_range *r) {
+    const char *f = (const char *)p + r->offset;
+    return r->is_int ? *(const int *)(const void *)f : *(const float *)(const void *)f;
+}
+
+/* Every sampler parameter with a flag in the library's descriptors is a row of the group (its
+ * spellings and help line), and a flag of one with a generation_config.json key wins over the
+ * file, which fills it when the flag is not given: the rows are the descriptors', so a sampler
+ * added there needs no line in cli/. */
+static void test_rows_from_descriptors(void) {
+    cli_sampling cs;
+    cli_sampling_init(&cs);
+    int n_flags = 0;
+    for (int t = 0; t < GEMMA3_SAMPLER_N_TYPES; t++) {
+        const gemma3_sampler_info *in = gemma3_sampler_info_get(t);
+        for (int k = 0; k < in->n_params; k++) {
+            const gemma3_param_range *r = &in->params[k];
+            if (!r->flags) continue;
+            n_flags++;
+            int rows = 0;
+            for (size_t o = 0; o < cli_sampling_group.n_options; o++) {
+                const cli_option *opt = &cli_sampling_group.options[o];
+                rows += opt->kind == CLI_SAMPLER && opt->offset == r->offset &&
+                        strcmp(opt->names, r->flags) == 0 && strcmp(opt->help, r->help) == 0;
+            }
+            CHECK_MSG(rows == 1, "%s: %d rows", r->flags, rows);
+            if (!r->hf_key) continue;
+            double lo = r->min, hi = isinf(r->max) ? r->min + 2 : r->max;
+            double flag_v = r->is_int ? lo + 2 : lo + (hi - lo) / 2;
+            double file_v = r->is_int ? lo + 1 : lo + (hi - lo) / 4;
+            char path[] = "/tmp/g3-cli-flagwins-XXXXXX", json[128], val[64], flag[64];
+            int fd = mkstemp(path);
+            if (fd < 0) {
+                CHECK_SKIP("generation_config: mkstemp failed");
+                return;
+            }
+            int len = snprintf(json, sizeof json, "{\"%s\": %.9g}", r->hf_key, file_v);
+            CHECK(write(fd, json, (size_t)len) == len);
+            close(fd);
+            snprintf(val, sizeof val, "%.9g", flag_v);
+            snprintf(flag, sizeof flag, "%.*s", (int)strcspn(r->flags, ","), r->flags);
+            for (int given = 0; given < 2; given++) {
+                cli_sampling_init(&cs);
+                if (given) expect_ok(&cs, flag, val);
+                CHECK_EQ_INT(cli_sampling_load_gen_config(&cs, path), 0);
+                double want = given ? flag_v : file_v, got = field_of(&cs.params, r);
+                CHECK_MSG(fabs(got - want) <= 1e-6 * fabs(want), "%s %s, file %s: %g, not %g",
+                          given ? flag : "(no flag)", given ? val : "", json, got, want);
+            }
+            unlink(path);
+        }
+    }
+    CHECK(n_flags >= 20);
+}
+
 /* A toy tokenizer: one id per byte. */
 static int byte_encode(void *ctx, const char *text, int32_t *ids, int max_ids) {
     (void)ctx;
@@ -295,6 +354,7 @@ int main(void) {
     test_values();
     test_errors();
     test_ranges_are_the_library_s();
+    test_rows_from_descriptors();
     test_gen_config();
     test_breakers();
     FILE *devnull = fopen("/dev/null", "w");

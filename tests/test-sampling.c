@@ -244,6 +244,14 @@ static void test_many_candidates(void) {
         l[n - 1] = 5.0f, l[n - 2] = 4.5f, l[n - 3] = 4.0f;
         p.top_k = 3;
         EXPECT_RANGE(p, l, n, n - 3, n);
+        p.top_k = 0;
+        /* top-p's nucleus (the last id alone) under a min_keep floor of 3: the floor's top-k
+         * in Gumbel mode is the radix selection, whose 16-way prefilter runs here */
+        p.top_p = 0.01f;
+        p.min_keep = 3;
+        EXPECT_RANGE(p, l, n, n - 3, n);
+        p.top_p = 1.0f;
+        p.min_keep = 0;
         p.top_k = 1;
         for (int mode = 0; mode < 2; mode++) {
             p.mode = mode ? GEMMA3_SAMPLER_MODE_GUMBEL : GEMMA3_SAMPLER_MODE_CDF;
@@ -320,6 +328,30 @@ static void test_temperature_left_to_gumbel_draw(void) {
             wrong += i == nan_at ? w[i] != -INFINITY : w[i] != l[i] / p.temperature;
         CHECK_MSG(wrong == 0, "NaN at %d: %d working logits are not l / T", nan_at, wrong);
     }
+    gemma3_sampler_free(s);
+}
+
+/* Temperature leaves its division to the Gumbel draw only when the draw comes next: with
+ * penalties after it (chain "te"), the presence penalty is taken from l / T, not l / T taken
+ * after it. A (l 1.35, in the history) against B (l 1), T 0.05, presence 2: l/T - 2 puts A 5
+ * nats ahead of B, while (l - 2)/T would put it 33 behind. */
+static void test_temperature_before_penalties(void) {
+    enum { V = 64, A = 5, B = 9 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = -30.0f;
+    l[A] = 1.35f;
+    l[B] = 1.0f;
+    gemma3_sampler_params p = plain();
+    p.mode = GEMMA3_SAMPLER_MODE_GUMBEL;
+    p.temperature = 0.05f;
+    p.presence_penalty = 2.0f;
+    CHECK(gemma3_sampler_chain_from_seq("te", &p) == GEMMA3_OK);
+    gemma3_sampler *s = make(&p, V);
+    if (!s) return;
+    CHECK(gemma3_sampler_accept(s, A) == GEMMA3_OK);
+    int hits = 0;
+    for (int pos = 0; pos < 50; pos++) hits += gemma3_sampler_sample(s, l, pos) == A;
+    CHECK_MSG(hits >= 45, "temperature then penalties: A drawn %d/50 (P(A) = 0.993)", hits);
     gemma3_sampler_free(s);
 }
 
@@ -1140,6 +1172,7 @@ int main(void) {
     test_min_p();
     test_temperature_and_order();
     test_temperature_left_to_gumbel_draw();
+    test_temperature_before_penalties();
     test_typical();
     test_top_n_sigma();
     test_xtc();

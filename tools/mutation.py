@@ -102,7 +102,10 @@ def main():
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         if not os.path.exists(dst) or open(src, "rb").read() != open(dst, "rb").read():
-            shutil.copy2(src, dst)
+            # a changed file gets the time of the copy, not its own: objects the scratch build
+            # made after its edit would otherwise look newer and stay stale
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
     log_dir = os.path.join(SCRATCH, "logs")
     os.makedirs(log_dir, exist_ok=True)
     jobs = os.environ.get("MUTATION_JOBS", "2")
