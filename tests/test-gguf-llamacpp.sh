@@ -25,13 +25,10 @@ ours() {
 within() { python3 -c "import sys; a,b,r=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=r*b else 1)" "$@"; }
 
 # perplexity: every file we run
-for f in wordnet-bf16.gguf wordnet-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q8_0.gguf \
+# (F16: wordnet1-f16.gguf, the bundled model's first layer; the 262k vocabulary: vocab262k-q4_0.gguf)
+for f in wordnet-bf16.gguf wordnet1-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q4_0.gguf \
     wordnet-mixed.gguf wordnet-q4_k_m.gguf wordnet-q5_k_m.gguf wordnet-q6_k.gguf; do
     theirs=$(sed -n "s/^ppl $f \([0-9.]*\) .*/\1/p" "$O")
-    # llama-perplexity printed no estimate for the F16 file when the fixtures were made; it is the
-    # BF16 file converted by llama-quantize, so it is held to llama.cpp's BF16 estimate (to 0.5%)
-    [ -z "$theirs" ] && [ "$f" = wordnet-f16.gguf ] &&
-        theirs=$(sed -n "s/^ppl wordnet-bf16.gguf \([0-9.]*\) .*/\1/p" "$O")
     mine=$(ours "$f" | cut -d' ' -f1)
     if [ -z "$theirs" ]; then
         skip "$f: llama-perplexity printed no final estimate when the fixtures were made"

@@ -438,7 +438,7 @@ static void test_add_bos_false(const char *gguf) {
 }
 
 static void test_tokenizer_fixture(void) {
-    const char *gguf = FIX "/vocab262k-q8_0.gguf";
+    const char *gguf = FIX "/vocab262k-q4_0.gguf";
     if (access(gguf, F_OK) != 0) {
         CHECK_SKIP("%s missing", gguf);
         return;
