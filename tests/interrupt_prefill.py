@@ -17,6 +17,14 @@ def sigint_caught(pid):
         pass
     return False
 
+def cpu_ticks(pid):
+    """utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    try:
+        fields = open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
 def main():
     long_msg = open(sys.argv[1], 'rb').read().rstrip(b'\n') + b'\n'
     want = open(sys.argv[2], 'rb').read()
@@ -28,9 +36,15 @@ def main():
     end = time.time() + 60
     while time.time() < end and not sigint_caught(p.pid):
         time.sleep(0.01)
+    # SIGINT once the prefill is under way: the chat's CPU time has grown by a clock tick since
+    # the message went in (a fixed 0.1 s sleep was as long as the whole prefill on a fast CPU,
+    # and the signal then fell in the reply)
+    cpu0 = cpu_ticks(p.pid)
     p.stdin.write(long_msg)
     p.stdin.flush()
-    time.sleep(0.1)
+    end = time.time() + 10
+    while time.time() < end and cpu_ticks(p.pid) < cpu0 + 2:
+        time.sleep(0.002)
     t0 = time.time()
     p.send_signal(signal.SIGINT)
     err = b''
