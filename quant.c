@@ -164,16 +164,23 @@ void g3_quantize_row_q8_0(const float *x, g3_block_q8_0 *y, int64_t n) {
     }
 }
 
+/* The value of largest magnitude of a block (Q4_0, Q5_0), with its sign: the first such in
+ * element order. */
+static float block_extreme(const float *x) {
+    float amax = 0.0f, extreme = 0.0f;
+    for (int j = 0; j < G3_QK; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            extreme = x[j];
+        }
+    return extreme;
+}
+
 /* Q4_0: d = (the value of largest magnitude, with its sign) / -8, so that value maps to q = 0;
  * q = min(15, trunc(x / d + 8.5)). */
 void g3_quantize_row_q4_0(const float *x, g3_block_q4_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
-        float amax = 0.0f, extreme = 0.0f;
-        for (int j = 0; j < G3_QK; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                extreme = x[j];
-            }
+        const float extreme = block_extreme(x);
         const float d = extreme / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = g3_f32_to_f16(d);
@@ -225,12 +232,7 @@ static void quantize_q4_1(const float *x, void *row, int64_t n) {
 static void quantize_q5_0(const float *x, void *row, int64_t n) {
     g3_block_q5_0 *y = row;
     for (int64_t b = 0; b < n / G3_QK; b++, x += G3_QK) {
-        float amax = 0.0f, extreme = 0.0f;
-        for (int j = 0; j < G3_QK; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                extreme = x[j];
-            }
+        const float extreme = block_extreme(x);
         const float d = extreme / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         uint32_t qh = 0;
