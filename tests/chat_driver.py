@@ -61,6 +61,21 @@ def main():
         seen, buf = buf[:i], buf[i:]
         return seen
 
+    def read_more(n, timeout=60.0):
+        """Reads until n more bytes have come (the reply is streaming)."""
+        nonlocal buf
+        end, want = time.time() + timeout, len(buf) + n
+        while len(buf) < want and time.time() < end:
+            r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
+            if r:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    raise EOFError("chat exited; screen so far: %r" % buf[-400:])
+                buf += data
+
     try:
         read_until(b"> ")
         if mode == "turns":
@@ -87,8 +102,10 @@ def main():
             read_until(b"> ")
             os.write(fd, b"Tell me a very long story\r")
             read_until(b"story")
-            time.sleep(1.0)
-            os.write(fd, b"\x03")  # Ctrl-C mid-reply
+            # Ctrl-C mid-reply: once the reply streams (a fixed 1 s fell in the prefill on a
+            # loaded machine, which drops the message instead)
+            read_more(40)
+            os.write(fd, b"\x03")
             read_until(b"[interrupted]")
             read_until(b"> ")
             time.sleep(0.5)  # the line editor may discard what is typed before it takes the terminal
@@ -99,7 +116,7 @@ def main():
             os.write(fd, b"\x04")  # Ctrl-D exits
         status = wait_exit(pid, fd)
         if os.waitstatus_to_exitcode(status) != 0:
-            print("chat exited with status %d" % os.waitstatus_to_exitcode(status))
+            print("chat exited with status %d; screen: %r" % (os.waitstatus_to_exitcode(status), buf[-400:]))
             return 1
     except (TimeoutError, EOFError) as e:
         print(e)
