@@ -228,7 +228,11 @@ static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *ba
 }
 
 static void test_matmul(void) {
-    static const int shapes[][3] = {{1, 256, 1}, {7, 512, 3}, {33, 1024, 5}, {16, 2560, 2}, {5, 6912, 9}};
+    /* rows, n_in, tokens: the SIMD tiles of 8, 4 and 1 tokens and their tails (8 + 1, 8 + 4,
+     * 8 + 4 + 3, 2 x 8), and more tokens than one block of activations in L2 (6912: 32 tokens
+     * a block, then 4 + 1) */
+    static const int shapes[][3] = {{1, 256, 1},   {7, 512, 3},    {33, 1024, 5}, {16, 2560, 2}, {5, 6912, 9},
+                                    {3, 512, 8},   {2, 768, 12},   {4, 256, 15},  {3, 1024, 16}, {2, 6912, 37}};
     for (int k = 0; k < 3; k++) {
         int bad[3] = {0, 0, 0};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
