@@ -63,7 +63,8 @@ void g3_kq_matmul_q6_K_scalar(float *Y, size_t ldy, const void *W, const void *X
 #define G3_KQ_DECLARE(sfx)                                                                          \
     void g3_kq_matmul_q4_K_##sfx(float *, size_t, const void *, const void *, int, int, int, int); \
     void g3_kq_matmul_q5_K_##sfx(float *, size_t, const void *, const void *, int, int, int, int); \
-    void g3_kq_matmul_q6_K_##sfx(float *, size_t, const void *, const void *, int, int, int, int);
+    void g3_kq_matmul_q6_K_##sfx(float *, size_t, const void *, const void *, int, int, int, int); \
+    void g3_kq_quantize_act_##sfx(void *, const float *, int, int);
 G3_KQ_DECLARE(avx2)
 G3_KQ_DECLARE(avx2vnni)
 G3_KQ_DECLARE(avx512)

@@ -99,6 +99,38 @@ static void test_act_blocks(void) {
     }
 }
 
+/* The activation rows' edge cases, every table against the scalar one byte for byte: the
+ * largest magnitude twice with both signs (the first decides), ties at k + 0.5 after scaling,
+ * NaN and infinities among the values, all-zero and all-NaN blocks, subnormal values. */
+static void test_act_edges(void) {
+    enum { NB_E = 8, N_E = NB_E * G3_QK_K };
+    static float xe[N_E];
+    static g3_block_q8_K want[NB_E], got[NB_E];
+    for (int i = 0; i < N_E; i++) xe[i] = rng_f() * 3.0f;
+    xe[17] = -5.0f, xe[200] = 5.0f;                                         /* block 0: -5 first */
+    xe[256 + 3] = 4.0f, xe[256 + 99] = -4.0f;                               /* block 1: +4 first */
+    for (int i = 0; i < G3_QK_K; i++) xe[512 + i] = (float)(i % 255 - 127) + 0.5f; /* ties */
+    xe[512 + 7] = 127.0f;
+    xe[768 + 5] = NAN, xe[768 + 77] = -INFINITY;                            /* block 3 */
+    xe[1024 + 9] = NAN, xe[1024 + 250] = 1e30f;                             /* block 4 */
+    for (int i = 0; i < G3_QK_K; i++) xe[1280 + i] = 0.0f;                  /* block 5: zero */
+    xe[1280 + 40] = -0.0f;
+    for (int i = 0; i < G3_QK_K; i++) xe[1536 + i] = NAN;                   /* block 6: all NaN */
+    for (int i = 0; i < G3_QK_K; i++) xe[1792 + i] = (float)(i - 128) * 1e-41f; /* subnormals, */
+    xe[1792 + 60] = -1e-30f; /* and a largest value whose -127 / max is finite (below 127 / FLT_MAX the
+                              * scalar's int8 conversion of an infinity is undefined, as ggml's) */
+    g3_quant_kernels_get(G3_ISA_SCALAR)->quantize_act_k(want, xe, 0, N_E);
+    const g3_quant_kernels *all[8];
+    const int n_all = g3_quant_kernels_all(all, 8);
+    for (int ti = 0; ti < n_all; ti++) {
+        memset(got, 0x5a, sizeof got);
+        g3_quantize_act_k(all[ti], got, xe, 0, N_E);
+        for (int b = 0; b < NB_E; b++)
+            CHECK_MSG(memcmp(&got[b], &want[b], sizeof got[b]) == 0, "%s: Q8_K edge block %d differs from scalar",
+                      all[ti]->name, b);
+    }
+}
+
 /* Dequantizing: every weight is d * sc * q - dmin * m (Q6_K: d * sc * (q - 32)) from the bits as
  * the layout defines them, read here bit by bit from the block's bytes, independently of the
  * unpacking code; and the reconstruction is close to the input (a sanity bound, not a target). */
@@ -265,6 +297,7 @@ static void test_nonfinite(void) {
 int main(void) {
     test_reference_blocks();
     test_act_blocks();
+    test_act_edges();
     test_dequantize();
     test_matmul();
     test_nonfinite();
