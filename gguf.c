@@ -610,6 +610,7 @@ int g3_gguf_writer_new(const char *path, g3_gguf_writer **out) {
 }
 
 static int write_all(g3_gguf_writer *w, const void *p, size_t n) {
+    if (n == 0) return GEMMA3_OK; /* p may be NULL then (no key-values yet), which fwrite may not take */
     if (fwrite(p, 1, n, gemma3_outfile_stream(w->out)) != n)
         return g3_error(GEMMA3_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     w->offset += (uint64_t)n;

@@ -222,9 +222,10 @@ done:
  * Bounds: ~2x the measured max (q8_0 0.5, q4_0 6), rms under ~1.5x measured (q8_0 0.1, q4_0
  * 0.75, half of "uncorrelated"); top-1 equal wherever the reference gap exceeds 0.5 (q8_0) and
  * at >= 38/40 positions for q8_0, >= 6/40 for q4_0. */
-static const double tol_max[] = {0, 0.5, 6.0}, tol_rms[] = {0, 0.1, 0.75};
-static const double gap_clear[] = {0, 0.5, 1e9};
-static const int min_top1[] = {0, 38, 6};
+static const double tol_max[GEMMA3_WEIGHTS_COUNT] = {[GEMMA3_WEIGHTS_Q8_0] = 0.5, [GEMMA3_WEIGHTS_Q4_0] = 6.0};
+static const double tol_rms[GEMMA3_WEIGHTS_COUNT] = {[GEMMA3_WEIGHTS_Q8_0] = 0.1, [GEMMA3_WEIGHTS_Q4_0] = 0.75};
+static const double gap_clear[GEMMA3_WEIGHTS_COUNT] = {[GEMMA3_WEIGHTS_Q8_0] = 0.5, [GEMMA3_WEIGHTS_Q4_0] = 1e9};
+static const int min_top1[GEMMA3_WEIGHTS_COUNT] = {[GEMMA3_WEIGHTS_Q8_0] = 38, [GEMMA3_WEIGHTS_Q4_0] = 6};
 
 /* A plain F32 checkpoint holding the dequantized weights of a quantized directory (norms as
  * stored): the same model as the blocks, up to the loader's rounding of F32 matrices to bf16. */
