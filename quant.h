@@ -130,8 +130,8 @@ void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
  * So one 32-byte load holds 4 consecutive quant bytes of each of 8 rows, one row per 32-bit lane:
  * a row's integer dot product stays in its lane, and its scale in the same lane of one fp16 load.
  * The group of row r (r a multiple of 8) starts at r * g3_wtype_row_bytes(t, n_in), as the row
- * would in the row layout, so a view from such a row is a matrix again. The AVX2 kernels read it
- * (llama.cpp repacks Q4_0 likewise for AVX2); files keep the row layout. */
+ * would in the row layout, so a view from such a row is a matrix again. The AVX2 and AVX-512
+ * kernels read it (llama.cpp repacks Q4_0 likewise for AVX2); files keep the row layout. */
 typedef enum g3_layout { G3_LAYOUT_ROWS = 0, G3_LAYOUT_X8 = 1 } g3_layout;
 
 enum { G3_X8 = 8 }; /* rows per group */

@@ -85,9 +85,9 @@ static const cli_option model_options[] = {
      .help = "read the weights into memory (by default: read if they fit in 3/4 of the "
              "memory available, else map)"},
     {"--repack", "MODE", CLI_CUSTOM, .parse = parse_repack,
-     .help = "Q8_0/Q4_0 in memory: x8 (rows interleaved in groups of 8, what the AVX2 kernels read "
-             "fastest; a quantized directory is copied so), none (the files' rows, used in place) "
-             "or auto (x8 where the kernels prefer it)",
+     .help = "Q8_0/Q4_0 in memory: x8 (rows interleaved in groups of 8, what the AVX2 and "
+             "AVX-512 kernels read fastest; a quantized directory is copied so), none (the files' "
+             "rows, used in place) or auto (x8 where the kernels prefer it)",
      .default_text = "auto"},
     {"-nr, --no-repack", NULL, CLI_SWITCH, M(mp.repack), .value = GEMMA3_REPACK_NONE,
      .help = "the same as --repack none (llama.cpp's flag)"},

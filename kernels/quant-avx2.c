@@ -1,6 +1,6 @@
 /* kernels/quant-avx2.c - the AVX2 quantized tables: "avx2" (AVX2+FMA+F16C) and "avx2vnni"
  * (+AVX-VNNI), one body (kernels/quant-avx2.inc) compiled once per variant under Q_FN /
- * Q_TARGET; and the x8 kernels every x86 table shares. Off x86 this file is empty. */
+ * Q_TARGET; and its x8 kernels for the other x86 tables. Off x86 this file is empty. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
@@ -39,8 +39,9 @@
 #undef Q_NAME
 #undef Q_VNNI
 
-/* The x8 kernels of the "avx2" table, for the AVX-512 and AMX tables (kernels/quant-avx512.c):
- * one x8 computation on every x86 table, so the layouts give the same bits everywhere. */
+/* The x8 kernels of the "avx2" table, for kernels/quant-avx512.c: the AMX table's, and the
+ * AVX-512 tables' for decode and for the groups their 16-row tiles leave (the x8 results are
+ * the same bits in every table). */
 #define AVX2_Q __attribute__((target("avx2,fma,f16c")))
 AVX2_Q void g3_matmul_q8_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                    int n_in, int r0, int r1) {

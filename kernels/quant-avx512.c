@@ -1,8 +1,10 @@
 /* kernels/quant-avx512.c - the AVX-512 quantized tables: "avx512" (F/BW/VL/DQ) and "avx512vnni"
  * (+AVX512_VNNI and AVX512_VBMI), one body (kernels/quant-avx512.inc) compiled once per variant
  * under Q_FN / Q_TARGET, and "amx" (AMX-INT8, kernels/quant-amx.inc, on the avx512vnni table's
- * activation quantization and fp32 path). Their x8 kernels are the AVX2 ones
- * (kernels/quant-avx2.c). Off x86 this file is empty. */
+ * activation quantization and fp32 path). The avx512 and avx512vnni tables have their own x8
+ * kernels (16 rows per vector; decode and partial groups go to the AVX2 x8 kernels of
+ * kernels/quant-avx2.c, the same bits); the amx table runs the AVX2 ones. Off x86 this file is
+ * empty. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>

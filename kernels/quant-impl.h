@@ -68,8 +68,8 @@ extern const g3_quant_kernels g3_quant_avx512, g3_quant_avx512vnni, g3_quant_amx
 /* 1 if the CPU runs the "amx" table (AMX-INT8 with the tile permission, and GFNI). */
 int g3_quant_amx_usable(const g3_cpu *c);
 
-/* The x8 kernels every x86 table shares (their bits are the scalar x8 reference's), from
- * kernels/quant-avx2.c. */
+/* The AVX2 x8 kernels (their bits are the scalar x8 reference's), from kernels/quant-avx2.c:
+ * the AMX table's, and those the AVX-512 tables' x8 kernels hand decode and odd groups to. */
 void g3_matmul_q8_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
                             int r0, int r1);
 void g3_matmul_q4_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,

@@ -575,7 +575,7 @@ static void test_x8_models(void) {
                 }
                 const double rms = sqrt(sq / ((double)N_TOK * V)), ref_rms = sqrt(ref_sq / ((double)N_TOK * V));
                 /* exact mode reads the same blocks in the same order: the same bits, except
-                 * with the AVX-512 tables, whose x8 kernels are the AVX2 ones. The default mode
+                 * with the AVX-512 tables, whose fp32 x8 kernels are the AVX2 ones. The default mode
                  * sums the blocks in another order, and a last-bit change of an activation
                  * can move its 8-bit rounding by a step, so layers apart the logits differ as
                  * much as two kernel tables' do (rows scalar vs avx2 Q4_0: max 0.065 here), far

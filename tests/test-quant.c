@@ -557,6 +557,72 @@ static void test_matmul(void) {
     printf("matmul: %d shapes x %d tables\n", n, n_tables);
 }
 
+/* The x8 kernels' tiles against the scalar x8 kernel, bit for bit. The AVX-512 tables put two
+ * groups (16 rows) in a vector and unpack them once for up to 8 tokens, leaving a partial group
+ * at either end of [r0, r1) and a last odd whole group to the AVX2 kernel: every token count
+ * 1..17 (a tile of 8 then each remainder 1..7, two tiles and one), row ranges that begin and end
+ * inside a group, on a group boundary, with an odd or even number of whole groups or fewer than
+ * two, odd and even block counts; and the int16 sums' worst case in some blocks (Q4_0 nibbles
+ * all 15, Q8_0 quants all -128, activations all +127 or -127). */
+static void test_x8_tiles(void) {
+    static const int ranges[][3] = {{48, 0, 48}, {48, 0, 40}, {48, 3, 48}, {48, 8, 45}, {40, 5, 37},
+                                    {64, 16, 64}, {56, 0, 56}, {24, 0, 24}, {17, 1, 17}, {16, 0, 16}};
+    static const int blocks[] = {1, 2, 3, 8};
+    static const g3_wtype types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
+    enum { T = 17 };
+    int bad = 0, stray = 0, n = 0;
+    for (int wi = 0; wi < 2; wi++)
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+            for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+                const g3_wtype wt = types[wi];
+                const int rows = ranges[ri][0], r0 = ranges[ri][1], r1 = ranges[ri][2];
+                const int n_in = blocks[bi] * G3_QK, nb = blocks[bi];
+                const size_t rb = g3_wtype_row_bytes(wt, n_in), bs = rb / (size_t)nb;
+                const size_t ldy = (size_t)rows + 3, ab = g3_act_row_bytes(n_in);
+                float *deq = xmalloc((size_t)rows * n_in * sizeof *deq);
+                float *X = xmalloc((size_t)T * n_in * sizeof *X);
+                char *w = make_weights(wt, rows, n_in, deq);
+                for (int r = 0; r < rows; r++)
+                    for (int b = 0; b < nb; b++)
+                        if (rng_u32() % 5 == 0) /* keep the scale, the largest quants */
+                            memset(w + (size_t)r * rb + (size_t)b * bs + 2, wt == GEMMA3_WEIGHTS_Q8_0 ? 0x80 : 0xff, bs - 2);
+                fill_act(X, T * n_in, 1);
+                for (int b = 0; b < T * nb; b++)
+                    if (rng_u32() % 5 == 0)
+                        for (int j = 0; j < G3_QK; j++) X[b * G3_QK + j] = b % 2 ? 127.0f : -127.0f;
+                const size_t x8_bytes = g3_x8_bytes(wt, rows, n_in);
+                void *x8 = xmalloc(x8_bytes);
+                g3_x8_pack(wt, x8, w, rows, n_in);
+                const guarded Wg = guarded_copy(x8, x8_bytes);
+                char *Xq = xmalloc(ab * T);
+                for (int t = 0; t < T; t++) tables[0]->quantize_act(Xq + (size_t)t * ab, n_in, X + (size_t)t * n_in, 0, n_in);
+                float *want = xmalloc(ldy * T * sizeof *want), *Y = xmalloc(ldy * T * sizeof *Y);
+                tables[0]->matmul_q_x8[wt](want, ldy, Wg.data, Xq, T, n_in, r0, r1);
+                for (int ti = 1; ti < n_tables; ti++) {
+                    if (!tables[ti]->matmul_q_x8[wt]) continue;
+                    for (int nt = 1; nt <= T; nt++, n++) {
+                        for (size_t i = 0; i < ldy * T; i++) Y[i] = -7.0f;
+                        tables[ti]->matmul_q_x8[wt](Y, ldy, Wg.data, Xq, nt, n_in, r0, r1);
+                        for (int t = 0; t < T; t++)
+                            for (int r = 0; r < (int)ldy; r++) {
+                                const size_t i = (size_t)t * ldy + r;
+                                if (t >= nt || r < r0 || r >= r1) {
+                                    stray += Y[i] != -7.0f;
+                                } else if (memcmp(&Y[i], &want[i], sizeof(float)) && bad++ < 5) {
+                                    fprintf(stderr, "%s %s x8 rows [%d, %d) of %d, n_in %d, %d tokens: y[%d][%d] %.9g, expected %.9g\n",
+                                            tables[ti]->name, g3_wtype_name(wt), r0, r1, rows, n_in, nt, t, r, Y[i], want[i]);
+                                }
+                            }
+                    }
+                }
+                free(deq), free(X), free(w), free(x8), free(Xq), free(want), free(Y);
+                munmap(Wg.map, Wg.map_bytes);
+            }
+    CHECK_MSG(bad == 0, "x8 tiles: %d outputs differ from the scalar x8 kernel", bad);
+    CHECK_MSG(stray == 0, "x8 tiles: %d stores outside the rows and tokens asked for", stray);
+    printf("x8 tiles: %d calls\n", n);
+}
+
 /* Q4_0 integer lane sums are the same in every SIMD variant of one width (nibbles times int8,
  * plus the correction in lane 0; the VNNI variants' unshifted high nibbles and 1/16 scale are
  * exact), so avx2 == avx2vnni and avx512 == avx512vnni bitwise. */
@@ -610,6 +676,7 @@ int main(void) {
     test_quantize_act();
     test_x8_layout();
     test_matmul();
+    test_x8_tiles();
     test_q4_variants_agree();
     return check_report();
 }
