@@ -2,7 +2,8 @@
 # tools/device/threads-run.sh - the 16-core runs of docs/measurements/threads-2026-12-07.md, on the
 # device machine (docs/threads.md). Run from the repository root there: builds our HEAD in place,
 # a copy in /tmp/new patched by tools/device/profile-patch.py (G3_PROFILE per-phase times, G3_DYN
-# dynamic row split) and pin-patch.py (G3_PIN: pool thread i on CPU i), and llama.cpp's llama-bench;
+# dynamic row split), pin-patch.py (G3_PIN: pool thread i on CPU i) and noamx-patch.py (G3_NOAMX:
+# the avx512 level without its AMX tables), and llama.cpp's llama-bench;
 # writes synthetic GGUFs; prints tools/bench-threads.sh tables (also into $OUT/tables.md).
 # Needs in .dev/ (carried, git-ignored): debs/ (libcjson and libedit .debs, which that machine
 # lacks) and llsrc.tar.xz (llama.cpp's source); the tree sent without tests/data/gguf (64 MiB).
@@ -18,11 +19,14 @@ setup() {
   ( cmake -S /tmp/ll -B /tmp/ll/b -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TOOLS=ON >/tmp/ll.log 2>&1 && cmake --build /tmp/ll/b -j 10 --target llama-bench >>/tmp/ll.log 2>&1; echo "llama build rc=$?" >>/tmp/ll.log ) &
   rm -rf /tmp/new; mkdir -p /tmp/new
   tar --exclude=./tests/data --exclude=./.dev --exclude=./build --exclude=./.git -cf - . | tar -xf - -C /tmp/new
-  python3 tools/device/profile-patch.py /tmp/new/gemma3.c && python3 tools/device/pin-patch.py /tmp/new/threads.c || exit 1
+  python3 tools/device/profile-patch.py /tmp/new/gemma3.c && python3 tools/device/pin-patch.py /tmp/new/threads.c &&
+    python3 tools/device/noamx-patch.py /tmp/new/kernels/cpu.c || exit 1
   make -j6 CFLAGS="-O2 -g -I$D/usr/include" >/tmp/head.log 2>&1 || { tail -20 /tmp/head.log; exit 1; }
   (cd /tmp/new && make -j6 CFLAGS="-O2 -g -I$D/usr/include" >/tmp/new.log 2>&1) || { tail -20 /tmp/new.log; exit 1; }
   printf '#!/bin/sh\nG3_DYN=4 exec %s "$@"\n' $NEW >/tmp/dyn4; printf '#!/bin/sh\nG3_PIN=1 exec %s "$@"\n' $NEW >/tmp/pin
-  printf '#!/bin/sh\nG3_PIN=1 G3_DYN=4 exec %s "$@"\n' $NEW >/tmp/pindyn; chmod +x /tmp/dyn4 /tmp/pin /tmp/pindyn
+  printf '#!/bin/sh\nG3_PIN=1 G3_DYN=4 exec %s "$@"\n' $NEW >/tmp/pindyn; printf '#!/bin/sh\nG3_NOAMX=1 exec %s "$@"\n' $NEW >/tmp/noamx
+  printf '#!/bin/sh\nexec %s "$@" --repack none\n' $PWD/build/gemma3 >/tmp/rows
+  chmod +x /tmp/dyn4 /tmp/pin /tmp/pindyn /tmp/noamx /tmp/rows
   el built ours
 }
 gen() { # shape fill types...
@@ -42,6 +46,7 @@ for ph in "$@"; do
     setup) [ -x $NEW ] || setup ;;
     genA) gen 1b random q4_0 q8_0; gen 270m random q4_0 q8_0; gen 4b random q4_0 q8_0 bf16 ;;
     genBig) gen 12b zero q4_0; gen 27b zero q4_0 ;;
+    genK) gen 1b random q4_0 q8_0 q4_k_m q6_k; gen 270m random q4_0 q8_0 q4_k_m q6_k; gen 4b random q4_0 q4_k_m ;;
     probe) probe ;;
     prof) prof 1b-q4_0 16 512 128; prof 1b-q8_0 16 512 128 ;;
     llwait) llwait ;;
@@ -52,6 +57,19 @@ for ph in "$@"; do
     t4bbf16) table 4b bf16 "16" 512 64 1 "gemma3=build/gemma3" ;;
     t12b) table 12b q4_0 "16" 256 32 1 "gemma3=build/gemma3" ;;
     t27b) table 27b q4_0 "16" 256 32 1 "gemma3=build/gemma3" ;;
+    genS) gen 1b random q4_0 q8_0 q4_k_m; gen 4b random q4_0 ;;
+    tS) table 1b "q4_0 q8_0 q4_k_m" "4 8 16" 256 64 1 "gemma3=build/gemma3 noamx=/tmp/noamx"
+        table 4b q4_0 "16" 256 32 1 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
+    tests) make -j16 CFLAGS="-O2 -g -I$D/usr/include" $(make -s -p -n 2>/dev/null | sed -n 's/^TEST_BINS := //p' | head -1) >/tmp/tests.log 2>&1 || tail -20 /tmp/tests.log
+        SUITES="test-quant test-kernels test-backend test-forward test-state" sh tests/run.sh 2>&1 | tail -12 ;;
+    quiet) sync; sleep 5; uptime; top -b -n 1 | sed -n 7,12p ;;
+    tX8b) table 1b "q4_0 q8_0" "4 8 16" 256 64 1 "gemma3=build/gemma3 rows=/tmp/rows"
+          table 4b q4_0 "16" 256 32 1 "gemma3=build/gemma3 rows=/tmp/rows" ;;
+    tX8) table 1b "q4_0 q8_0" "4 8 16" 256 64 1 "gemma3=build/gemma3 rows=/tmp/rows noamx=/tmp/noamx"
+         table 4b q4_0 "8 16" 256 32 1 "gemma3=build/gemma3 rows=/tmp/rows noamx=/tmp/noamx" ;;
+    t1bK) table 1b "q4_0 q8_0 q4_k_m q6_k" "4 8 16" 512 64 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
+    t4bK) table 4b "q4_0 q4_k_m" "16" 512 64 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
+    t270mK) table 270m "q4_0 q8_0 q4_k_m q6_k" "16" 512 128 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
     df) df -h /tmp . | tail -2; free -g | head -2 ;;
   esac; el "phase $ph done"
 done
