@@ -262,9 +262,13 @@ static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *ba
 static void test_matmul(void) {
     /* rows, n_in, tokens: the SIMD tiles of 8, 4 and 1 tokens and their tails (8 + 1, 8 + 4,
      * 8 + 4 + 3, 2 x 8), and more tokens than one block of activations in L2 (6912: 32 tokens
-     * a block, then 4 + 1) */
-    static const int shapes[][3] = {{1, 256, 1},   {7, 512, 3},    {33, 1024, 5}, {16, 2560, 2}, {5, 6912, 9},
-                                    {3, 512, 8},   {2, 768, 12},   {4, 256, 15},  {3, 1024, 16}, {2, 6912, 37}};
+     * a block, then 4 + 1); decode's (fewer than 4 tokens, and every token alone in the split
+     * run) tiles of 8 and 4 rows and their tails, from rows 0 and from an odd row (29: 8 x 3 +
+     * 4 + 1, split 8 + 4 + 3 | 8 + 4 + 2 at row 15; 45: 8 x 5 + 4 + 1, split at 23; 12 and 7;
+     * rows of 18 and of 130 super-blocks: the latter longer than one pass of decode's rows) */
+    static const int shapes[][3] = {{1, 256, 1},  {7, 512, 3},  {33, 1024, 5},  {16, 2560, 2}, {5, 6912, 9},
+                                    {3, 512, 8},  {2, 768, 12}, {4, 256, 15},   {3, 1024, 16}, {2, 6912, 37},
+                                    {29, 512, 1}, {45, 1024, 2}, {12, 2304, 1}, {17, 4608, 1}, {9, 33280, 1}};
     for (int k = 0; k < 3; k++) {
         int bad[3] = {0, 0, 0};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

@@ -1,10 +1,12 @@
 /* bench-quant - throughput of the quantized matmul kernels, per variant, next to BF16.
  *
- *   build/tools/bench-quant [--quick]
+ *   build/tools/bench-quant [--quick | --cache] [--type NAME ...]   (--type q4_k: that type only)
  *
  * Decode: one matvec (T=1) over every matrix of a Gemma 3 1B-shaped model (26 layers of q, k,
  * v, o, gate, up, down and the tied [262144][1152] head: ~1.0 G weights) as GB/s of weights
- * streamed and ms per pass (the matmul time of one decoded token), 1 and 2 threads.
+ * streamed and ms per pass (the matmul time of one decoded token), 1 and 2 threads. The
+ * K-quants (rows of a multiple of 256 weights: in a 1B file only o and down, its other matrices
+ * take a fallback type) over the 26 layers' o [1152][1024] and down [1152][6912].
  * Prefill: T=512 over [6912][1152] and [1152][6912] as GFLOP/s (2 * rows * n_in * T / s),
  * activation quantization excluded (it is O(n_in T), next to O(rows n_in T)).
  * Each figure is the best of a few repetitions; "cpu" columns divide by the busiest thread's
@@ -89,6 +91,16 @@ static int model_mats(mat *m, int n_layers) {
     return n;
 }
 
+/* The matrices a 1B K-quant file holds in a K type (n_in a multiple of 256): o and down. */
+static int model_mats_k(mat *m, int n_layers) {
+    int n = 0;
+    for (int l = 0; l < n_layers; l++) {
+        m[n++] = (mat){HID, QDIM};
+        m[n++] = (mat){HID, FFN};
+    }
+    return n;
+}
+
 static size_t mat_bytes(g3_wtype wt, mat m) { return g3_wtype_row_bytes(wt, m.n_in) * (size_t)m.rows; }
 
 /* Random weights: block bytes straight from a generator (any q and d are valid blocks; the
@@ -100,48 +112,57 @@ static void fill_blocks(g3_wtype wt, void *w, size_t bytes) {
         s = s * 1664525u + 1013904223u;
         p[i] = (uint8_t)(s >> 24);
     }
-    const size_t bs = g3_wtype_get(wt)->block_bytes;
+    const g3_wtype_traits *tr = g3_wtype_get(wt);
+    const size_t bs = tr->block_bytes;
     const int has_min = wt == GEMMA3_WEIGHTS_Q4_1 || wt == GEMMA3_WEIGHTS_Q5_1;
     for (size_t o = 0; o + bs <= bytes; o += bs) {
         uint16_t d = 0x2000 | (uint16_t)(p[o] & 0x3ff); /* ~ 2^-7 */
         memcpy(p + o, &d, 2);
         if (has_min) memcpy(p + o + 2, &d, 2); /* the minimum: finite too */
+        for (int i = 0; i < tr->n_f16; i++) memcpy(p + o + tr->f16_at[i], &d, 2); /* K: d, dmin */
     }
 }
 
 static void usage_quit(void) {
-    fprintf(stderr, "usage: bench-quant [--quick | --cache]\n");
+    fprintf(stderr, "usage: bench-quant [--quick | --cache] [--type NAME ...]\n");
     exit(2);
 }
 
+/* The types asked for (--type, repeatable; none: all). */
+static int only[GEMMA3_WEIGHTS_COUNT], n_only;
+
+static int wanted(int wt) { return n_only == 0 || only[wt]; }
+
 /* Decode matvec over a [256][1152] matrix that stays in L2 (166 KB of Q4_0, 313 KB of Q8_0:
- * within Zen 3's 512 KB), one thread, best of many calls by thread CPU time: the kernel's
+ * within Zen 3's 512 KB; the K-quants [256][1024], up to 215 KB of Q6_K), one thread, best of many calls by thread CPU time: the kernel's
  * compute ceiling, free of DRAM and of most of the noise of a shared machine (the figure the
  * full-model rows approach when memory keeps up). */
 static void bench_cache(const g3_quant_kernels *const *tables, int n_tables, const float *x) {
     enum { ROWS = 256, REPS = 400, CALLS = 32 };
     static float y[ROWS];
-    void *xq = malloc(g3_act_row_bytes(HID));
+    void *xq = malloc(g3_act_row_bytes(HID) + g3_act_k_row_bytes(QDIM));
     printf("| variant | type | test | GB/s (cpu) | blocks/us |\n|---|---|---|---|---|\n");
     for (int wt = GEMMA3_WEIGHTS_Q8_0; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
-        if (!g3_wtype_is_block(wt) || g3_wtype_get(wt)->block != G3_QK) continue; /* 1B rows: no K-quants */
-        const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, HID) * ROWS;
+        if (!g3_wtype_is_block(wt) || !wanted(wt)) continue;
+        const int kq = g3_wtype_get(wt)->act_k, n_in = kq ? QDIM : HID;
+        const size_t bytes = g3_wtype_row_bytes((g3_wtype)wt, n_in) * ROWS;
         void *w = g3_alloc_aligned(bytes);
         fill_blocks((g3_wtype)wt, w, bytes);
         for (int ti = 1; ti < n_tables; ti++)
             for (int x8 = 0; x8 <= g3_wtype_get(wt)->x8; x8++) {
                 const g3_quant_kernels *k = tables[ti];
-                k->quantize_act(xq, HID, x, 0, HID);
+                if (kq) g3_quantize_act_k(k, xq, x, 0, n_in);
+                else k->quantize_act(xq, HID, x, 0, HID);
                 double best = 1e30;
                 for (int rep = 0; rep < REPS; rep++) {
                     const double c0 = thread_cpu_now();
-                    for (int i = 0; i < CALLS; i++) quant_matmul(k, (g3_wtype)wt, x8)(y, ROWS, w, xq, 1, HID, 0, ROWS);
+                    for (int i = 0; i < CALLS; i++) quant_matmul(k, (g3_wtype)wt, x8)(y, ROWS, w, xq, 1, n_in, 0, ROWS);
                     const double dc = (thread_cpu_now() - c0) / CALLS;
                     best = dc < best ? dc : best;
                 }
                 printf("| %s%s | %s | matvec T=1 [%d][%d] in L2 | %.1f | %.0f |\n", k->name, x8 ? " x8" : "",
-                       g3_wtype_name_upper((g3_wtype)wt), ROWS, HID, bytes / best / 1e9,
-                       ROWS * (HID / G3_QK) / best / 1e6);
+                       g3_wtype_name_upper((g3_wtype)wt), ROWS, n_in, bytes / best / 1e9,
+                       ROWS * (n_in / g3_wtype_get(wt)->block) / best / 1e6);
             }
         g3_free_aligned(w);
     }
@@ -153,13 +174,15 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--cache") == 0) cache_only = 1;
+        else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc && g3_wtype_parse(argv[i + 1]) > 0)
+            only[g3_wtype_parse(argv[++i])] = 1, n_only++;
         else usage_quit();
     }
     g3_pool *pools[2] = {NULL, NULL};
     if (g3_pool_create(1, &pools[0]) != GEMMA3_OK || g3_pool_create(2, &pools[1]) != GEMMA3_OK) return 1;
     const int n_layers = quick ? 4 : LAYERS, reps = quick ? 2 : 4;
-    mat mats[8 * LAYERS + 1];
-    const int n_mats = model_mats(mats, n_layers);
+    mat mats_q[8 * LAYERS + 1], mats_k[2 * LAYERS];
+    const int n_mats_q = model_mats(mats_q, n_layers), n_mats_k = model_mats_k(mats_k, n_layers);
 
     const g3_quant_kernels *tables[8];
     const int n_tables = g3_quant_kernels_all(tables, 8);
@@ -168,8 +191,9 @@ int main(int argc, char **argv) {
     float *x = malloc((size_t)T * FFN * sizeof *x);
     uint16_t *xh = malloc((size_t)T * FFN * sizeof *xh);
     void *xq = malloc(g3_act_row_bytes(FFN) * (size_t)T);
+    void *xq_k = malloc(g3_act_k_row_bytes(QDIM) + g3_act_k_row_bytes(FFN));
     float *y = malloc((size_t)(VOCAB > T * FFN ? VOCAB : T * FFN) * sizeof *y);
-    if (!x || !xh || !xq || !y) return 1;
+    if (!x || !xh || !xq || !xq_k || !y) return 1;
     for (size_t i = 0; i < (size_t)T * FFN; i++) {
         x[i] = (float)((int)(i * 7919 % 2001) - 1000) * 1e-3f;
         xh[i] = g3_f32_to_bf16(x[i]);
@@ -180,7 +204,10 @@ int main(int argc, char **argv) {
     printf("\n# bench-quant: %d layers of a Gemma 3 1B shape, best of %d\n\n", n_layers, reps);
     printf("| variant | type | test | threads | ms | GB/s | GB/s (cpu) |\n|---|---|---|---|---|---|---|\n");
     for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
-        if (g3_wtype_get(wt)->block > G3_QK) continue; /* the 1B's rows of 1152 are no K-quant's */
+        if (!wanted(wt)) continue;
+        const int kq = g3_wtype_get(wt)->act_k;
+        const mat *mats = kq ? mats_k : mats_q;
+        const int n_mats = kq ? n_mats_k : n_mats_q;
         size_t total = 0;
         for (int i = 0; i < n_mats; i++) total += mat_bytes((g3_wtype)wt, mats[i]);
         char *w = g3_alloc_aligned(total);
@@ -194,15 +221,19 @@ int main(int argc, char **argv) {
         for (int ti = 0; ti < (wt == GEMMA3_WEIGHTS_BF16 ? 1 : n_tables); ti++) {
             const g3_quant_kernels *qk = wt == GEMMA3_WEIGHTS_BF16 ? NULL : tables[ti];
             if (qk && strcmp(qk->name, "scalar") == 0) continue; /* seconds per pass */
-            /* the decode activation of each width, at its own offset in xq */
+            /* the decode activation of each width, at its own offset in xq (Q8_K rows in xq_k) */
             char *xq_w[3] = {xq, (char *)xq + g3_act_row_bytes(FFN), (char *)xq + 2 * g3_act_row_bytes(FFN)};
             const int widths[3] = {HID, QDIM, FFN};
-            if (qk)
+            if (kq) {
+                xq_w[1] = xq_k, xq_w[2] = (char *)xq_k + g3_act_k_row_bytes(QDIM);
+                for (int i = 1; i < 3; i++) g3_quantize_act_k(qk, xq_w[i], x, 0, widths[i]);
+            } else if (qk) {
                 for (int i = 0; i < 3; i++) qk->quantize_act(xq_w[i], widths[i], x, 0, widths[i]);
+            }
             for (int x8 = 0; x8 <= (qk != NULL && g3_wtype_get(wt)->x8); x8++)
             for (int p = 0; p < 2; p++) {
                 double best = 1e30, best_cpu = 1e30;
-                for (int rep = 0; rep < reps; rep++) {
+                for (int rep = 0; rep < (total < (size_t)500e6 ? 4 * reps : reps); rep++) { /* K: ms a pass */
                     memset(cpu_busy, 0, sizeof cpu_busy);
                     const char *wp = w;
                     const double t0 = g3_now();
@@ -230,7 +261,7 @@ int main(int argc, char **argv) {
     const mat shapes[2] = {{FFN, HID}, {HID, FFN}};
     for (int s = 0; s < 2; s++)
         for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
-            if (g3_wtype_get(wt)->block > G3_QK) continue;
+            if (g3_wtype_get(wt)->block > G3_QK || !wanted(wt)) continue;
             const size_t bytes = mat_bytes((g3_wtype)wt, shapes[s]);
             char *w = g3_alloc_aligned(bytes);
             if (!w) return 1;
@@ -267,7 +298,7 @@ int main(int argc, char **argv) {
             }
             g3_free_aligned(w);
         }
-    free(x), free(xh), free(xq), free(y);
+    free(x), free(xh), free(xq), free(xq_k), free(y);
     g3_pool_free(pools[0]);
     g3_pool_free(pools[1]);
     return 0;
