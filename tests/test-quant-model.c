@@ -505,6 +505,16 @@ static gemma3_model *load_layout(const char *dir, enum gemma3_weight_type type, 
     return m;
 }
 
+/* A synthetic checkpoint of the tiny preset with args into dir; 0 (a failed check) if none. */
+static int gen_tiny(const char *dir, const char *args) {
+    const char *bdir = getenv("G3_BUILD");
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' %s >/dev/null", bdir ? bdir : "build", dir, args);
+    const int ok = system(cmd) == 0;
+    CHECK_MSG(ok, "%s failed", cmd);
+    return ok;
+}
+
 /* The models' logits on every ISA table the CPU has, in both modes: a model quantized at load
  * into x8 == its file repacked into x8, bit for bit, on 1 and 3 threads and any split; both
  * within rounding of the row layout (the same bits in exact mode where the fp32 kernels read the
@@ -562,15 +572,9 @@ static void compare_layouts(const char *tname, const gemma3_model *rows, const g
  * into x8 == the quantized directory repacked into x8, bit for bit, on every thread count and
  * split, with every kernel table; both within rounding of the row layout. */
 static void test_x8_models(void) {
-    const char *bdir = getenv("G3_BUILD");
-    char src[700], cmd[2000];
+    char src[700];
     snprintf(src, sizeof src, "%s/x8-src", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' --seed 6 --vocab 1001 >/dev/null",
-             bdir ? bdir : "build", src);
-    if (system(cmd) != 0) {
-        CHECK_MSG(0, "%s failed", cmd);
-        return;
-    }
+    if (!gen_tiny(src, "--seed 6 --vocab 1001")) return;
     static const enum gemma3_weight_type types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
     for (int ti = 0; ti < 2; ti++) {
         const char *tname = gemma3_weight_type_name(types[ti]);
@@ -626,16 +630,10 @@ static int layouts_per_type(const g3_weights *w, const g3_config *c, g3_layout a
  * its own type has x8 kernels, the K-quants stay in the file's rows (so the file stays mapped);
  * quantized at load the same; the logits as test_x8_models asks. */
 static void test_mixed_layout(void) {
-    const char *bdir = getenv("G3_BUILD");
-    char src[700], dst[760], cmd[2000];
+    char src[700], dst[760];
     snprintf(src, sizeof src, "%s/mix-src", tmpdir);
     snprintf(dst, sizeof dst, "%s/mix-q4_k_m", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' --seed 9 --vocab 777 --hidden 256 --intermediate 1152 >/dev/null",
-             bdir ? bdir : "build", src);
-    if (system(cmd) != 0) {
-        CHECK_MSG(0, "%s failed", cmd);
-        return;
-    }
+    if (!gen_tiny(src, "--seed 9 --vocab 777 --hidden 256 --intermediate 1152")) return;
     CHECK_MSG(gemma3_quantize(src, dst, GEMMA3_WEIGHTS_Q4_K_M, 2) == GEMMA3_OK, "%s", gemma3_last_error());
     g3_config c;
     static g3_weights w;
