@@ -211,7 +211,7 @@ void gemma3_model_get_info(const gemma3_model *model, gemma3_model_info *info) {
     info->load_bytes = (int64_t)(li->bytes_read + li->bytes_mapped);
     info->load_seconds = li->seconds;
     info->load_huge_bytes = (int64_t)li->bytes_huge_mapped;
-    info->weight_layout = model->w.layout == G3_LAYOUT_X8 ? "x8" : "rows";
+    info->weight_layout = model->w.layout_mixed ? "mixed" : model->w.layout == G3_LAYOUT_X8 ? "x8" : "rows";
     info->repack_seconds = model->w.repack_seconds;
     info->weight_bytes = model->w.n_bytes_used;
     info->stored_bytes = model->w.n_bytes;

@@ -189,7 +189,8 @@ typedef struct gemma3_model_info {
     int64_t load_bytes;         /* bytes of the checkpoint's files brought in */
     int64_t load_huge_bytes;    /* of those mapped, bytes mapped with 2 MiB page-table entries */
     double load_seconds;        /* wall time reading, or mapping and faulting in, those files */
-    const char *weight_layout;  /* "rows" (as in the files) or "x8" (groups of 8 rows, repacked) */
+    const char *weight_layout;  /* "rows" (as in the files), "x8" (groups of 8 rows, repacked) or
+                                   "mixed" (a mix: the types with x8 kernels in x8, the others in rows) */
     double repack_seconds;      /* wall time copying a quantized directory into "x8"; 0 if none */
     /* The rest of the configuration (added after the fields above). */
     int multimodal;             /* the text settings came from text_config */

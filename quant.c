@@ -366,7 +366,7 @@ static const g3_wtype_traits wtypes[GEMMA3_WEIGHTS_COUNT] = {
                        .ggml_type = 3, .gguf_file_type = 3},
     [GEMMA3_WEIGHTS_Q5_0] = {.name = "q5_0", .name_upper = "Q5_0", .block = G3_QK,
                        .block_bytes = sizeof(g3_block_q5_0), .quantize_row = quantize_q5_0,
-                       .dequantize_row = dequantize_q5_0, .nonfinite_mask = F16_NONFINITE,
+                       .dequantize_row = dequantize_q5_0, .nonfinite_mask = F16_NONFINITE, .x8 = 1,
                        .ggml_type = 6, .gguf_file_type = 8},
     [GEMMA3_WEIGHTS_Q5_1] = {.name = "q5_1", .name_upper = "Q5_1", .block = G3_QK,
                        .block_bytes = sizeof(g3_block_q5_1), .quantize_row = quantize_q5_1,
@@ -554,20 +554,25 @@ static void matmul_q4_0_scalar(float *Y, size_t ldy, const void *W, const void *
     }
 }
 
-/* Q4_1, Q5_0, Q5_1: per block the exact integer sum(u * a), Q5_0's offset of 16 folded in as
- * Q4_0's (-16 * sum(a) = 2 * c4), then acc += d_w * d_x * isum; with a minimum, also
+/* A Q4_1 / Q5_0 / Q5_1 block's exact integer sum(u * a) with its activation block aq, Q5_0's
+ * offset of 16 folded in as Q4_0's (-16 * sum(a) = 2 * c4); its scale and minimum in d, m. */
+static int32_t isum_lowbit(g3_wtype t, const uint8_t *blk, const int8_t *aq, int32_t c4, float *d, float *m) {
+    uint8_t u[G3_QK];
+    lowbit_unpack(t, blk, u, d, m);
+    int32_t isum = lowbit_of(t).offset / 8 * c4;
+    for (int j = 0; j < G3_QK; j++) isum += u[j] * aq[j];
+    return isum;
+}
+
+/* Q4_1, Q5_0, Q5_1: per block acc += d_w * d_x * isum (isum_lowbit); with a minimum, also
  * acc += m * d_x * sum(a) (sum(a) = -c4 / 8, exact). */
 static float dot_lowbit_scalar(g3_wtype t, const uint8_t *row, act_row a, int n_blocks) {
     const size_t bs = block_bytes(t);
     const lowbit lb = lowbit_of(t);
     float acc = 0.0f;
     for (int b = 0; b < n_blocks; b++) {
-        uint8_t u[G3_QK];
         float d, m;
-        lowbit_unpack(t, row + (size_t)b * bs, u, &d, &m);
-        const int8_t *aq = a.q + b * G3_QK;
-        int32_t isum = lb.offset / 8 * a.c4[b];
-        for (int j = 0; j < G3_QK; j++) isum += u[j] * aq[j];
+        const int32_t isum = isum_lowbit(t, row + (size_t)b * bs, a.q + b * G3_QK, a.c4[b], &d, &m);
         acc += d * a.d[b] * (float)isum;
         if (lb.min_at) acc += m * a.d[b] * (float)(-a.c4[b] / 8);
     }
@@ -643,8 +648,17 @@ static void matmul_q_f32_scalar(g3_wtype wtype, float *Y, size_t ldy, const void
     }
 }
 
+/* A block of an x8 type's exact integer dot product with its activation block (with Q4_0's and
+ * Q5_0's offsets folded in through c4). */
+static int32_t x8_isum(g3_wtype t, const union g3_x8_block *blk, const int8_t *aq, int32_t c4) {
+    float d, m;
+    if (t == GEMMA3_WEIGHTS_Q8_0) return isum_q8_0(&blk->q8_0, aq);
+    if (t == GEMMA3_WEIGHTS_Q4_0) return isum_q4_0(&blk->q4_0, aq, c4);
+    return isum_lowbit(t, blk->bytes, aq, c4, &d, &m); /* Q5_0 */
+}
+
 /* The x8 layout's reference: each block fetched from its group, its exact integer sum, then one
- * fma per block. */
+ * fma per block (every x8 type's scale is its block's first two bytes). */
 static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, const void *Xq,
                              int n_tok, int n_in, int r0, int r1) {
     const int nb = n_in / G3_QK;
@@ -656,11 +670,7 @@ static void matmul_x8_scalar(g3_wtype t, float *Y, size_t ldy, const void *W, co
             for (int b = 0; b < nb; b++) {
                 union g3_x8_block blk;
                 g3_x8_block(t, x8, nb, r, b, blk.bytes);
-                const int8_t *aq = a.q + b * G3_QK;
-                const int32_t isum = t == GEMMA3_WEIGHTS_Q8_0 ? isum_q8_0(&blk.q8_0, aq)
-                                                        : isum_q4_0(&blk.q4_0, aq, a.c4[b]);
-                const float dw = g3_f16_to_f32(t == GEMMA3_WEIGHTS_Q8_0 ? blk.q8_0.d : blk.q4_0.d);
-                acc = fmaf((float)isum, dw * a.d[b], acc);
+                acc = fmaf((float)x8_isum(t, &blk, a.q + b * G3_QK, a.c4[b]), g3_f16_to_f32(blk.q8_0.d) * a.d[b], acc);
             }
             Y[(size_t)tk * ldy + r] = acc;
         }
@@ -675,6 +685,11 @@ static void matmul_q8_0_x8_scalar(float *Y, size_t ldy, const void *W, const voi
 static void matmul_q4_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
                                   int n_in, int r0, int r1) {
     matmul_x8_scalar(GEMMA3_WEIGHTS_Q4_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
+static void matmul_q5_0_x8_scalar(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                  int n_in, int r0, int r1) {
+    matmul_x8_scalar(GEMMA3_WEIGHTS_Q5_0, Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
 /* fp32 activations: the row layout's computation, each block fetched from its group. */
@@ -709,7 +724,8 @@ const g3_quant_kernels g3_quant_scalar = {
                      [GEMMA3_WEIGHTS_Q5_1] = matmul_q_f32_scalar,
                      [GEMMA3_WEIGHTS_Q4_K] = g3_kq_matmul_f32, [GEMMA3_WEIGHTS_Q5_K] = g3_kq_matmul_f32,
                      [GEMMA3_WEIGHTS_Q6_K] = g3_kq_matmul_f32},
-    .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar},
+    .matmul_q_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q8_0_x8_scalar, [GEMMA3_WEIGHTS_Q4_0] = matmul_q4_0_x8_scalar,
+                    [GEMMA3_WEIGHTS_Q5_0] = matmul_q5_0_x8_scalar},
     .matmul_q_f32_x8 = {[GEMMA3_WEIGHTS_Q8_0] = matmul_q_f32_x8_scalar,
-                        [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar},
+                        [GEMMA3_WEIGHTS_Q4_0] = matmul_q_f32_x8_scalar, [GEMMA3_WEIGHTS_Q5_0] = matmul_q_f32_x8_scalar},
 };

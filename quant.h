@@ -76,8 +76,9 @@ typedef struct g3_wtype_traits {
      * elements; a block type's fp16 scales, every block's first two bytes) are NaN or infinite
      * when (bits & nonfinite_mask) == nonfinite_mask. */
     uint16_t nonfinite_mask;
-    /* 1: the x8 layout exists for it (Q8_0, Q4_0: the AVX2 tables' decode layout); a type
-     * without stays in the row layout whatever the repack asked for. */
+    /* 1: the x8 layout exists for it (Q8_0, Q4_0, Q5_0: the AVX2 and AVX-512 tables' layout); a
+     * matrix of a type without stays in the row layout whatever the repack asked for (each
+     * matrix of a mix has its own). */
     int x8;
     /* In a GGUF: ggml's type id of its tensors (GGML_TYPE_*, gguf.h's G3_GGML_*), and llama.cpp's
      * general.file_type for a file whose matrices all have it (LLAMA_FTYPE_*). */
@@ -107,7 +108,7 @@ int g3_wtype_parse(const char *name);
 const char *g3_wtype_list(int blocks_only);
 /* Bytes of one row of n_in weights (n_in a multiple of the type's block for the block types). */
 size_t g3_wtype_row_bytes(g3_wtype t, int64_t n_in);
-/* 1 if block type t has x8-layout kernels (Q8_0, Q4_0); the others stay in rows. */
+/* 1 if block type t has x8-layout kernels (Q8_0, Q4_0, Q5_0); the others stay in rows. */
 int g3_wtype_has_x8(g3_wtype t);
 /* 1 if one of block type t's fp16 scales in the block at p is NaN or infinite. */
 int g3_wtype_block_nonfinite(g3_wtype t, const void *block);
@@ -126,7 +127,8 @@ void g3_dequantize_row(g3_wtype t, const void *row, float *y, int64_t n);
 /* The x8 layout: a matrix's rows taken 8 at a time (the last group padded with zero rows), each
  * group stored block by block. A group's block b holds the 8 rows' blocks b side by side: their
  * 8 fp16 scales (16 bytes), then their quant bytes interleaved 4 at a time, in 32-byte runs:
- *   byte 4k + i of run s = quant byte 4s + i of row k   (Q4_0: runs 0..3; Q8_0: runs 0..7)
+ *   byte 4k + i of run s = quant byte 4s + i of row k   (Q4_0: runs 0..3; Q8_0: runs 0..7;
+ *                                                        Q5_0: run 0 its qh, runs 1..4 its qs)
  * So one 32-byte load holds 4 consecutive quant bytes of each of 8 rows, one row per 32-bit lane:
  * a row's integer dot product stays in its lane, and its scale in the same lane of one fp16 load.
  * The group of row r (r a multiple of 8) starts at r * g3_wtype_row_bytes(t, n_in), as the row
@@ -192,8 +194,8 @@ typedef struct g3_quant_kernels {
     g3_matmul_q_f32_fn matmul_q_f32[GEMMA3_WEIGHTS_COUNT];
     /* The same two on a matrix in the x8 layout (any r0 <= r1 within its rows). Per output one
      * fp32 chain over the blocks in order, acc = fma(isum, d_w * d_x, acc), isum the block's
-     * exact integer dot product (with Q4_0's correction): the same bits in every table (the
-     * AVX-512 and AMX ones run the AVX2 kernels). _f32: per output the row layout's computation
+     * exact integer dot product (with Q4_0's and Q5_0's corrections): the same bits in every
+     * table (the AMX one runs the AVX2 kernels). _f32: per output the row layout's computation
      * of the avx2 table (the scalar table: of its own). */
     g3_matmul_q_fn matmul_q_x8[GEMMA3_WEIGHTS_COUNT];
     g3_matmul_q_f32_fn matmul_q_f32_x8[GEMMA3_WEIGHTS_COUNT];

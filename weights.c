@@ -557,10 +557,25 @@ int g3_weights_load_ex(const char *dir, const g3_config *cfg, g3_st_load load, i
     return load_weights(dir, cfg, load, want, layout, n_threads, 1, w);
 }
 
+/* 1 if a matrix of the quantized file st (main type qtype, a mix's tensors named by
+ * gemma3.quant.NAME) has a type with x8 kernels: what x8 would repack. */
+static int file_has_x8(const g3_st *st, g3_wtype qtype) {
+    for (int i = 0; i < g3_st_count(st); i++) {
+        const g3_tensor *t = g3_st_at(st, i);
+        if (t->dtype != G3_DTYPE_U8) continue;
+        char key[200];
+        snprintf(key, sizeof key, "gemma3.quant.%s", t->name);
+        const char *q = g3_st_metadata(st, key);
+        const int type = q ? g3_wtype_parse(q) : (int)qtype;
+        if (type > 0 && g3_wtype_has_x8((g3_wtype)type)) return 1;
+    }
+    return 0;
+}
+
 /* Opens dir's files into w->st and says what they hold (src) and become (qtype); *layout goes
- * back to rows for a type that has no x8 layout. Quantizing or repacking reads each source
- * tensor once: map it (no copy) and drop its pages after. Used in place: read on n_threads
- * threads, or mapped and faulted in on them. */
+ * back to rows for a quantized file of which nothing has an x8 layout (K-quants alone).
+ * Quantizing or repacking reads each source tensor once: map it (no copy) and drop its pages
+ * after. Used in place: read on n_threads threads, or mapped and faulted in on them. */
 static int open_source(const char *dir, g3_st_load load, int want, g3_layout *layout, int n_threads,
                        int populate, g3_weights *w, enum source *src, g3_wtype *qtype) {
     const int may_quantize = g3_wtype_is_block(g3_mix_base(want));
@@ -571,7 +586,7 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout *la
     if (rc != GEMMA3_OK) return rc;
     w->st = st;
     rc = resolve_source(dir, st, want, src, qtype);
-    if (rc == GEMMA3_OK && g3_wtype_is_block(*qtype) && !g3_wtype_get(*qtype)->x8) *layout = G3_LAYOUT_ROWS;
+    if (rc == GEMMA3_OK && *src == SRC_QFILE && !file_has_x8(st, *qtype)) *layout = G3_LAYOUT_ROWS;
     const int repack = *src == SRC_QFILE && *layout == G3_LAYOUT_X8;
     if (rc == GEMMA3_OK && lazy && *src != SRC_QUANTIZE && !repack &&
         (!may_quantize || load != G3_ST_LOAD_MMAP)) {
@@ -585,6 +600,26 @@ static int open_source(const char *dir, g3_st_load load, int want, g3_layout *la
     return rc;
 }
 
+/* 1 if some matrix is bound in the x8 layout. */
+static int any_x8(const binding *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (b[i].kind == BIND_MATRIX && b[i].layout == G3_LAYOUT_X8) return 1;
+    return 0;
+}
+
+/* What w says of its quantized matrices' layout: x8 or rows when they all have it, else mixed
+ * (a mix's x8-able types repacked beside the others in rows). */
+static void weights_layout(const binding *b, int n, g3_weights *w) {
+    int n_x8 = 0, n_rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (b[i].kind != BIND_MATRIX || !g3_wtype_is_block(b[i].qtype)) continue;
+        if (b[i].layout == G3_LAYOUT_X8) n_x8++;
+        else n_rows++;
+    }
+    w->layout = n_x8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS;
+    w->layout_mixed = n_x8 && n_rows;
+}
+
 static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, int want,
                         g3_layout layout, int n_threads, int populate, g3_weights *w) {
     memset(w, 0, sizeof *w);
@@ -596,9 +631,6 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
     int rc = open_source(dir, load, want, &layout, n_threads, populate, w, &src, &qtype);
     if (rc != GEMMA3_OK && !w->st) return rc;
     g3_st *st = w->st;
-    /* a quantized file is repacked into x8 where its type has x8 kernels (K-quants: in place) */
-    const int repack = src == SRC_QFILE && layout == G3_LAYOUT_X8 && g3_wtype_has_x8(qtype);
-    if (src == SRC_QFILE && !repack) layout = G3_LAYOUT_ROWS;
     binding *b = NULL;
     int n = 0;
     if (rc == GEMMA3_OK) rc = plan(dir, st, cfg, w, &b, &n);
@@ -614,6 +646,9 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
         const size_t rb = g3_wtype_row_bytes(b[i].qtype, b[i].shape[1]);
         if (rb > row_max) row_max = rb;
     }
+    /* a quantized file's matrices are repacked into x8 each where its type has x8 kernels, also
+     * in a mix whose main type has none (K-quants, and the types without, stay in place) */
+    const int repack = rc == GEMMA3_OK && src == SRC_QFILE && any_x8(b, n);
     g3_pool *pool = NULL;
     quant_scratch scratch = {NULL, NULL, row_max};
     size_t scratch_bytes = 0;
@@ -665,7 +700,7 @@ static int load_weights(const char *dir, const g3_config *cfg, g3_st_load load, 
         w->wtype = qtype;
         const char *file_mix = src == SRC_QFILE ? g3_st_metadata(st, "gemma3.mix") : NULL;
         w->mix = g3_mix_is_recipe(mix.want) ? mix.want : file_mix && g3_mix_parse(file_mix) > 0 ? g3_mix_parse(file_mix) : 0;
-        w->layout = src == SRC_PLAIN || !g3_wtype_has_x8(qtype) ? G3_LAYOUT_ROWS : layout;
+        weights_layout(b, n, w);
         if (!w->lm_head.data) w->lm_head = w->embed;
         if (src == SRC_QUANTIZE) w->quantize_seconds = g3_now() - t0;
         if (repack) w->repack_seconds = g3_now() - t0;

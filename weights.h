@@ -42,7 +42,8 @@ typedef struct g3_weights {
     int64_t n_bytes_used;     /* the matrices' bytes as used (bf16 or blocks) plus the norms' */
     double quantize_seconds;  /* wall time of quantizing at load (0 when none) */
     double repack_seconds;    /* wall time of copying a quantized checkpoint into the x8 layout */
-    g3_layout layout;         /* of the quantized matrices */
+    g3_layout layout;         /* of the quantized matrices: x8 if any is (each its own: g3_matrix) */
+    int layout_mixed;         /* 1: some in x8, others in rows (a mix: its types without x8 kernels) */
     g3_st_load_info load_info; /* how the checkpoint's files were brought in */
     const char *prefix;       /* tensor-name prefix found: "model.", "language_model.model." ... */
     g3_st *st;                /* owned; NULL after quantizing at load (nothing points into it) */

@@ -184,7 +184,10 @@ int cli_model_load(const cli_model_opts *o, gemma3_model **model) {
         if (info.quantize_seconds > 0)
             fprintf(stderr, "gemma3: quantized the weights to %s (%s layout) in %.3f s\n",
                     info.weight_type, info.weight_layout, info.quantize_seconds);
-        if (info.repack_seconds > 0)
+        if (info.repack_seconds > 0 && strcmp(info.weight_layout, "mixed") == 0)
+            fprintf(stderr, "gemma3: repacked the matrices whose types have x8 kernels into the x8 layout, "
+                    "the others in rows (mixed layout), in %.3f s\n", info.repack_seconds);
+        else if (info.repack_seconds > 0)
             fprintf(stderr, "gemma3: repacked the %s weights into the x8 layout in %.3f s\n",
                     info.weight_type, info.repack_seconds);
     }

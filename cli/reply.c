@@ -353,7 +353,9 @@ void gen_print_summary(const gen_state *g, FILE *f) {
     fprintf(f, " | %s%s", g->info.load_mode, g->info.load_auto ? " (auto)" : "");
     if (g->info.load_from_disk) fprintf(f, " from the disk");
     fprintf(f, " | weights: %s%s | seed: %u | isa: %s | threads: %d\n", g->info.weight_type,
-            strcmp(g->info.weight_layout, "x8") == 0 ? " (x8 layout)" : "",
+            strcmp(g->info.weight_layout, "x8") == 0      ? " (x8 layout)"
+            : strcmp(g->info.weight_layout, "mixed") == 0 ? " (mixed layout)"
+                                                          : "",
             gemma3_sampler_seed(g->sampler), gemma3_session_isa(g->session),
             gemma3_session_n_threads(g->session));
     cli_spec_print_stats(&g->spec, f);

@@ -55,6 +55,11 @@ AVX2_Q void g3_matmul_q4_0_x8_avx2(float *Y, size_t ldy, const void *W, const vo
     matmul_q4_0_x8_avx2(Y, ldy, W, Xq, n_tok, n_in, r0, r1);
 }
 
+AVX2_Q void g3_matmul_q5_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok,
+                                   int n_in, int r0, int r1) {
+    matmul_q5_0_x8_avx2(Y, ldy, W, Xq, n_tok, n_in, r0, r1);
+}
+
 AVX2_Q void g3_matmul_q_f32_x8_avx2(g3_wtype wtype, float *Y, size_t ldy, const void *W,
                                     const float *X, size_t ldx, int n_tok, int n_in, int r0, int r1) {
     matmul_q_f32_x8_avx2(wtype, Y, ldy, W, X, ldx, n_tok, n_in, r0, r1);

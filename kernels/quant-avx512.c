@@ -16,6 +16,10 @@
 
 /* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
 #define PF_ROWS 16
+/* the Q5_0 x8 decode's prefetch distance in bytes (26 group-blocks), as the AVX2 x8 kernels':
+ * bench-quant --quick, 1B shape, 2 threads, CPU-time GB/s, 5 rounds alternated on Zen 4: 1152
+ * 59-67, 2304 62-67, 4608 73-81, 9216 72-84 */
+#define X8_AHEAD 4608
 
 #define Q_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 #define Q_FN(name) name##_avx512

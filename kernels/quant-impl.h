@@ -49,6 +49,7 @@ static inline void act_row_out(void *dst, int n, int8_t **q, float **d, int32_t 
 union g3_x8_block {
     g3_block_q8_0 q8_0; /* the larger */
     g3_block_q4_0 q4_0;
+    g3_block_q5_0 q5_0;
     uint8_t bytes[sizeof(g3_block_q8_0)];
 };
 
@@ -73,6 +74,8 @@ int g3_quant_amx_usable(const g3_cpu *c);
 void g3_matmul_q8_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
                             int r0, int r1);
 void g3_matmul_q4_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
+                            int r0, int r1);
+void g3_matmul_q5_0_x8_avx2(float *Y, size_t ldy, const void *W, const void *Xq, int n_tok, int n_in,
                             int r0, int r1);
 void g3_matmul_q_f32_x8_avx2(g3_wtype wtype, float *Y, size_t ldy, const void *W, const float *X,
                              size_t ldx, int n_tok, int n_in, int r0, int r1);

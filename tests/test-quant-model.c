@@ -505,21 +505,77 @@ static gemma3_model *load_layout(const char *dir, enum gemma3_weight_type type, 
     return m;
 }
 
+/* A synthetic checkpoint of the tiny preset with args into dir; 0 (a failed check) if none. */
+static int gen_tiny(const char *dir, const char *args) {
+    const char *bdir = getenv("G3_BUILD");
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' %s >/dev/null", bdir ? bdir : "build", dir, args);
+    const int ok = system(cmd) == 0;
+    CHECK_MSG(ok, "%s failed", cmd);
+    return ok;
+}
+
+/* The models' logits on every ISA table the CPU has, in both modes: a model quantized at load
+ * into x8 == its file repacked into x8, bit for bit, on 1 and 3 threads and any split; both
+ * within rounding of the row layout (the same bits in exact mode where the fp32 kernels read the
+ * same blocks in the same order). */
+static void compare_layouts(const char *tname, const gemma3_model *rows, const gemma3_model *at_load,
+                            const gemma3_model *from_file, int V) {
+    static const char *isas[] = {"scalar", "avx2", "avx512"};
+    const size_t bytes = (size_t)N_TOK * V * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes), *r = malloc(bytes);
+    int32_t tok[N_TOK];
+    for (int i = 0; i < N_TOK; i++) tok[i] = (int32_t)((i * 7919 + 5) % V);
+    for (int ii = 0; ii < 3; ii++) {
+        if (!g3_kernels_get((g3_isa)ii)) {
+            CHECK_SKIP("isa %s (this CPU lacks it): x8 %s", isas[ii], tname);
+            continue;
+        }
+        for (int exact = 0; exact <= 1; exact++) {
+            char what[96];
+            snprintf(what, sizeof what, "x8 %s %s%s", tname, isas[ii], exact ? " exact" : "");
+            all_logits(at_load, exact, isas[ii], tok, a, V);
+            all_logits(from_file, exact, isas[ii], tok, b, V);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: quantized at load != repacked file", what);
+            static const int ones[] = {1}, uneven[] = {5, 3, 9, 1, 14};
+            for (int nt = 1; nt <= 3; nt += 2) {
+                gemma3_session *s = new_session(from_file, exact, isas[ii], nt, 0);
+                if (!s) continue;
+                run_split(s, tok, nt == 1 ? ones : uneven, nt == 1 ? 1 : 5, b, V);
+                CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: %d threads, split calls differ", what, nt);
+                gemma3_session_free(s);
+            }
+            all_logits(rows, exact, isas[ii], tok, r, V);
+            double diff = 0, sq = 0, ref_sq = 0;
+            for (size_t i = 0; i < (size_t)N_TOK * V; i++) {
+                const double e = fabs((double)a[i] - r[i]);
+                if (!(e <= diff)) diff = e;
+                sq += e * e;
+                ref_sq += (double)r[i] * r[i];
+            }
+            const double rms = sqrt(sq / ((double)N_TOK * V)), ref_rms = sqrt(ref_sq / ((double)N_TOK * V));
+            /* exact mode reads the same blocks in the same order: the same bits, except
+             * with the AVX-512 tables, whose fp32 x8 kernels are the AVX2 ones. The default mode
+             * sums the blocks in another order, and a last-bit change of an activation
+             * can move its 8-bit rounding by a step, so layers apart the logits differ as
+             * much as two kernel tables' do (rows scalar vs avx2 Q4_0: max 0.065 here), far
+             * inside Q4_0's own error (rms 0.75 allowed against HF fp32 above) */
+            CHECK_MSG(exact && ii < 2 ? diff == 0 : rms <= 0.05 * ref_rms && diff <= 0.5 * ref_rms,
+                      "%s: |x8 - rows| max %.3g rms %.3g (logits rms %.3g)", what, diff, rms, ref_rms);
+            printf("%-28s |x8 - rows| max %.3g rms %.3g (logits rms %.3g)\n", what, diff, rms, ref_rms);
+        }
+    }
+    free(a), free(b), free(r);
+}
+
 /* On a vocabulary of 1001 rows (the LM head's last group of 8 holds one row): quantizing at load
  * into x8 == the quantized directory repacked into x8, bit for bit, on every thread count and
  * split, with every kernel table; both within rounding of the row layout. */
 static void test_x8_models(void) {
-    const char *bdir = getenv("G3_BUILD");
-    char src[700], cmd[2000];
+    char src[700];
     snprintf(src, sizeof src, "%s/x8-src", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/tools/gen-checkpoint tiny '%s' --seed 6 --vocab 1001 >/dev/null",
-             bdir ? bdir : "build", src);
-    if (system(cmd) != 0) {
-        CHECK_MSG(0, "%s failed", cmd);
-        return;
-    }
+    if (!gen_tiny(src, "--seed 6 --vocab 1001")) return;
     static const enum gemma3_weight_type types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
-    static const char *isas[] = {"scalar", "avx2", "avx512"};
     for (int ti = 0; ti < 2; ti++) {
         const char *tname = gemma3_weight_type_name(types[ti]);
         char dst[760];
@@ -542,55 +598,74 @@ static void test_x8_models(void) {
         /* the padding of the last group is memory, not weights */
         CHECK_EQ_INT(il.weight_bytes, ir.weight_bytes + 7 * (int64_t)g3_wtype_row_bytes(
                                           types[ti] == GEMMA3_WEIGHTS_Q8_0 ? GEMMA3_WEIGHTS_Q8_0 : GEMMA3_WEIGHTS_Q4_0, il.hidden_size));
-        const size_t bytes = (size_t)N_TOK * V * sizeof(float);
-        float *a = malloc(bytes), *b = malloc(bytes), *r = malloc(bytes);
-        int32_t tok[N_TOK];
-        for (int i = 0; i < N_TOK; i++) tok[i] = (int32_t)((i * 7919 + 5) % V);
-        for (int ii = 0; ii < 3; ii++) {
-            if (!g3_kernels_get((g3_isa)ii)) {
-                CHECK_SKIP("isa %s (this CPU lacks it): x8 %s", isas[ii], tname);
-                continue;
-            }
-            for (int exact = 0; exact <= 1; exact++) {
-                char what[96];
-                snprintf(what, sizeof what, "x8 %s %s%s", tname, isas[ii], exact ? " exact" : "");
-                all_logits(at_load, exact, isas[ii], tok, a, V);
-                all_logits(from_file, exact, isas[ii], tok, b, V);
-                CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: quantized at load != repacked file", what);
-                static const int ones[] = {1}, uneven[] = {5, 3, 9, 1, 14};
-                for (int nt = 1; nt <= 3; nt += 2) {
-                    gemma3_session *s = new_session(from_file, exact, isas[ii], nt, 0);
-                    if (!s) continue;
-                    run_split(s, tok, nt == 1 ? ones : uneven, nt == 1 ? 1 : 5, b, V);
-                    CHECK_MSG(memcmp(a, b, bytes) == 0, "%s: %d threads, split calls differ", what, nt);
-                    gemma3_session_free(s);
-                }
-                all_logits(rows, exact, isas[ii], tok, r, V);
-                double diff = 0, sq = 0, ref_sq = 0;
-                for (size_t i = 0; i < (size_t)N_TOK * V; i++) {
-                    const double e = fabs((double)a[i] - r[i]);
-                    if (!(e <= diff)) diff = e;
-                    sq += e * e;
-                    ref_sq += (double)r[i] * r[i];
-                }
-                const double rms = sqrt(sq / ((double)N_TOK * V)), ref_rms = sqrt(ref_sq / ((double)N_TOK * V));
-                /* exact mode reads the same blocks in the same order: the same bits, except
-                 * with the AVX-512 tables, whose fp32 x8 kernels are the AVX2 ones. The default mode
-                 * sums the blocks in another order, and a last-bit change of an activation
-                 * can move its 8-bit rounding by a step, so layers apart the logits differ as
-                 * much as two kernel tables' do (rows scalar vs avx2 Q4_0: max 0.065 here), far
-                 * inside Q4_0's own error (rms 0.75 allowed against HF fp32 above) */
-                CHECK_MSG(exact && ii < 2 ? diff == 0 : rms <= 0.05 * ref_rms && diff <= 0.5 * ref_rms,
-                          "%s: |x8 - rows| max %.3g rms %.3g (logits rms %.3g)", what, diff, rms, ref_rms);
-                printf("%-28s |x8 - rows| max %.3g rms %.3g (logits rms %.3g)\n", what, diff, rms, ref_rms);
-            }
-        }
-        free(a), free(b), free(r);
+        compare_layouts(tname, rows, at_load, from_file, V);
     next:
         gemma3_model_free(rows);
         gemma3_model_free(at_load);
         gemma3_model_free(from_file);
     }
+}
+
+/* Each matrix of w in x8 where its type has x8 kernels and x8 was asked for, else in rows; counts
+ * the x8 ones and those of K-quant types into *n_x8, *n_k. */
+static int layouts_per_type(const g3_weights *w, const g3_config *c, g3_layout asked, int *n_x8, int *n_k) {
+    int bad = 0;
+    *n_x8 = *n_k = 0;
+    for (int l = 0; l <= c->n_layers; l++) {
+        const g3_layer_weights *lw = &w->layers[l < c->n_layers ? l : 0];
+        const g3_matrix m[] = {lw->wq, lw->wk, lw->wv, lw->wo, lw->w_gate, lw->w_up, lw->w_down};
+        const g3_matrix *list = l < c->n_layers ? m : &w->embed;
+        for (int i = 0; i < (l < c->n_layers ? 7 : 1); i++) {
+            const int x8 = asked == G3_LAYOUT_X8 && g3_wtype_has_x8(list[i].type);
+            bad += list[i].layout != (x8 ? G3_LAYOUT_X8 : G3_LAYOUT_ROWS);
+            *n_x8 += list[i].layout == G3_LAYOUT_X8;
+            *n_k += g3_wtype_get((int)list[i].type)->act_k;
+        }
+    }
+    return bad;
+}
+
+/* A mix whose main type has no x8 kernels (Q4_K_M of rows whose widths are not all multiples of
+ * 256: Q4_K and Q6_K beside the fallbacks Q5_0 and Q8_0): each matrix takes the x8 layout where
+ * its own type has x8 kernels, the K-quants stay in the file's rows (so the file stays mapped);
+ * quantized at load the same; the logits as test_x8_models asks. */
+static void test_mixed_layout(void) {
+    char src[700], dst[760];
+    snprintf(src, sizeof src, "%s/mix-src", tmpdir);
+    snprintf(dst, sizeof dst, "%s/mix-q4_k_m", tmpdir);
+    if (!gen_tiny(src, "--seed 9 --vocab 777 --hidden 256 --intermediate 1152")) return;
+    CHECK_MSG(gemma3_quantize(src, dst, GEMMA3_WEIGHTS_Q4_K_M, 2) == GEMMA3_OK, "%s", gemma3_last_error());
+    g3_config c;
+    static g3_weights w;
+    if (g3_config_load(path_in(dst, "config.json"), &c) != GEMMA3_OK) return;
+    static const g3_layout asked[] = {G3_LAYOUT_X8, G3_LAYOUT_ROWS};
+    for (int i = 0; i < 4; i++) {
+        const int from_file = i < 2;
+        const int rc = g3_weights_load_ex(from_file ? dst : src, &c, G3_ST_LOAD_MMAP,
+                                          from_file ? GEMMA3_WEIGHTS_AS_STORED : GEMMA3_WEIGHTS_Q4_K_M, asked[i % 2], 2, &w);
+        CHECK_MSG(rc == GEMMA3_OK, "%s", gemma3_last_error());
+        if (rc != GEMMA3_OK) continue;
+        int n_x8, n_k;
+        CHECK_EQ_INT(layouts_per_type(&w, &c, asked[i % 2], &n_x8, &n_k), 0);
+        CHECK(n_k > 0 && (asked[i % 2] == G3_LAYOUT_X8) == (n_x8 > 0));
+        CHECK_EQ_INT(w.layout_mixed, asked[i % 2] == G3_LAYOUT_X8);
+        CHECK(from_file ? w.st != NULL : w.st == NULL); /* the K-quants read in place from the file */
+        CHECK(from_file && asked[i % 2] == G3_LAYOUT_X8 ? w.repack_seconds > 0 : w.repack_seconds == 0);
+        g3_weights_free(&w);
+    }
+    gemma3_model *rows = load_layout(dst, GEMMA3_WEIGHTS_AS_STORED, GEMMA3_REPACK_NONE);
+    gemma3_model *at_load = load_layout(src, GEMMA3_WEIGHTS_Q4_K_M, GEMMA3_REPACK_X8);
+    gemma3_model *from_file = load_layout(dst, GEMMA3_WEIGHTS_AS_STORED, GEMMA3_REPACK_X8);
+    if (rows && at_load && from_file) {
+        gemma3_model_info ir, ifl;
+        gemma3_model_get_info(rows, &ir);
+        gemma3_model_get_info(from_file, &ifl);
+        CHECK(strcmp(ir.weight_layout, "rows") == 0 && strcmp(ifl.weight_layout, "mixed") == 0);
+        compare_layouts("q4_k_m", rows, at_load, from_file, ifl.vocab_size);
+    }
+    gemma3_model_free(rows);
+    gemma3_model_free(at_load);
+    gemma3_model_free(from_file);
 }
 
 /* ---- the fast row quantizer == the reference, byte for byte ---------------------------------- */
@@ -858,6 +933,7 @@ int main(void) {
     test_weights_internal();
     test_layouts();
     test_x8_models();
+    test_mixed_layout();
     test_fast_quantizer();
     test_malformed();
     test_quantize_errors();

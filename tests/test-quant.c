@@ -563,15 +563,16 @@ static void test_matmul(void) {
  * 1..17 (a tile of 8 then each remainder 1..7, two tiles and one), row ranges that begin and end
  * inside a group, on a group boundary, with an odd or even number of whole groups or fewer than
  * two, odd and even block counts; and the int16 sums' worst case in some blocks (Q4_0 nibbles
- * all 15, Q8_0 quants all -128, activations all +127 or -127). */
+ * all 15, Q5_0 values all 31, Q8_0 quants all -128, activations all +127 or -127). Q5_0's decode
+ * has its own AVX-512 kernel (one group at a time): 1 token with every range. */
 static void test_x8_tiles(void) {
     static const int ranges[][3] = {{48, 0, 48}, {48, 0, 40}, {48, 3, 48}, {48, 8, 45}, {40, 5, 37},
                                     {64, 16, 64}, {56, 0, 56}, {24, 0, 24}, {17, 1, 17}, {16, 0, 16}};
     static const int blocks[] = {1, 2, 3, 8};
-    static const g3_wtype types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0};
+    static const g3_wtype types[] = {GEMMA3_WEIGHTS_Q8_0, GEMMA3_WEIGHTS_Q4_0, GEMMA3_WEIGHTS_Q5_0};
     enum { T = 17 };
     int bad = 0, stray = 0, n = 0;
-    for (int wi = 0; wi < 2; wi++)
+    for (int wi = 0; wi < 3; wi++)
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
             for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
                 const g3_wtype wt = types[wi];
