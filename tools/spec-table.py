@@ -148,17 +148,17 @@ def main():
             a.llamacpp, " and ".join(a.gguf), ", ".join("--draft-max %d: %d of %d" % (c[1], differs[c], len(prompts))
                                                       for c in configs if c[0] == "llama.cpp" and c[1])))
     print()
-    print("| engine | --draft-max | drafted | accepted | acceptance | tok/s median (min-max) | vs plain |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| engine | --draft-max | drafted | accepted | acceptance | verifications | tok/s median (min-max) | vs plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in configs:
         tps = [1000 * tokens[c][r] / ms[c][r] for r in range(a.rounds)]
         plain = [1000 * tokens[(c[0], 0)][r] / ms[(c[0], 0)][r] for r in range(a.rounds)]
         ratio = statistics.median(tps[r] / plain[r] for r in range(a.rounds))
         d, ac, st = acc[c]
-        print("| %s | %s | %s | %s | %s | %.0f (%.0f-%.0f) | %s |"
+        print("| %s | %s | %s | %s | %s | %s | %.0f (%.0f-%.0f) | %s |"
               % (c[0], c[1] or "plain", d if c[1] else "", ac if c[1] else "",
-                 "%.1f%%" % (100 * ac / d) if c[1] and d else "", statistics.median(tps), min(tps), max(tps),
-                 "%.2fx" % ratio if c[1] else ""))
+                 "%.1f%%" % (100 * ac / d) if c[1] and d else "", st if c[1] and st else "",
+                 statistics.median(tps), min(tps), max(tps), "%.2fx" % ratio if c[1] else ""))
 
 
 if __name__ == "__main__":
