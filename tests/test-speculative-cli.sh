@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/test-speculative-cli.sh - speculative decoding from the command line: generate and chat
-# with --lookup and with a draft model (-md, -qd) print exactly what plain decoding prints (same
+# with --lookup and with a draft model (-md, -qd; the trained draft models/wordnet-gemma-draft
+# too) print exactly what plain decoding prints (same
 # seed and flags), also with a saved prompt cache and on a synthetic checkpoint with a sliding
 # window of 8 (the rings wrap while drafts are rejected); bench's --draft rows; chat's /save and
 # /load; the refusals (a draft with another vocabulary, a draft larger than the model,
@@ -40,6 +41,7 @@ for s in 1 2 3; do
     same "draft q4_0 seed $s" $M -s $s --sampler-mode gumbel -- -md $M -qd q4_0 --draft-p-min 0.3
     same "window 8 lookup seed $s" "$W" -s $s --temp 0.5 -- --lookup --draft-max 6 --no-spec-adaptive
     same "window 8 draft seed $s" "$W" -s $s --temp 0 --raw -- -md "$W" -qd q4_0 -td 1
+    same "trained draft seed $s" $M -s $s -- -md models/wordnet-gemma-draft --draft-max 4
 done
 grep -q '^speculative: draft model | drafted [1-9]' "$TMP/err" && ok || bad "stats line: $(tail -n 2 "$TMP/err")"
 

@@ -1,10 +1,11 @@
 /* test-speculative.c - speculative decoding changes no token: over prompts x seeds x sampler
  * chains (greedy, default, top-k/top-p, min-p, penalties + DRY, mirostat 2, Gumbel, a grammar)
- * the speculative run's tokens equal the plain run's, with n-gram lookup and with draft models of
- * other weight types (q8_0, q4_0 copies of the bundled model), at 2 and 1 threads and under
- * exact mode. Also: n-gram lookup's proposals, the rollback of the sliding-window rings (a run
- * whose drafts are all rejected, with a window of 8), the session's logits after a sync, and
- * the refusals. */
+ * the speculative run's tokens equal the plain run's, with n-gram lookup, with draft models of
+ * other weight types (q8_0, q4_0 copies of the bundled model) and with the bundled model's
+ * trained draft (models/wordnet-gemma-draft: another network, BF16 and q8_0), at 2 and 1
+ * threads and under exact mode. Also: n-gram lookup's proposals, the rollback of the
+ * sliding-window rings (a run whose drafts are all rejected, with a window of 8), the session's
+ * logits after a sync, and the refusals. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +14,11 @@
 #include "speculative.h"
 
 #define MODEL_DIR "models/wordnet-gemma"
+#define DRAFT_DIR "models/wordnet-gemma-draft" /* the trained draft: hidden 128, 4 layers */
 #define N_GEN 24
 #define N_LONG 200 /* past the window of 64: the rings wrap */
 #define MAX_PROMPT 64
+#define MAX_DRAFTERS 8
 
 static const char *const prompts[] = {
     "dog: a domestic animal. cat: a domestic animal. dog:",
@@ -94,7 +97,8 @@ done:
 typedef struct drafter {
     const char *name;
     enum gemma3_spec_type type;
-    gemma3_model *model; /* GEMMA3_SPEC_DRAFT: a copy of the target in another weight type */
+    gemma3_model *model; /* GEMMA3_SPEC_DRAFT: a copy of the target in another weight type, or
+                          * the trained draft */
     int coupled;         /* proposals drawn with the target's chain, seed and position */
 } drafter;
 
@@ -119,7 +123,7 @@ static void exactness(const gemma3_model *model, drafter *dr, int n_dr, int n_th
         return;
     }
     int cases = 0, differ = 0;
-    int64_t drafted = 0, accepted = 0;
+    int64_t drafted[MAX_DRAFTERS] = {0}, accepted[MAX_DRAFTERS] = {0};
     for (int pi = 0; pi < n_prompts; pi++) {
         int32_t prompt[MAX_PROMPT];
         int n_prompt = gemma3_tokenizer_encode(r.tok, prompts[pi], strlen(prompts[pi]), GEMMA3_TOK_BOS,
@@ -145,8 +149,8 @@ static void exactness(const gemma3_model *model, drafter *dr, int n_dr, int n_th
                     int n_spec = generate(&r, spc, prompt, n_prompt, c, seed, spec, N_GEN);
                     gemma3_spec_stats st;
                     gemma3_spec_get_stats(spc, &st);
-                    drafted += st.n_drafted;
-                    accepted += st.n_accepted;
+                    drafted[d] += st.n_drafted;
+                    accepted[d] += st.n_accepted;
                     cases++;
                     if (!same_ids(plain, n_plain, spec, n_spec)) {
                         differ++;
@@ -160,9 +164,15 @@ static void exactness(const gemma3_model *model, drafter *dr, int n_dr, int n_th
             }
     }
     CHECK_EQ_INT(differ, 0);
-    CHECK(drafted > 0 && accepted > 0); /* the suite exercised acceptance, not only rejection */
-    printf("exactness: %d cases at %d thread(s)%s: %d differ; %lld drafted, %lld accepted\n", cases,
-           n_threads, exact ? ", exact" : "", differ, (long long)drafted, (long long)accepted);
+    printf("exactness: %d cases at %d thread(s)%s: %d differ\n", cases, n_threads,
+           exact ? ", exact" : "", differ);
+    for (int d = 0; d < n_dr; d++) {
+        /* every drafter exercised acceptance, not only rejection */
+        CHECK_MSG(drafted[d] > 0 && accepted[d] > 0, "%s: %lld drafted, %lld accepted", dr[d].name,
+                  (long long)drafted[d], (long long)accepted[d]);
+        printf("  %s: %lld drafted, %lld accepted\n", dr[d].name, (long long)drafted[d],
+               (long long)accepted[d]);
+    }
     gemma3_session_free(r.session);
 }
 
@@ -229,29 +239,36 @@ static void test_sync_logits(const gemma3_model *model) {
     gemma3_session_free(r.session);
 }
 
-static gemma3_model *load_as(enum gemma3_weight_type type) {
+static gemma3_model *load_as(const char *dir, enum gemma3_weight_type type) {
     gemma3_model_params mp = {0};
     mp.weight_type = type;
     mp.n_threads = 2;
     gemma3_model *m = NULL;
-    if (gemma3_model_load_ex(MODEL_DIR, &mp, &m) != GEMMA3_OK)
-        CHECK_MSG(0, "%s: %s", MODEL_DIR, gemma3_last_error());
+    if (gemma3_model_load_ex(dir, &mp, &m) != GEMMA3_OK)
+        CHECK_MSG(0, "%s: %s", dir, gemma3_last_error());
     return m;
 }
 
 int main(void) {
     test_ngram_lookup();
-    gemma3_model *model = load_as(GEMMA3_WEIGHTS_AS_STORED);
-    gemma3_model *q8 = load_as(GEMMA3_WEIGHTS_Q8_0), *q4 = load_as(GEMMA3_WEIGHTS_Q4_0);
-    if (model && q8 && q4) {
+    gemma3_model *model = load_as(MODEL_DIR, GEMMA3_WEIGHTS_AS_STORED);
+    gemma3_model *q8 = load_as(MODEL_DIR, GEMMA3_WEIGHTS_Q8_0);
+    gemma3_model *q4 = load_as(MODEL_DIR, GEMMA3_WEIGHTS_Q4_0);
+    gemma3_model *tr = load_as(DRAFT_DIR, GEMMA3_WEIGHTS_AS_STORED);
+    gemma3_model *tr8 = load_as(DRAFT_DIR, GEMMA3_WEIGHTS_Q8_0);
+    if (model && q8 && q4 && tr && tr8) {
         test_sync_logits(model);
         drafter dr[] = {{"n-gram lookup", GEMMA3_SPEC_NGRAM, NULL, 0},
                         {"q8_0 draft, coupled draws", GEMMA3_SPEC_DRAFT, q8, 1},
-                        {"q4_0 draft, greedy proposals", GEMMA3_SPEC_DRAFT, q4, 0}};
-        exactness(model, dr, 3, 2, 0, N_PROMPTS, 3);  /* 4 x 3 x 8 x 3 = 288 cases */
-        exactness(model, dr, 3, 1, 0, 2, 1);          /* 48 at 1 thread */
-        exactness(model, dr, 3, 2, 1, 2, 1);          /* 48 exact */
+                        {"q4_0 draft, greedy proposals", GEMMA3_SPEC_DRAFT, q4, 0},
+                        {"trained draft, coupled draws", GEMMA3_SPEC_DRAFT, tr, 1},
+                        {"trained draft q8_0, greedy proposals", GEMMA3_SPEC_DRAFT, tr8, 0}};
+        exactness(model, dr, 5, 2, 0, N_PROMPTS, 3);  /* 4 x 3 x 8 x 5 = 480 cases */
+        exactness(model, dr, 5, 1, 0, 2, 1);          /* 80 at 1 thread */
+        exactness(model, dr, 5, 2, 1, 2, 1);          /* 80 exact */
     }
+    gemma3_model_free(tr8);
+    gemma3_model_free(tr);
     gemma3_model_free(q4);
     gemma3_model_free(q8);
     gemma3_model_free(model);
