@@ -53,6 +53,14 @@ union g3_x8_block {
     uint8_t bytes[sizeof(g3_block_q8_0)];
 };
 
+/* Bytes of one block of x8 type t (Q8_0, Q4_0, Q5_0), a constant where t is one: the kernels'
+ * group-block steps stay immediates (g3_wtype_row_bytes is a call). */
+static inline __attribute__((always_inline)) size_t g3_x8_type_block_bytes(g3_wtype t) {
+    return t == GEMMA3_WEIGHTS_Q8_0 ? sizeof(g3_block_q8_0)
+           : t == GEMMA3_WEIGHTS_Q5_0 ? sizeof(g3_block_q5_0)
+                                      : sizeof(g3_block_q4_0);
+}
+
 /* Block b of row r of an x8 matrix of nb blocks per row, back in its row-layout bytes (out:
  * the type's block_bytes). */
 void g3_x8_block(g3_wtype t, const uint8_t *x8, int64_t nb, int64_t r, int64_t b, uint8_t *out);
