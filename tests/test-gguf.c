@@ -684,7 +684,7 @@ int main(void) {
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q8_0, FIX "/wordnet-q8_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q4_0, FIX "/wordnet-q4_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
-    /* a type without an x8 layout stays in rows when x8 is asked for (quantized at load, or as stored) */
+    /* Q5_0 repacked to x8 when it is asked for: the same logits as from the file (quantized at load) */
     logits_repack = GEMMA3_REPACK_X8;
     same_logits(WORDNET, GEMMA3_WEIGHTS_Q5_0, FIX "/wordnet-q5_0.gguf", GEMMA3_WEIGHTS_AS_STORED);
     logits_repack = GEMMA3_REPACK_AUTO;
