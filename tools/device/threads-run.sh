@@ -41,6 +41,8 @@ prof() { # model threads p n
   G3_PROFILE=1 $NEW bench -m $M/$1.gguf -t $2 -p $3 -n $4 -r 1 2>&1 | grep -E '\| gemma3|PROFILE' | sed "s/^/$1 t=$2 /"; }
 table() { # SHAPES TYPES THREADS N_PROMPT N_GEN ROUNDS ENGINES
   SHAPES="$1" TYPES="$2" THREADS="$3" N_PROMPT=$4 N_GEN=$5 REPS=1 ROUNDS=$6 ENGINES="$7" LLAMA_BENCH=$LB sh tools/bench-threads.sh 2>&1 | tee -a $OUT/tables.md; }
+spec() { # model threads: a batch of k + 1 = 1, 5, 9, 17 tokens (verifying k drafts) in both orders
+  for p in 1,5,9,17 17,9,5,1; do build/gemma3 bench -m $M/$1.gguf -p $p -n 0 -r 2 -t $2 2>&1 | grep -E '\| gemma3' | sed "s/^/spec $1 t=$2 /"; done; }
 for ph in "$@"; do
   case $ph in
     setup) [ -x $NEW ] || setup ;;
@@ -70,6 +72,14 @@ for ph in "$@"; do
     t1bK) table 1b "q4_0 q8_0 q4_k_m q6_k" "4 8 16" 512 64 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
     t4bK) table 4b "q4_0 q4_k_m" "16" 512 64 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
     t270mK) table 270m "q4_0 q8_0 q4_k_m q6_k" "16" 512 128 2 "gemma3=build/gemma3 noamx=/tmp/noamx" ;;
+    genC) gen 1b random q4_0 q8_0 q4_k_m; gen 270m random q4_0 q8_0; gen 4b random q4_0 q8_0 q4_k_m ;;
+    testsC) make -j16 CFLAGS="-O2 -g -I$D/usr/include" $(make -s -p -n 2>/dev/null | sed -n 's/^TEST_BINS := //p' | head -1) >/tmp/tests.log 2>&1 || tail -20 /tmp/tests.log
+        SUITES="test-quant test-quant-k test-kernels test-backend test-forward test-state" sh tests/run.sh 2>&1 | tail -12 ;;
+    t1bC) table 1b "q4_0 q8_0" "4 8 16" 512 64 2 "gemma3=build/gemma3" ;;
+    t4bC) table 4b "q4_0 q8_0" "4 8 16" 512 64 1 "gemma3=build/gemma3" ;;
+    tKC) table 1b q4_k_m "4 8 16" 512 64 2 "gemma3=build/gemma3"; table 4b q4_k_m "16" 512 64 1 "gemma3=build/gemma3" ;;
+    specC) spec 1b-q4_0 16; spec 4b-q4_0 16; spec 4b-q4_0 4 ;;
+    profC) prof 1b-q4_0 4 512 64; prof 1b-q4_0 16 512 64; prof 1b-q4_k_m 16 512 64 ;;
     df) df -h /tmp . | tail -2; free -g | head -2 ;;
   esac; el "phase $ph done"
 done
