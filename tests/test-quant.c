@@ -543,8 +543,11 @@ static void test_matmul(void) {
      * target; 8192 x 300 tokens: the cells of all the groups past two token blocks), or the
      * tokens into two blocks (4096 x 300); whole groups of 16 blocks (512, 1536), which the
      * AMX table's Q4_0 decode reads unmasked except at the end of the call's rows; and rows too
-     * wide for that decode's scratch (540672: 16896 blocks), left to the side-by-side matvec */
-    static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {19, 8192, 300}, {5, 4096, 300},
+     * wide for that decode's scratch (540672: 16896 blocks), left to the side-by-side matvec.
+     * The x8 layout reaches the tiles only past 96 tokens (AMX_X8_VNNI_MAX_TOKENS): hence the
+     * spans again with 100 and 97 tokens */
+    static const shape wide[] = {{17, 32000, 37}, {5, 57600, 3}, {17, 32000, 100}, {5, 57600, 97},
+                                 {19, 8192, 300}, {5, 4096, 300},
                                  {33, 512, 2}, {18, 1536, 3}, {2, 540672, 1}};
     const int n_wide = (int)(sizeof wide / sizeof wide[0]);
     for (int wt = 1; wt < GEMMA3_WEIGHTS_COUNT; wt++)
