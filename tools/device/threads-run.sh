@@ -32,7 +32,7 @@ setup() {
 gen() { # shape fill types...
   local sh=$1 fill=$2; shift 2; mkdir -p $M
   build/tools/gen-checkpoint $sh /tmp/ck-$sh --fill $fill --tokenizer models/tokenizer.model >/dev/null || exit 1
-  for ty in "$@"; do build/gemma3 quantize -m /tmp/ck-$sh -o $M/$sh-$ty.gguf --type $ty -t 6 >/dev/null || exit 1; done
+  for ty in "$@"; do build/gemma3 quantize -m /tmp/ck-$sh -o $M/$sh-$ty.gguf --type $ty -t 16 >/dev/null || exit 1; done
   rm -rf /tmp/ck-$sh; el "gen $sh $fill $*"
 }
 llwait() { while ! grep -q 'llama build rc' /tmp/ll.log 2>/dev/null; do sleep 2; done; tail -1 /tmp/ll.log; }
