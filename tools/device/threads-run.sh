@@ -80,6 +80,13 @@ for ph in "$@"; do
     tKC) table 1b q4_k_m "4 8 16" 512 64 2 "gemma3=build/gemma3"; table 4b q4_k_m "16" 512 64 1 "gemma3=build/gemma3" ;;
     specC) spec 1b-q4_0 16; spec 4b-q4_0 16; spec 4b-q4_0 4 ;;
     profC) prof 1b-q4_0 4 512 64; prof 1b-q4_0 16 512 64; prof 1b-q4_k_m 16 512 64 ;;
+    genF) gen 4b random q4_0 q8_0 q4_k_m q6_k; gen 1b random q4_0 q8_0 ;;
+    t4bF) table 4b "q4_0 q8_0 q4_k_m q6_k" "16" 512 64 1 "gemma3=build/gemma3" ;;
+    specF) spec 4b-q4_0 16; spec 1b-q4_0 16; spec 4b-q4_0 4 ;;
+    t1bF) table 1b "q4_0 q8_0" "16" 512 64 1 "gemma3=build/gemma3" ;;
+    t4bKF) table 4b q4_k_m "4 8" 512 64 1 "gemma3=build/gemma3" ;;
+    testsF) make -j16 CFLAGS="-O2 -g -I$D/usr/include" build/tests/test-quant build/tests/test-quant-k >/tmp/tests.log 2>&1 || tail -20 /tmp/tests.log
+        SUITES="test-quant test-quant-k" sh tests/run.sh 2>&1 | tail -4 ;;
     df) df -h /tmp . | tail -2; free -g | head -2 ;;
   esac; el "phase $ph done"
 done
