@@ -83,6 +83,7 @@ for ph in "$@"; do
     genF) gen 4b random q4_0 q8_0 q4_k_m q6_k; gen 1b random q4_0 q8_0 ;;
     t4bF) table 4b "q4_0 q8_0 q4_k_m q6_k" "16" 512 64 1 "gemma3=build/gemma3" ;;
     specF) spec 4b-q4_0 16; spec 1b-q4_0 16; spec 4b-q4_0 4 ;;
+    t4bQ8F) table 4b q8_0 "16" 64 64 2 "gemma3=build/gemma3 rows=/tmp/rows" ;;
     t1bF) table 1b "q4_0 q8_0" "16" 512 64 1 "gemma3=build/gemma3" ;;
     t4bKF) table 4b q4_k_m "4 8" 512 64 1 "gemma3=build/gemma3" ;;
     testsF) make -j16 CFLAGS="-O2 -g -I$D/usr/include" build/tests/test-quant build/tests/test-quant-k >/tmp/tests.log 2>&1 || tail -20 /tmp/tests.log
