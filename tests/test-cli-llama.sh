@@ -42,7 +42,7 @@ if [ "$got" = "$lit" ] && [ "$got" = "$bs" ] && [ "$got" != "$(ids -p "$(printf 
 # ---- stop strings: matched on the text across token boundaries, not printed ------------------------
 "$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 >"$TMP/full.txt" 2>/dev/null
 full=$(cat "$TMP/full.txt")
-"$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --output-format json >"$TMP/full.json" 2>/dev/null
+"$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --ignore-eos --output-format json >"$TMP/full.json" 2>/dev/null
 for stop in 's a no' 'noun:' ' long st'; do
     want=$(python3 -c 'import sys; t=open(sys.argv[1]).read().rstrip("\n"); print(t[:t.index(sys.argv[2])] if sys.argv[2] in t else "NOT IN " + t)' "$TMP/full.txt" "$stop")
     "$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --stop "$stop" >"$TMP/s.txt" 2>/dev/null
@@ -53,6 +53,7 @@ done
 # a stop string's beginning held back at the end is printed when the reply ends without it
 "$G3" -m "$M" -p 'Define "tree".' -n 40 -s 1 -t 1 --stop "${full##* }XYZ" >"$TMP/s.txt" 2>/dev/null
 if [ "$(cat "$TMP/s.txt")" = "$full" ] && [ -n "$full" ]; then ok; else bad "held-back tail: '$(cat "$TMP/s.txt")' != '$full'"; fi
+# (--ignore-eos above: where the sampled reply ends early, as on some ISA tables, it must still end at the limit)
 if [ "$(json_get "$TMP/full.json" "j['stop_reason']")" = limit ]; then ok; else bad "no --stop: stop_reason $(json_get "$TMP/full.json" "j['stop_reason']")"; fi
 expect_error "--stop ''" 2 "--stop: the stop string is empty" "$G3" -m "$M" -p x --stop ''
 
