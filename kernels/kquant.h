@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -44,6 +45,21 @@ static inline float g3_kq_step6(float acc, float da, float d, int32_t isum) {
     const float dd = da * d;
     const float t = dd * (float)isum;
     return acc + t;
+}
+
+/* A Q4_K / Q5_K scales[12] (quant-k.h) as the 8 six-bit scales (sc[j]) and the 8 mins (bytes
+ * of *mins, m_j in byte j), from its three little-endian words: sc 0-3 and m 0-3 are the low 6
+ * bits of bytes 0-3 and 4-7; sc 4-7 / m 4-7 take the low / high nibbles of bytes 8-11 and, as
+ * bits 4-5, the top two bits of bytes 0-3 / 4-7. (The SIMD kernels' unpacking.) */
+static inline void g3_kq_scales_mins(const uint8_t *scales, uint8_t sc[8], uint64_t *mins) {
+    uint32_t w[3], s[2], m[2];
+    memcpy(w, scales, sizeof w);
+    s[0] = w[0] & 0x3f3f3f3fu;
+    m[0] = w[1] & 0x3f3f3f3fu;
+    s[1] = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    m[1] = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    memcpy(sc, s, 8);
+    *mins = (uint64_t)m[0] | (uint64_t)m[1] << 32;
 }
 
 /* Values [k0, k1) of a row (x[0 .. k1 - k0)) into its blocks k0 / 256 .. k1 / 256 at row dst. */

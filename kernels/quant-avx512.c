@@ -13,6 +13,7 @@
 #include "kernels/kquant.h"
 #include "kernels/quant-impl.h"
 #include "kernels/simd.h"
+#include "quant-k.h"
 
 /* decode's software prefetch distance in rows (4..32 measured alike; see quant-avx512.inc) */
 #define PF_ROWS 16

@@ -198,7 +198,8 @@ static void mm(const g3_quant_kernels *k, int exact, g3_wtype t, const void *W, 
 /* One type and shape: the scalar kernel against the exact value of what it computes (double,
  * from the dequantized weights and activations); every table bit for bit the scalar one; and
  * per table the determinism contract: all tokens at once == one at a time, all rows == split at
- * an odd row. The exact mode against the double dot product of the dequantized weights. */
+ * an odd row (one token at a time, and all tokens at once: a batch kernel's tiles then start at
+ * an odd row). The exact mode against the double dot product of the dequantized weights. */
 static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *bad) {
     const size_t rb = g3_wtype_row_bytes(t, n_in), ab = g3_kq_act_row_bytes(n_in), ny = (size_t)rows * n_tok;
     float *w = malloc((size_t)rows * n_in * sizeof *w), *deq = malloc((size_t)rows * n_in * sizeof *deq);
@@ -206,6 +207,7 @@ static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *ba
     uint8_t *W = malloc((size_t)rows * rb);
     char *Xq = malloc((size_t)n_tok * ab);
     float *Yref = malloc(ny * sizeof(float)), *Y = malloc(ny * sizeof(float)), *Y1 = malloc(ny * sizeof(float));
+    float *Y2 = malloc(ny * sizeof(float));
     for (int r = 0; r < rows; r++) {
         const float scale = r % 3 == 0 ? 0.02f : r % 3 == 1 ? 1.0f : 1e-3f;
         for (int i = 0; i < n_in; i++) w[(size_t)r * n_in + i] = frand() * scale + (r % 5 == 0 ? 0.01f : 0.0f);
@@ -240,12 +242,14 @@ static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *ba
         const int n_all = g3_quant_kernels_all(all, 8);
         for (int ti = 0; ti < n_all; ti++) {
             const int mid = rows / 2 | 1;
-            for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = -7.0f;
+            for (size_t i = 0; i < ny; i++) Y[i] = Y1[i] = Y2[i] = -7.0f;
             mm(all[ti], exact, t, W, X, Xq, n_in, rows, 0, n_tok, 0, rows, Y);
             for (int k = 0; k < n_tok; k++) {
                 mm(all[ti], exact, t, W, X, Xq, n_in, rows, k, 1, 0, mid, Y1);
                 mm(all[ti], exact, t, W, X, Xq, n_in, rows, k, 1, mid, rows, Y1);
             }
+            mm(all[ti], exact, t, W, X, Xq, n_in, rows, 0, n_tok, 0, mid, Y2);
+            mm(all[ti], exact, t, W, X, Xq, n_in, rows, 0, n_tok, mid, rows, Y2);
             for (size_t i = 0; i < ny; i++) {
                 if (memcmp(&Y[i], &Yref[i], sizeof(float)) && bad[1]++ < 4)
                     fprintf(stderr, "%s %s%s %dx%d: y[%zu] %.9g, scalar %.9g\n", all[ti]->name, g3_wtype_name(t),
@@ -253,10 +257,13 @@ static void test_matmul_shape(g3_wtype t, int rows, int n_in, int n_tok, int *ba
                 if (memcmp(&Y[i], &Y1[i], sizeof(float)) && bad[2]++ < 4)
                     fprintf(stderr, "%s %s%s %dx%d: y[%zu] batch %.9g, one token / split %.9g\n", all[ti]->name,
                             g3_wtype_name(t), exact ? " f32" : "", rows, n_in, i, Y[i], Y1[i]);
+                if (memcmp(&Y[i], &Y2[i], sizeof(float)) && bad[2]++ < 4)
+                    fprintf(stderr, "%s %s%s %dx%d: y[%zu] batch %.9g, batch split at row %d %.9g\n", all[ti]->name,
+                            g3_wtype_name(t), exact ? " f32" : "", rows, n_in, i, Y[i], mid, Y2[i]);
             }
         }
     }
-    free(w), free(deq), free(X), free(Xd), free(W), free(Xq), free(Yref), free(Y), free(Y1);
+    free(w), free(deq), free(X), free(Xd), free(W), free(Xq), free(Yref), free(Y), free(Y1), free(Y2);
 }
 
 static void test_matmul(void) {
@@ -265,10 +272,17 @@ static void test_matmul(void) {
      * a block, then 4 + 1); decode's (fewer than 4 tokens, and every token alone in the split
      * run) tiles of 8 and 4 rows and their tails, from rows 0 and from an odd row (29: 8 x 3 +
      * 4 + 1, split 8 + 4 + 3 | 8 + 4 + 2 at row 15; 45: 8 x 5 + 4 + 1, split at 23; 12 and 7;
-     * rows of 18 and of 130 super-blocks: the latter longer than one pass of decode's rows) */
+     * rows of 18 and of 130 super-blocks: the latter longer than one pass of decode's rows);
+     * the amx table's tiles (4 tokens or more: 4 itself), rows not a multiple of 16 and split
+     * at an odd row: one group of 16 tokens (16; 4B's widths 2560, 10240), two groups one of
+     * them partial (17), a pair and a lone group (33), two pairs (64), 130 super-blocks in
+     * spans of 44, 44, 42 (the sums waiting in Y between them), and 100 tokens in two token
+     * blocks of 64 and 36 */
     static const int shapes[][3] = {{1, 256, 1},  {7, 512, 3},  {33, 1024, 5},  {16, 2560, 2}, {5, 6912, 9},
                                     {3, 512, 8},  {2, 768, 12}, {4, 256, 15},   {3, 1024, 16}, {2, 6912, 37},
-                                    {29, 512, 1}, {45, 1024, 2}, {12, 2304, 1}, {17, 4608, 1}, {9, 33280, 1}};
+                                    {29, 512, 1}, {45, 1024, 2}, {12, 2304, 1}, {17, 4608, 1}, {9, 33280, 1},
+                                    {33, 2560, 16}, {19, 10240, 17}, {21, 2560, 33}, {18, 10240, 64}, {3, 33280, 20},
+                                    {3, 10240, 100}, {5, 512, 4}};
     for (int k = 0; k < 3; k++) {
         int bad[3] = {0, 0, 0};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

@@ -8,7 +8,8 @@
  * K-quants (rows of a multiple of 256 weights: in a 1B file only o and down, its other matrices
  * take a fallback type) over the 26 layers' o [1152][1024] and down [1152][6912].
  * Prefill: T=512 over [6912][1152] and [1152][6912] as GFLOP/s (2 * rows * n_in * T / s),
- * activation quantization excluded (it is O(n_in T), next to O(rows n_in T)).
+ * activation quantization excluded (it is O(n_in T), next to O(rows n_in T)); the K-quants over
+ * 4B's [10240][2560] and [2560][10240] at T = 2, 3, 4, 8, 16, 64 and 512.
  * Each figure is the best of a few repetitions; "cpu" columns divide by the busiest thread's
  * CPU time instead of the wall clock (what the kernel does when it runs, on a shared machine). */
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "util.h"
 
 enum { HID = 1152, FFN = 6912, QDIM = 1024, KVDIM = 256, VOCAB = 262144, LAYERS = 26 };
+enum { HID_4B = 2560, FFN_4B = 10240 }; /* the K-quants' prefill: 4B's widths (1B's 1152 is none) */
 
 static double cpu_busy[64];
 
@@ -298,6 +300,52 @@ int main(int argc, char **argv) {
             }
             g3_free_aligned(w);
         }
+
+    /* The K-quants' prefill: no 1B matrix above is one (1152 columns), so 4B's gate / up and
+     * down, from T tokens down to the few where the amx table hands batches to its VNNI
+     * kernels (AMX_KQ_MIN_TOK in kernels/quant-amx.inc); Q8_K activations. */
+    const mat shapes_k[2] = {{FFN_4B, HID_4B}, {HID_4B, FFN_4B}};
+    const int toks_k[] = {2, 3, 4, 8, 16, 64, T};
+    float *xk = malloc((size_t)T * FFN_4B * sizeof *xk), *yk = malloc((size_t)T * FFN_4B * sizeof *yk);
+    void *xqk = malloc(g3_act_k_row_bytes(FFN_4B) * (size_t)T);
+    if (!xk || !yk || !xqk) return 1;
+    for (size_t i = 0; i < (size_t)T * FFN_4B; i++) xk[i] = (float)((int)(i * 7919 % 2001) - 1000) * 1e-3f;
+    for (int s = 0; s < 2; s++)
+        for (int wt = GEMMA3_WEIGHTS_BF16; wt < GEMMA3_WEIGHTS_COUNT; wt++) {
+            if (!g3_wtype_is_block(wt) || !g3_wtype_get(wt)->act_k || !wanted(wt)) continue;
+            const size_t bytes = mat_bytes((g3_wtype)wt, shapes_k[s]);
+            char *w = g3_alloc_aligned(bytes);
+            if (!w) return 1;
+            fill_blocks((g3_wtype)wt, w, bytes);
+            for (int ti = 0; ti < n_tables; ti++) {
+                const g3_quant_kernels *qk = tables[ti];
+                if (strcmp(qk->name, "scalar") == 0) continue;
+                const int n_in = shapes_k[s].n_in;
+                for (int t = 0; t < T; t++)
+                    g3_quantize_act_k(qk, (char *)xqk + (size_t)t * g3_act_k_row_bytes(n_in), xk + (size_t)t * n_in, 0,
+                                      n_in);
+                for (size_t nt = 0; nt < sizeof toks_k / sizeof toks_k[0]; nt++)
+                    for (int p = 0; p < 2; p++) {
+                        double best = 1e30, best_cpu = 1e30;
+                        for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
+                            memset(cpu_busy, 0, sizeof cpu_busy);
+                            mm_job job = {qk, bk, (g3_wtype)wt, 0, yk, w, xqk, toks_k[nt], n_in, shapes_k[s].rows};
+                            const double t0 = g3_now();
+                            g3_pool_run(pools[p], mm_task, &job);
+                            const double dt = g3_now() - t0, dc = cpu_max(p + 1);
+                            best = dt < best ? dt : best;
+                            best_cpu = dc < best_cpu ? dc : best_cpu;
+                        }
+                        const double flops = 2.0 * shapes_k[s].rows * n_in * toks_k[nt];
+                        printf("| %s | %s | matmul T=%d [%d][%d] | %d | %.2f | %.1f | %.1f |\n", qk->name,
+                               g3_wtype_name_upper((g3_wtype)wt), toks_k[nt], shapes_k[s].rows, n_in, p + 1, best * 1e3,
+                               flops / best / 1e9, flops / best_cpu / 1e9);
+                        fflush(stdout);
+                    }
+            }
+            g3_free_aligned(w);
+        }
+    free(xk), free(yk), free(xqk);
     free(x), free(xh), free(xq), free(xq_k), free(y);
     g3_pool_free(pools[0]);
     g3_pool_free(pools[1]);
