@@ -80,6 +80,16 @@ for ph in "$@"; do
     tKC) table 1b q4_k_m "4 8 16" 512 64 2 "gemma3=build/gemma3"; table 4b q4_k_m "16" 512 64 1 "gemma3=build/gemma3" ;;
     specC) spec 1b-q4_0 16; spec 4b-q4_0 16; spec 4b-q4_0 4 ;;
     profC) prof 1b-q4_0 4 512 64; prof 1b-q4_0 16 512 64; prof 1b-q4_k_m 16 512 64 ;;
+    setupL) mkdir -p $D; for f in .dev/debs/*.deb; do dpkg -x $f $D; done; nproc; lscpu | grep -E 'Model name|Core|L2|L3'
+        make -j16 CFLAGS="-O2 -g -I$D/usr/include" >/tmp/head.log 2>&1 || { tail -20 /tmp/head.log; exit 1; }
+        mkdir -p /tmp/ll/b/bin && cp .dev/llama-bench /tmp/ll/b/bin/ && printf '#!/bin/sh\nexec %s "$@" --repack none\n' $PWD/build/gemma3 >/tmp/rows && chmod +x /tmp/rows
+        if $LB --help >/dev/null 2>&1; then echo "llama build rc=carried" >/tmp/ll.log; else # the carried build (made on the dev VM) does not run here
+          rm -f $LB; tar -xJf .dev/llsrc.tar.xz -C /tmp/ll
+          ( cmake -S /tmp/ll -B /tmp/ll/b -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TOOLS=ON >/tmp/ll.log 2>&1 && cmake --build /tmp/ll/b -j 10 --target llama-bench >>/tmp/ll.log 2>&1; echo "llama build rc=$?" >>/tmp/ll.log ) &
+        fi ;;
+    genL) gen 4b random q4_0 q8_0 q4_k_m ;;
+    t4bL) table 4b "q4_0 q8_0 q4_k_m" "16" 512 64 1 "gemma3=build/gemma3" ;;
+    specL) spec 4b-q4_0 16 ;;
     genF) gen 4b random q4_0 q8_0 q4_k_m q6_k; gen 1b random q4_0 q8_0 ;;
     t4bF) table 4b "q4_0 q8_0 q4_k_m q6_k" "16" 512 64 1 "gemma3=build/gemma3" ;;
     specF) spec 4b-q4_0 16; spec 1b-q4_0 16; spec 4b-q4_0 4 ;;
