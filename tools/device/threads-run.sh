@@ -6,7 +6,9 @@
 # the avx512 level without its AMX tables), and llama.cpp's llama-bench;
 # writes synthetic GGUFs; prints tools/bench-threads.sh tables (also into $OUT/tables.md).
 # Needs in .dev/ (carried, git-ignored): debs/ (libcjson and libedit .debs, which that machine
-# lacks) and llsrc.tar.xz (llama.cpp's source); the tree sent without tests/data/gguf (64 MiB).
+# lacks) and llsrc.tar.xz (llama.cpp's source), for the L phases llama-bench (3f545be built on the dev
+# VM, GGML_NATIVE, static ggml; rebuilt there from llsrc if it does not run); the tree sent without
+# tests/data/gguf (64 MiB).
 # Usage: tools/device/threads-run.sh PHASE...   (phases: the case below, in order)
 D=/tmp/deps
 export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu
